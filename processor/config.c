@@ -1,0 +1,114 @@
+/* Defaults, JSON file and environment for hf_config_t (jansson). */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_limits.h"
+
+void config_defaults(hf_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->bootstrap, sizeof cfg->bootstrap, "127.0.0.1:9092");
+    snprintf(cfg->app_id, sizeof cfg->app_id, "holdfast");
+    snprintf(cfg->instance_id, sizeof cfg->instance_id, "0");
+    snprintf(cfg->state_dir, sizeof cfg->state_dir, "./.state");
+    snprintf(cfg->stages, sizeof cfg->stages, "counter");
+    cfg->threads_per_stage = 1;
+    cfg->batch_records_max = 500;
+    cfg->batch_time_max_ms = 20;
+    cfg->idle_poll_ms = 100;
+    cfg->transaction_timeout_ms = 10000;
+}
+
+static void copy_env(char *dst, size_t dst_size, const char *name)
+{
+    const char *v = getenv(name);
+    if (v && *v)
+        snprintf(dst, dst_size, "%s", v);
+}
+
+void config_apply_env(hf_config_t *cfg)
+{
+    copy_env(cfg->bootstrap, sizeof cfg->bootstrap, "HOLDFAST_BOOTSTRAP");
+    copy_env(cfg->state_dir, sizeof cfg->state_dir, "HOLDFAST_STATE_DIR");
+    copy_env(cfg->instance_id, sizeof cfg->instance_id, "HOLDFAST_INSTANCE");
+}
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    size_t size; /* 0 for int fields */
+    int min, max;
+} config_field_t;
+
+#define STR_FIELD(f) {#f, offsetof(hf_config_t, f), sizeof(((hf_config_t *)0)->f), 0, 0}
+#define INT_FIELD(f, lo, hi) {#f, offsetof(hf_config_t, f), 0, lo, hi}
+static const config_field_t config_fields[] = {
+    STR_FIELD(bootstrap),
+    STR_FIELD(app_id),
+    STR_FIELD(instance_id),
+    STR_FIELD(state_dir),
+    STR_FIELD(stages),
+    INT_FIELD(threads_per_stage, 1, 16),
+    INT_FIELD(batch_records_max, 1, HF_BATCH_RECORDS_MAX),
+    INT_FIELD(batch_time_max_ms, 1, 10000),
+    INT_FIELD(idle_poll_ms, 1, 10000),
+    INT_FIELD(transaction_timeout_ms, 1000, 900000),
+};
+
+static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr,
+                      size_t errstr_size)
+{
+    for (size_t i = 0; i < sizeof config_fields / sizeof config_fields[0]; i++) {
+        const config_field_t *f = &config_fields[i];
+        if (strcmp(f->name, key) != 0)
+            continue;
+        char *dst = (char *)cfg + f->offset;
+        if (f->size) {
+            if (!json_is_string(v) || json_string_length(v) >= f->size) {
+                snprintf(errstr, errstr_size, "config '%s' must be a string shorter than %zu",
+                         key, f->size);
+                return HF_ERR_CONFIG;
+            }
+            snprintf(dst, f->size, "%s", json_string_value(v));
+            return HF_OK;
+        }
+        if (!json_is_integer(v) || json_integer_value(v) < f->min ||
+            json_integer_value(v) > f->max) {
+            snprintf(errstr, errstr_size, "config '%s' must be an integer in [%d, %d]", key,
+                     f->min, f->max);
+            return HF_ERR_CONFIG;
+        }
+        *(int *)(void *)dst = (int)json_integer_value(v);
+        return HF_OK;
+    }
+    snprintf(errstr, errstr_size, "unknown config key '%s'", key);
+    return HF_ERR_CONFIG;
+}
+
+int config_load_file(hf_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        snprintf(errstr, errstr_size, "config %s:%d: %s", path, jerr.line, jerr.text);
+        return HF_ERR_CONFIG;
+    }
+    int err = HF_OK;
+    if (!json_is_object(root)) {
+        snprintf(errstr, errstr_size, "config %s: top level must be an object", path);
+        err = HF_ERR_CONFIG;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        if (err == HF_OK)
+            err = config_set(cfg, key, v, errstr, errstr_size);
+    }
+    json_decref(root);
+    return err;
+}

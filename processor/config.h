@@ -1,0 +1,35 @@
+/* Runtime configuration of `holdfast run`. Every field has a default that works
+ * against a local broker; a JSON file (--config) overrides any of them, and
+ * HOLDFAST_BOOTSTRAP overrides the bootstrap address. */
+#ifndef HF_CONFIG_H
+#define HF_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+
+#define HF_CONFIG_STR_MAX 256
+
+typedef struct {
+    char bootstrap[HF_CONFIG_STR_MAX];   /* "127.0.0.1:9092" */
+    char app_id[64];                     /* prefix of group and transactional ids */
+    char instance_id[64];                /* stable per process: fences its predecessor */
+    char state_dir[HF_CONFIG_STR_MAX];   /* one RocksDB per stage below it */
+    char stages[HF_CONFIG_STR_MAX];      /* "counter" or "counter,gateway,..." */
+    int threads_per_stage;               /* worker threads (tasks) per stage */
+    int batch_records_max;               /* records per transaction */
+    int batch_time_max_ms;               /* max time gathering one batch */
+    int idle_poll_ms;                    /* first poll's wait when idle */
+    int transaction_timeout_ms;          /* broker aborts a stuck transaction after it */
+} hf_config_t;
+
+void config_defaults(hf_config_t *cfg);
+/* Applies a JSON object file over cfg; unknown keys are an error (a typo must not
+ * silently run defaults). */
+int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
+                     size_t errstr_size) HF_MUST_CHECK;
+/* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE). */
+void config_apply_env(hf_config_t *cfg);
+
+#endif

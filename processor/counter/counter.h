@@ -1,0 +1,101 @@
+/* The counter stage: owns available / reserved / on-hand of every (warehouse, sku)
+ * in its partitions and is the arbiter of every hold. Inputs
+ * holdfast.counter-commands and holdfast.stock-feed (key "warehouse|sku"); outputs
+ * CounterResult (key reservation_id) and one coalesced StockLevel per changed pair
+ * per transaction (key sku).
+ *
+ * Files: counter_stage.c (the handler table, batch end), one file per record type
+ * (hold.c, commit_hold.c, release_hold.c, stock_feed.c), counter_rules.c (pure
+ * arithmetic and invariants), counter_keys.c (state key layout). */
+#ifndef HF_COUNTER_H
+#define HF_COUNTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "records.h"
+#include "stage.h"
+
+const stage_def_t *counter_stage(void);
+
+/* ---- state keys (counter_keys.c). All keys of one pair share "<tag>w|sku|".
+ *   C w|sku                      -> CounterState
+ *   H w|sku|<attempt %08x>|<reservation_id> -> HoldState
+ *   O w|sku|<seq be64>           -> hold key suffix "<attempt>|<reservation_id>" (open holds)
+ * Identifiers may not contain '|' (validated), so keys never collide. */
+#define COUNTER_KEY_MAX HF_STATE_KEY_LEN_MAX
+size_t counter_key(char *out, const char *warehouse_id, const char *sku);
+size_t hold_key(char *out, const char *warehouse_id, const char *sku, int32_t attempt,
+                const char *reservation_id);
+/* A hold's reference "<attempt %08x>|<reservation_id>": the tail of its key and
+ * the value of its open-hold index entry. */
+size_t hold_ref(char *out, int32_t attempt, const char *reservation_id);
+size_t hold_key_of_ref(char *out, const char *warehouse_id, const char *sku, const char *ref,
+                       size_t ref_len);
+size_t open_hold_key(char *out, const char *warehouse_id, const char *sku, int64_t seq);
+size_t open_hold_prefix(char *out, const char *warehouse_id, const char *sku);
+/* The Kafka key a command for this pair must carry: "warehouse|sku". */
+size_t pair_key(char *out, const char *warehouse_id, const char *sku);
+
+/* ---- rules (counter_rules.c): pure functions over counter state */
+
+/* available = on_hand - reserved - safety_stock; may be negative during a
+ * shortfall or when safety stock exceeds what is left. */
+int64_t counter_available(const hf_counter_state_t *c);
+/* What the outside world is told: never below zero. */
+int64_t counter_available_reported(const hf_counter_state_t *c);
+/* Asserts the stored invariants (aborts the process if broken):
+ * on_hand, reserved, revoking, safety_stock >= 0; revoking <= reserved;
+ * reserved - revoking <= on_hand (a promise never exceeds stock on hand, except by
+ * holds already being revoked). */
+void counter_assert(const hf_counter_state_t *c);
+/* The quantity still to revoke: (reserved - revoking) - on_hand, or 0. */
+int64_t counter_shortfall(const hf_counter_state_t *c);
+
+/* Validation shared by handlers; returns NULL when fine, else a reason. */
+const char *counter_check_ids(const char *warehouse_id, const char *sku);
+
+/* ---- handlers (one file each) */
+int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec);
+int counter_on_commit_hold(stage_ctx_t *ctx, const hf_record_t *rec);
+int counter_on_release_hold(stage_ctx_t *ctx, const hf_record_t *rec);
+int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec);
+
+/* ---- shared by the handlers (counter_stage.c) */
+
+/* Checks the record's Kafka key is "warehouse|sku" of its body, and the ids. */
+int counter_check_routing(stage_ctx_t *ctx, const char *warehouse_id, const char *sku);
+/* Loads a pair's counter (zero if it never existed); asserts its invariants. */
+int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                 hf_counter_state_t *out) HF_MUST_CHECK;
+/* Bumps the version, asserts the invariants and buffers the counter. */
+int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                  hf_counter_state_t *c) HF_MUST_CHECK;
+/* Emits a CounterResult keyed by reservation_id. */
+int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
+                        const char *warehouse_id, const char *sku, hf_cmd_t command,
+                        hf_outcome_t outcome, int64_t qty, int64_t available) HF_MUST_CHECK;
+/* Loads a hold; HF_ERR_NOTFOUND if the counter never saw it. */
+int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
+                      hf_hold_state_t *out) HF_MUST_CHECK;
+int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
+                       const hf_hold_state_t *h) HF_MUST_CHECK;
+
+/* Settling an existing hold (commit or release). The rule decides the outcome
+ * from the hold's status and, when it changes something, updates the hold and
+ * the counter in place; found is false for a hold the counter never saw. */
+typedef hf_outcome_t (*counter_settle_rule_fn)(bool found, hf_hold_state_t *hs,
+                                               hf_counter_state_t *c, bool *changed);
+typedef struct {
+    const char *reservation_id;
+    int32_t attempt;
+    const char *warehouse_id;
+    const char *sku;
+    hf_cmd_t command;
+} counter_hold_id_t;
+/* Validates, loads, applies rule, stores what changed (closing the open-hold index
+ * entry when the hold leaves HELD/REVOKING) and emits the result. */
+int counter_settle_hold(stage_ctx_t *ctx, const counter_hold_id_t *id,
+                        counter_settle_rule_fn rule) HF_MUST_CHECK;
+
+#endif

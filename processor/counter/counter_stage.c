@@ -1,0 +1,192 @@
+/* The counter stage's definition — its handler table — and what its handlers
+ * share: loading and storing counters and holds with their invariants checked,
+ * emitting results, and the batch end that publishes one StockLevel per pair that
+ * changed in the transaction. */
+#include <stdio.h>
+#include <string.h>
+
+#include "counter.h"
+#include "hf_assert.h"
+#include "topics.h"
+
+static const char *const counter_inputs[] = {HF_TOPIC_COUNTER_COMMANDS, HF_TOPIC_STOCK_FEED};
+
+/* What happens on each record type: one handler, one file. */
+static const stage_handler_t counter_handlers[] = {
+    {HF_REC_HOLD, counter_on_hold},
+    {HF_REC_COMMIT_HOLD, counter_on_commit_hold},
+    {HF_REC_RELEASE_HOLD, counter_on_release_hold},
+    {HF_REC_STOCK_FEED, counter_on_stock_feed},
+};
+
+int counter_check_routing(stage_ctx_t *ctx, const char *warehouse_id, const char *sku)
+{
+    const char *bad = counter_check_ids(warehouse_id, sku);
+    if (bad)
+        return stage_reject(ctx, "%s", bad);
+    char want[COUNTER_KEY_MAX];
+    size_t want_len = pair_key(want, warehouse_id, sku);
+    size_t key_len = 0;
+    const void *key = stage_record_key(ctx, &key_len);
+    /* The single-writer guarantee rests on every command for a pair landing in
+     * the pair's partition: a mis-keyed record would be applied by another task. */
+    if (key_len != want_len || memcmp(key, want, want_len) != 0)
+        return stage_reject(ctx, "record key must be \"%s\" (warehouse_id|sku) to reach its counter",
+                            want);
+    return HF_OK;
+}
+
+int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                 hf_counter_state_t *out)
+{
+    char key[COUNTER_KEY_MAX];
+    size_t len = counter_key(key, warehouse_id, sku);
+    hf_record_t rec;
+    int err = stage_get(ctx, key, len, &rec);
+    if (err == HF_ERR_NOTFOUND) {
+        memset(out, 0, sizeof *out);
+        return HF_OK;
+    }
+    if (err)
+        return err;
+    hf_assert(rec.type == HF_REC_COUNTER_STATE);
+    *out = rec.u.counter_state;
+    counter_assert(out);
+    return HF_OK;
+}
+
+int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                  hf_counter_state_t *c)
+{
+    c->version++;
+    counter_assert(c);
+    char key[COUNTER_KEY_MAX];
+    size_t len = counter_key(key, warehouse_id, sku);
+    hf_record_t rec = {.type = HF_REC_COUNTER_STATE, .u.counter_state = *c};
+    return stage_put(ctx, key, len, &rec);
+}
+
+int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold_state_t *out)
+{
+    hf_record_t rec;
+    int err = stage_get(ctx, key, key_len, &rec);
+    if (err)
+        return err;
+    hf_assert(rec.type == HF_REC_HOLD_STATE);
+    *out = rec.u.hold_state;
+    return HF_OK;
+}
+
+int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
+                       const hf_hold_state_t *h)
+{
+    hf_record_t rec = {.type = HF_REC_HOLD_STATE, .u.hold_state = *h};
+    return stage_put(ctx, key, key_len, &rec);
+}
+
+int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
+                        const char *warehouse_id, const char *sku, hf_cmd_t command,
+                        hf_outcome_t outcome, int64_t qty, int64_t available)
+{
+    hf_record_t rec = {.type = HF_REC_COUNTER_RESULT};
+    hf_counter_result_t *r = &rec.u.counter_result;
+    snprintf(r->reservation_id, sizeof r->reservation_id, "%s", reservation_id);
+    snprintf(r->warehouse_id, sizeof r->warehouse_id, "%s", warehouse_id);
+    snprintf(r->sku, sizeof r->sku, "%s", sku);
+    r->attempt = attempt;
+    r->command = command;
+    r->outcome = outcome;
+    r->qty = qty;
+    r->available = available;
+    r->applied_at_ms = stage_now_ms(ctx);
+    return stage_emit(ctx, HF_TOPIC_COUNTER_RESULTS, reservation_id, strlen(reservation_id), &rec);
+}
+
+/* Batch end: a written key "C<w>|<sku>|" means that counter changed. */
+static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key, size_t key_len)
+{
+    if (key_len < 4 || key[0] != 'C')
+        return HF_OK;
+    hf_record_t rec;
+    int err = stage_get(ctx, key, key_len, &rec);
+    if (err)
+        return err;
+    const hf_counter_state_t c = rec.u.counter_state;
+    counter_assert(&c);
+
+    hf_record_t out = {.type = HF_REC_STOCK_LEVEL};
+    hf_stock_level_t *sl = &out.u.stock_level;
+    const char *bar = memchr(key + 1, '|', key_len - 1);
+    hf_assert(bar && key[key_len - 1] == '|');
+    size_t wlen = (size_t)(bar - (key + 1)), slen = key_len - 1 - wlen - 2;
+    hf_assert(wlen < sizeof sl->warehouse_id && slen < sizeof sl->sku);
+    memcpy(sl->warehouse_id, key + 1, wlen);
+    memcpy(sl->sku, bar + 1, slen);
+    sl->on_hand = c.on_hand;
+    sl->reserved = c.reserved;
+    sl->safety_stock = c.safety_stock;
+    sl->available = counter_available_reported(&c);
+    sl->shortfall = c.revoking;
+    sl->version = c.version;
+    sl->updated_at_ms = stage_now_ms(ctx);
+    hf_assert(sl->available >= 0);
+    return stage_emit(ctx, HF_TOPIC_STOCK_LEVELS, sl->sku, slen, &out);
+}
+
+static int counter_batch_end(stage_ctx_t *ctx) { return stage_foreach_written(ctx, emit_stock_level); }
+
+static const stage_def_t counter_def = {
+    .name = "counter",
+    .input_topics = counter_inputs,
+    .input_topics_count = sizeof counter_inputs / sizeof counter_inputs[0],
+    .changelog_topic = HF_TOPIC_COUNTER_CHANGELOG,
+    .handlers = counter_handlers,
+    .handlers_count = sizeof counter_handlers / sizeof counter_handlers[0],
+    .batch_end = counter_batch_end,
+};
+
+const stage_def_t *counter_stage(void) { return &counter_def; }
+
+static bool hold_is_open(hf_hold_status_t s) { return s == HF_HOLD_HELD || s == HF_HOLD_REVOKING; }
+
+int counter_settle_hold(stage_ctx_t *ctx, const counter_hold_id_t *id, counter_settle_rule_fn rule)
+{
+    if (!id->reservation_id[0] || id->attempt < 0)
+        return stage_reject(ctx, "%s needs a reservation_id and an attempt >= 0",
+                            hf_cmd_name(id->command));
+    int err = counter_check_routing(ctx, id->warehouse_id, id->sku);
+    if (err)
+        return err;
+    char hkey[COUNTER_KEY_MAX];
+    size_t hkey_len = hold_key(hkey, id->warehouse_id, id->sku, id->attempt, id->reservation_id);
+    hf_hold_state_t hs;
+    err = counter_load_hold(ctx, hkey, hkey_len, &hs);
+    if (err && err != HF_ERR_NOTFOUND)
+        return err;
+    bool found = err == HF_OK;
+    if (!found)
+        memset(&hs, 0, sizeof hs);
+    hf_counter_state_t c;
+    err = counter_load(ctx, id->warehouse_id, id->sku, &c);
+    if (err)
+        return err;
+
+    bool was_open = found && hold_is_open(hs.status), changed = false;
+    hf_outcome_t outcome = rule(found, &hs, &c, &changed);
+    if (changed) {
+        hf_assert(found && was_open);
+        hs.updated_at_ms = stage_now_ms(ctx);
+        err = counter_store(ctx, id->warehouse_id, id->sku, &c);
+        if (!err)
+            err = counter_store_hold(ctx, hkey, hkey_len, &hs);
+        if (!err && !hold_is_open(hs.status)) {
+            char okey[COUNTER_KEY_MAX];
+            size_t okey_len = open_hold_key(okey, id->warehouse_id, id->sku, hs.seq);
+            err = stage_del(ctx, okey, okey_len);
+        }
+        if (err)
+            return err;
+    }
+    return counter_emit_result(ctx, id->reservation_id, id->attempt, id->warehouse_id, id->sku,
+                               id->command, outcome, hs.qty, counter_available_reported(&c));
+}

@@ -1,0 +1,176 @@
+/* What happens on StockFeed (a warehouse reports physical stock): RECEIVE and
+ * ADJUST move on_hand by a delta, COUNT sets it to a cycle count, SAFETY_STOCK
+ * sets the buffer that new holds may not touch. Each pair applies a feed_seq once
+ * (a repeat or an older one is ignored), so the feed can be replayed.
+ *
+ * When on_hand falls below what is promised (a count or adjustment reveals less
+ * stock than reserved), available is reported as 0 and the newest holds are
+ * marked REVOKING until the rest fit on hand; each gets a SHORTFALL result so the
+ * gateway releases its reservation. Revoked units stay reserved until that
+ * release arrives, so available cannot turn positive by mistake meanwhile. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "counter.h"
+#include "hf_assert.h"
+#include "log.h"
+
+static int validate(stage_ctx_t *ctx, const hf_stock_feed_t *f)
+{
+    if (f->feed_seq <= 0)
+        return stage_reject(ctx, "StockFeed feed_seq %lld must be positive", (long long)f->feed_seq);
+    if ((unsigned)f->kind >= HF_FEED__COUNT)
+        return stage_reject(ctx, "StockFeed kind %d is unknown", (int)f->kind);
+    long long lo = f->kind == HF_FEED_ADJUST ? -HF_QTY_MAX : f->kind == HF_FEED_RECEIVE ? 1 : 0;
+    if (f->qty < lo || f->qty > HF_QTY_MAX * 1000)
+        return stage_reject(ctx, "StockFeed %s qty %lld must be in [%lld, %lld]",
+                            hf_feed_kind_name(f->kind), (long long)f->qty, lo,
+                            (long long)HF_QTY_MAX * 1000);
+    return counter_check_routing(ctx, f->warehouse_id, f->sku);
+}
+
+/* The new on_hand, or a rejection if the feed would make it negative. */
+static int next_on_hand(stage_ctx_t *ctx, const hf_stock_feed_t *f, const hf_counter_state_t *c,
+                        int64_t *on_hand)
+{
+    switch (f->kind) {
+    case HF_FEED_COUNT:
+        *on_hand = f->qty;
+        return HF_OK;
+    case HF_FEED_SAFETY_STOCK:
+        *on_hand = c->on_hand;
+        return HF_OK;
+    case HF_FEED_RECEIVE:
+    case HF_FEED_ADJUST:
+    case HF_FEED__COUNT:
+        break;
+    }
+    if (__builtin_add_overflow(c->on_hand, f->qty, on_hand))
+        return stage_reject(ctx, "StockFeed qty %lld overflows on_hand %lld", (long long)f->qty,
+                            (long long)c->on_hand);
+    if (*on_hand < 0)
+        return stage_reject(ctx,
+                            "StockFeed ADJUST %lld would make on_hand negative (on_hand %lld); "
+                            "send a COUNT with the physical quantity instead",
+                            (long long)f->qty, (long long)c->on_hand);
+    return HF_OK;
+}
+
+typedef struct {
+    char ref[COUNTER_KEY_MAX];
+    size_t len;
+} hold_ref_buf_t;
+
+/* Collects the newest HELD holds whose quantities cover the shortfall. Reads
+ * only: a RocksDB batch iterator must not see writes while it is open. */
+static int pick_newest(stage_ctx_t *ctx, const hf_stock_feed_t *f, int64_t shortfall,
+                       hold_ref_buf_t **refs_out, size_t *count_out)
+{
+    char prefix[COUNTER_KEY_MAX];
+    size_t prefix_len = open_hold_prefix(prefix, f->warehouse_id, f->sku);
+    state_iter_t *it = stage_iter(ctx, prefix, prefix_len, true);
+    hold_ref_buf_t *refs = NULL;
+    size_t n = 0, cap = 0;
+    int err = it ? HF_OK : HF_ERR_NOMEM;
+    const void *k, *v;
+    size_t klen, vlen;
+    /* Bounded by the number of open holds on this pair. */
+    while (err == HF_OK && shortfall > 0 && state_iter_next(it, &k, &klen, &v, &vlen)) {
+        char hkey[COUNTER_KEY_MAX];
+        size_t hkey_len = hold_key_of_ref(hkey, f->warehouse_id, f->sku, v, vlen);
+        hf_hold_state_t hs;
+        err = counter_load_hold(ctx, hkey, hkey_len, &hs);
+        hf_assert(err != HF_ERR_NOTFOUND); /* the index only names existing holds */
+        if (err || hs.status != HF_HOLD_HELD)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            hold_ref_buf_t *r = realloc(refs, cap * sizeof *r);
+            if (!r) {
+                err = HF_ERR_NOMEM;
+                break;
+            }
+            refs = r;
+        }
+        hf_assert(vlen < COUNTER_KEY_MAX);
+        memcpy(refs[n].ref, v, vlen);
+        refs[n++].len = vlen;
+        shortfall -= hs.qty;
+    }
+    state_iter_destroy(it);
+    *refs_out = refs;
+    *count_out = n;
+    return err;
+}
+
+/* Marks one hold REVOKING and tells its reservation's gateway. */
+static int revoke(stage_ctx_t *ctx, const hf_stock_feed_t *f, const hold_ref_buf_t *r,
+                  hf_counter_state_t *c)
+{
+    char hkey[COUNTER_KEY_MAX];
+    size_t hkey_len = hold_key_of_ref(hkey, f->warehouse_id, f->sku, r->ref, r->len);
+    hf_hold_state_t hs;
+    int err = counter_load_hold(ctx, hkey, hkey_len, &hs);
+    if (err)
+        return err;
+    hs.status = HF_HOLD_REVOKING;
+    hs.updated_at_ms = stage_now_ms(ctx);
+    c->revoking += hs.qty;
+    err = counter_store_hold(ctx, hkey, hkey_len, &hs);
+    if (err)
+        return err;
+    /* ref = "<attempt %08x>|<reservation_id>" */
+    char rid[HF_ID_LEN_MAX + 1], hex[9];
+    hf_assert(r->len > 9 && r->len - 9 <= HF_ID_LEN_MAX && r->ref[8] == '|');
+    memcpy(hex, r->ref, 8);
+    hex[8] = '\0';
+    memcpy(rid, r->ref + 9, r->len - 9);
+    rid[r->len - 9] = '\0';
+    return counter_emit_result(ctx, rid, (int32_t)strtol(hex, NULL, 16), f->warehouse_id, f->sku,
+                               HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, hs.qty, 0);
+}
+
+static int revoke_newest(stage_ctx_t *ctx, const hf_stock_feed_t *f, hf_counter_state_t *c)
+{
+    hold_ref_buf_t *refs = NULL;
+    size_t n = 0;
+    int err = pick_newest(ctx, f, counter_shortfall(c), &refs, &n);
+    for (size_t i = 0; err == HF_OK && i < n; i++)
+        err = revoke(ctx, f, &refs[i], c);
+    free(refs);
+    return err;
+}
+
+int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec)
+{
+    const hf_stock_feed_t *f = &rec->u.stock_feed;
+    int err = validate(ctx, f);
+    if (err)
+        return err;
+    hf_counter_state_t c;
+    err = counter_load(ctx, f->warehouse_id, f->sku, &c);
+    if (err)
+        return err;
+    if (f->feed_seq <= c.feed_seq) {
+        log_debug("counter", "stock feed %s|%s seq %lld already applied (at %lld)", f->warehouse_id,
+                  f->sku, (long long)f->feed_seq, (long long)c.feed_seq);
+        return HF_OK;
+    }
+    int64_t on_hand = 0;
+    err = next_on_hand(ctx, f, &c, &on_hand);
+    if (err)
+        return err;
+    c.on_hand = on_hand;
+    c.feed_seq = f->feed_seq;
+    if (f->kind == HF_FEED_SAFETY_STOCK)
+        c.safety_stock = f->qty;
+    if (counter_shortfall(&c) > 0) {
+        log_warn("counter", "%s|%s: on_hand %lld below promised %lld: revoking newest holds",
+                 f->warehouse_id, f->sku, (long long)c.on_hand, (long long)(c.reserved - c.revoking));
+        err = revoke_newest(ctx, f, &c);
+        if (err)
+            return err;
+    }
+    return counter_store(ctx, f->warehouse_id, f->sku, &c);
+}

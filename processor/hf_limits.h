@@ -1,0 +1,48 @@
+/* Every bound in holdfast, with its reason (in the spirit of SQLite's sqliteLimit.h).
+ * Records are fixed-size C structs, so string and array bounds here are also the
+ * wire limits: the codec rejects anything longer as invalid. */
+#ifndef HF_LIMITS_H
+#define HF_LIMITS_H
+
+/* Identifiers. Retail ids (UUIDs, SKU codes, warehouse codes) fit easily. */
+#define HF_ID_LEN_MAX 64        /* reservation_id, idempotency_key, payment_id */
+#define HF_SKU_LEN_MAX 64       /* sku */
+#define HF_WAREHOUSE_LEN_MAX 32 /* warehouse_id */
+#define HF_TOPIC_LEN_MAX 128    /* reply_to, dead-letter source topic */
+#define HF_TEXT_LEN_MAX 256     /* reasons and human-readable messages */
+
+/* Request shape. A checkout with more than 32 distinct SKUs is a bulk order,
+ * which goes through another channel. */
+#define HF_LINES_MAX 32
+/* One line can be split over at most 8 warehouses; allocations of a whole
+ * reservation are bounded by lines x splits. */
+#define HF_SPLITS_MAX 8
+#define HF_ALLOCATIONS_MAX 64
+/* The network has ~50 warehouses; availability vectors carry up to 64. */
+#define HF_WAREHOUSES_MAX 64
+/* A shortfall revokes at most this many holds per result batch record. */
+#define HF_REVOKE_MAX 64
+
+/* Quantities: one line never asks for more than a million units; counters are
+ * int64 and checked for overflow before arithmetic. */
+#define HF_QTY_MAX 1000000LL
+
+/* A full state key: tag + warehouse + sku + reservation + attempt, with room. */
+#define HF_STATE_KEY_LEN_MAX 256
+/* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB. */
+#define HF_RECORD_LEN_MAX 16384
+
+/* Task loop: records per transaction. Larger batches amortise the commit (a
+ * round trip to the transaction coordinator) but add latency under load. */
+#define HF_BATCH_RECORDS_MAX 2000
+/* Outputs one input record may produce (a COUNT shortfall revokes many holds). */
+#define HF_OUTPUTS_PER_RECORD_MAX (HF_REVOKE_MAX + 4)
+/* Partitions one task may own. */
+#define HF_PARTITIONS_MAX 256
+/* Retries of an abortable transaction before the task gives up and exits. */
+#define HF_TXN_RETRIES_MAX 20
+
+_Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
+_Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct warehouses");
+
+#endif

@@ -1,0 +1,626 @@
+/* librdkafka behind holdfast's small Kafka API (kafka.h). Everything that knows
+ * about rd_kafka_* lives here: configuration defaults that the exactly-once
+ * protocol depends on, error classification, rebalance plumbing, and the
+ * delivery-report bookkeeping that tells a task which changelog offsets it wrote. */
+#include "kafka.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_assert.h"
+#include "hf_limits.h"
+#include "log.h"
+
+struct kafka_consumer {
+    rd_kafka_t *rk;
+    kafka_rebalance_t rebalance;
+};
+
+struct kafka_producer {
+    rd_kafka_t *rk;
+    bool transactional;
+    uint64_t failed_count; /* delivery failures; written by the DR callback */
+};
+
+struct kafka_reader {
+    rd_kafka_t *rk;
+};
+
+/* ---- configuration */
+
+static void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    hf_log_level_t lv = level <= 3 ? HF_LOG_ERROR : level <= 4 ? HF_LOG_WARN
+                        : level <= 6                          ? HF_LOG_INFO
+                                                              : HF_LOG_DEBUG;
+    if (log_enabled(lv))
+        hf_log(lv, "librdkafka", "%s: %s: %s", rd_kafka_name(rk), fac, buf);
+}
+
+static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    /* Transient broker errors are retried by librdkafka; fatal ones surface on the
+     * next transactional call, where the task acts on them. */
+    log_warn("kafka", "%s: %s: %s", rd_kafka_name(rk), rd_kafka_err2name(err), reason);
+}
+
+static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, char *errstr,
+                    size_t errstr_size)
+{
+    if (rd_kafka_conf_set(c, name, value, errstr, errstr_size) != RD_KAFKA_CONF_OK)
+        return HF_ERR_CONFIG;
+    return HF_OK;
+}
+
+/* Applies "name=value" pairs. */
+static int conf_set_all(rd_kafka_conf_t *c, const char *const *pairs, char *errstr,
+                        size_t errstr_size)
+{
+    for (size_t i = 0; pairs && pairs[i]; i++) {
+        char name[128];
+        const char *eq = strchr(pairs[i], '=');
+        if (!eq || (size_t)(eq - pairs[i]) >= sizeof name) {
+            snprintf(errstr, errstr_size, "kafka property '%s' is not name=value", pairs[i]);
+            return HF_ERR_CONFIG;
+        }
+        memcpy(name, pairs[i], (size_t)(eq - pairs[i]));
+        name[eq - pairs[i]] = '\0';
+        if (conf_set(c, name, eq + 1, errstr, errstr_size) != HF_OK)
+            return HF_ERR_CONFIG;
+    }
+    return HF_OK;
+}
+
+static rd_kafka_conf_t *conf_base(const kafka_conf_t *conf, const char *const *defaults,
+                                  char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    const char *const common[] = {
+        "socket.nagle.disable=true",
+        "log.connection.close=false",
+        NULL,
+    };
+    if (conf_set(c, "bootstrap.servers", conf->bootstrap, errstr, errstr_size) != HF_OK ||
+        conf_set(c, "client.id", conf->client_id ? conf->client_id : "holdfast", errstr,
+                 errstr_size) != HF_OK ||
+        conf_set_all(c, common, errstr, errstr_size) != HF_OK ||
+        conf_set_all(c, defaults, errstr, errstr_size) != HF_OK ||
+        conf_set_all(c, conf->overrides, errstr, errstr_size) != HF_OK) {
+        rd_kafka_conf_destroy(c);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(c, kafka_log_cb);
+    rd_kafka_conf_set_error_cb(c, kafka_error_cb);
+    return c;
+}
+
+/* Maps a librdkafka transactional error object to hf_err_t and frees it. */
+static int txn_error(rd_kafka_error_t *error, const char *what, char *errstr,
+                     size_t errstr_size)
+{
+    if (!error)
+        return HF_OK;
+    int err = HF_ERR_KAFKA;
+    if (rd_kafka_error_is_fatal(error))
+        err = HF_ERR_FATAL;
+    else if (rd_kafka_error_txn_requires_abort(error))
+        err = HF_ERR_ABORTABLE;
+    else if (rd_kafka_error_is_retriable(error))
+        err = HF_ERR_TIMEOUT;
+    snprintf(errstr, errstr_size, "%s: %s (%s)", what, rd_kafka_error_string(error),
+             rd_kafka_error_name(error));
+    rd_kafka_error_destroy(error);
+    return err;
+}
+
+/* ---- messages */
+
+static void msg_fill(kafka_msg_t *msg, rd_kafka_message_t *m)
+{
+    rd_kafka_timestamp_type_t tstype;
+    msg->topic = rd_kafka_topic_name(m->rkt);
+    msg->partition = m->partition;
+    msg->offset = m->offset;
+    msg->key = m->key;
+    msg->key_len = m->key_len;
+    msg->value = m->payload;
+    msg->value_len = m->len;
+    msg->timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+    msg->handle = m;
+}
+
+void kafka_msg_release(kafka_msg_t *msg)
+{
+    if (msg && msg->handle) {
+        rd_kafka_message_destroy(msg->handle);
+        msg->handle = NULL;
+    }
+}
+
+bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_t out_size)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *val = NULL;
+    size_t len = 0;
+    if (!msg->handle || rd_kafka_message_headers(msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(hdrs, name, &val, &len) != RD_KAFKA_RESP_ERR_NO_ERROR || !val)
+        return false;
+    if (len >= out_size)
+        len = out_size - 1;
+    memcpy(out, val, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* ---- consumer */
+
+static rd_kafka_topic_partition_list_t *tps_to_list(const kafka_tp_t *tps, size_t count)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)count);
+    for (size_t i = 0; i < count; i++)
+        rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition);
+    return l;
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    kafka_consumer_t *kc = opaque;
+    size_t n = (size_t)parts->cnt;
+    kafka_tp_t *tps = calloc(n ? n : 1, sizeof *tps);
+    hf_assert(tps);
+    for (size_t i = 0; i < n; i++) {
+        tps[i].topic = parts->elems[i].topic;
+        tps[i].partition = parts->elems[i].partition;
+    }
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        int rc = kc->rebalance.on_assign
+                     ? kc->rebalance.on_assign(kc->rebalance.opaque, tps, n)
+                     : HF_OK;
+        if (rc != HF_OK) {
+            /* A stage that cannot restore its state must not consume: stop the
+             * process so a supervisor restarts it rather than serve stale state. */
+            log_error("kafka", "restore on assignment failed (%s); exiting", hf_err_name(rc));
+            exit(3);
+        }
+        rd_kafka_assign(rk, parts);
+    } else {
+        if (kc->rebalance.on_revoke)
+            kc->rebalance.on_revoke(kc->rebalance.opaque, tps, n);
+        rd_kafka_assign(rk, NULL);
+    }
+    free(tps);
+}
+
+int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
+                       const char *group_instance_id, const char *const *topics,
+                       size_t topics_count, const kafka_rebalance_t *rebalance,
+                       kafka_consumer_t **kc_out, char *errstr, size_t errstr_size)
+{
+    /* read_committed + manual offsets committed inside transactions is the EOS
+     * contract; range keeps co-partitioned topics' partition p on one task. */
+    const char *const defaults[] = {
+        "isolation.level=read_committed",
+        "enable.auto.commit=false",
+        "enable.auto.offset.store=false",
+        "auto.offset.reset=earliest",
+        "partition.assignment.strategy=range",
+        "session.timeout.ms=10000",
+        "heartbeat.interval.ms=1000",
+        "fetch.wait.max.ms=10",
+        "fetch.error.backoff.ms=50",
+        NULL,
+    };
+    int err = HF_ERR_CONFIG;
+    kafka_consumer_t *kc = calloc(1, sizeof *kc);
+    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    rd_kafka_topic_partition_list_t *subs = NULL;
+    if (!kc || !c)
+        goto fail;
+    if (conf_set(c, "group.id", group_id, errstr, errstr_size) != HF_OK)
+        goto fail;
+    if (group_instance_id &&
+        conf_set(c, "group.instance.id", group_instance_id, errstr, errstr_size) != HF_OK)
+        goto fail;
+    if (rebalance)
+        kc->rebalance = *rebalance;
+    rd_kafka_conf_set_rebalance_cb(c, rebalance_cb);
+    rd_kafka_conf_set_opaque(c, kc);
+    kc->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, errstr, errstr_size);
+    if (!kc->rk) {
+        err = HF_ERR_KAFKA;
+        goto fail;
+    }
+    c = NULL; /* owned by rk now */
+    rd_kafka_poll_set_consumer(kc->rk);
+    subs = rd_kafka_topic_partition_list_new((int)topics_count);
+    for (size_t i = 0; i < topics_count; i++)
+        rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t kerr = rd_kafka_subscribe(kc->rk, subs);
+    rd_kafka_topic_partition_list_destroy(subs);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "subscribe: %s", rd_kafka_err2str(kerr));
+        err = HF_ERR_KAFKA;
+        goto fail;
+    }
+    *kc_out = kc;
+    return HF_OK;
+fail:
+    if (c)
+        rd_kafka_conf_destroy(c);
+    if (kc && kc->rk)
+        rd_kafka_destroy(kc->rk);
+    free(kc);
+    return err;
+}
+
+int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,
+                        size_t errstr_size)
+{
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(kc->rk, timeout_ms);
+    if (!m)
+        return 0;
+    if (m->err) {
+        int err = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ? 0 : HF_ERR_KAFKA;
+        if (err) {
+            snprintf(errstr, errstr_size, "consume: %s", rd_kafka_message_errstr(m));
+            if (m->err == RD_KAFKA_RESP_ERR__FATAL)
+                err = HF_ERR_FATAL;
+        }
+        rd_kafka_message_destroy(m);
+        return err;
+    }
+    msg_fill(msg, m);
+    return 1;
+}
+
+int kafka_consumer_rewind(kafka_consumer_t *kc, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t kerr = rd_kafka_assignment(kc->rk, &parts);
+    int err = HF_ERR_KAFKA;
+    if (kerr)
+        goto fail;
+    kerr = rd_kafka_committed(kc->rk, parts, 10000);
+    if (kerr)
+        goto fail;
+    for (int i = 0; i < parts->cnt; i++)
+        if (parts->elems[i].offset < 0)
+            parts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_error_t *error = rd_kafka_seek_partitions(kc->rk, parts, 10000);
+    if (error) {
+        snprintf(errstr, errstr_size, "seek: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+        rd_kafka_topic_partition_list_destroy(parts);
+        return HF_ERR_KAFKA;
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    return HF_OK;
+fail:
+    snprintf(errstr, errstr_size, "rewind: %s", rd_kafka_err2str(kerr));
+    if (parts)
+        rd_kafka_topic_partition_list_destroy(parts);
+    return err;
+}
+
+void kafka_consumer_destroy(kafka_consumer_t *kc)
+{
+    if (!kc)
+        return;
+    rd_kafka_consumer_close(kc->rk);
+    rd_kafka_destroy(kc->rk);
+    free(kc);
+}
+
+/* ---- producer */
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    kafka_producer_t *kp = opaque;
+    if (m->err) {
+        kp->failed_count++;
+        log_warn("kafka", "delivery to %s [%d] failed: %s", rd_kafka_topic_name(m->rkt),
+                 m->partition, rd_kafka_err2str(m->err));
+        return;
+    }
+    int64_t *offset_out = m->_private;
+    if (offset_out && m->offset > *offset_out)
+        *offset_out = m->offset;
+}
+
+int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
+                       int transaction_timeout_ms, kafka_producer_t **kp_out, char *errstr,
+                       size_t errstr_size)
+{
+    /* murmur2_random puts a key where Java clients put it; linger 1 ms lets a
+     * transaction's records share batches without adding visible latency. */
+    const char *const defaults[] = {
+        "partitioner=murmur2_random",
+        "linger.ms=1",
+        "acks=all",
+        "enable.idempotence=true",
+        "queue.buffering.max.messages=200000",
+        "message.timeout.ms=30000",
+        NULL,
+    };
+    int err = HF_ERR_CONFIG;
+    kafka_producer_t *kp = calloc(1, sizeof *kp);
+    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    if (!kp || !c)
+        goto fail;
+    if (transactional_id) {
+        char timeout[32];
+        snprintf(timeout, sizeof timeout, "%d", transaction_timeout_ms);
+        if (conf_set(c, "transactional.id", transactional_id, errstr, errstr_size) != HF_OK ||
+            conf_set(c, "transaction.timeout.ms", timeout, errstr, errstr_size) != HF_OK)
+            goto fail;
+        kp->transactional = true;
+    }
+    rd_kafka_conf_set_dr_msg_cb(c, dr_msg_cb);
+    rd_kafka_conf_set_opaque(c, kp);
+    kp->rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, errstr_size);
+    if (!kp->rk) {
+        err = HF_ERR_KAFKA;
+        goto fail;
+    }
+    *kp_out = kp;
+    return HF_OK;
+fail:
+    if (c)
+        rd_kafka_conf_destroy(c);
+    free(kp);
+    return err;
+}
+
+void kafka_producer_destroy(kafka_producer_t *kp)
+{
+    if (!kp)
+        return;
+    if (!kp->transactional)
+        rd_kafka_flush(kp->rk, 10000);
+    rd_kafka_destroy(kp->rk);
+    free(kp);
+}
+
+uint64_t kafka_producer_failed_count(const kafka_producer_t *kp) { return kp->failed_count; }
+
+int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    return txn_error(rd_kafka_init_transactions(kp->rk, timeout_ms), "init_transactions",
+                     errstr, errstr_size);
+}
+
+int kafka_txn_begin(kafka_producer_t *kp, char *errstr, size_t errstr_size)
+{
+    return txn_error(rd_kafka_begin_transaction(kp->rk), "begin_transaction", errstr,
+                     errstr_size);
+}
+
+int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kafka_tp_t *tps,
+                           const int64_t *next_offsets, size_t count, char *errstr,
+                           size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *l = tps_to_list(tps, count);
+    for (size_t i = 0; i < count; i++)
+        l->elems[i].offset = next_offsets[i];
+    rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(kc->rk);
+    rd_kafka_error_t *error = rd_kafka_send_offsets_to_transaction(kp->rk, l, cgmd, -1);
+    rd_kafka_consumer_group_metadata_destroy(cgmd);
+    rd_kafka_topic_partition_list_destroy(l);
+    return txn_error(error, "send_offsets_to_transaction", errstr, errstr_size);
+}
+
+int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size)
+{
+    /* A retriable failure (timeout) leaves the commit's outcome unknown: calling
+     * commit again is the documented way to learn it. */
+    for (int attempt = 0;; attempt++) {
+        int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction",
+                            errstr, errstr_size);
+        if (err != HF_ERR_TIMEOUT || attempt >= HF_TXN_RETRIES_MAX)
+            return err;
+    }
+}
+
+int kafka_txn_abort(kafka_producer_t *kp, char *errstr, size_t errstr_size)
+{
+    for (int attempt = 0;; attempt++) {
+        int err = txn_error(rd_kafka_abort_transaction(kp->rk, -1), "abort_transaction", errstr,
+                            errstr_size);
+        if (err != HF_ERR_TIMEOUT || attempt >= HF_TXN_RETRIES_MAX)
+            return err;
+    }
+}
+
+int kafka_produce(kafka_producer_t *kp, const char *topic, int32_t partition, const void *key,
+                  size_t key_len, const void *value, size_t value_len,
+                  const kafka_header_t *headers, size_t headers_count, int64_t *offset_out,
+                  char *errstr, size_t errstr_size)
+{
+    for (int attempt = 0;; attempt++) {
+        rd_kafka_headers_t *hdrs = NULL;
+        if (headers_count) {
+            hdrs = rd_kafka_headers_new(headers_count);
+            for (size_t i = 0; i < headers_count; i++)
+                rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, -1);
+        }
+        int32_t part = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
+        rd_kafka_resp_err_t kerr;
+        if (hdrs)
+            kerr = rd_kafka_producev(kp->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                     RD_KAFKA_V_KEY(key, key_len),
+                                     RD_KAFKA_V_VALUE((void *)value, value_len),
+                                     RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(offset_out),
+                                     RD_KAFKA_V_END);
+        else
+            kerr = rd_kafka_producev(kp->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                     RD_KAFKA_V_KEY(key, key_len),
+                                     RD_KAFKA_V_VALUE((void *)value, value_len),
+                                     RD_KAFKA_V_OPAQUE(offset_out), RD_KAFKA_V_END);
+        if (!kerr)
+            return HF_OK;
+        if (hdrs)
+            rd_kafka_headers_destroy(hdrs);
+        if (kerr == RD_KAFKA_RESP_ERR__QUEUE_FULL && attempt < 1000) {
+            rd_kafka_poll(kp->rk, 10); /* serve delivery reports to make room */
+            continue;
+        }
+        snprintf(errstr, errstr_size, "produce to %s: %s", topic, rd_kafka_err2str(kerr));
+        if (kerr == RD_KAFKA_RESP_ERR__FATAL)
+            return HF_ERR_FATAL;
+        return kp->transactional ? HF_ERR_ABORTABLE : HF_ERR_KAFKA;
+    }
+}
+
+int kafka_producer_flush(kafka_producer_t *kp, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t kerr = rd_kafka_flush(kp->rk, timeout_ms);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "flush: %s", rd_kafka_err2str(kerr));
+        return HF_ERR_TIMEOUT;
+    }
+    return HF_OK;
+}
+
+/* ---- partition reader */
+
+int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *errstr,
+                     size_t errstr_size)
+{
+    /* A group id is required by librdkafka's consumer but never used: the reader
+     * only assigns partitions and never commits. */
+    const char *const defaults[] = {
+        "group.id=holdfast-reader-unused",
+        "isolation.level=read_committed",
+        "enable.auto.commit=false",
+        "enable.partition.eof=true",
+        "fetch.wait.max.ms=10",
+        NULL,
+    };
+    kafka_reader_t *rd = calloc(1, sizeof *rd);
+    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    if (!rd || !c)
+        goto fail;
+    rd->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, errstr, errstr_size);
+    if (!rd->rk)
+        goto fail;
+    rd_kafka_poll_set_consumer(rd->rk);
+    *rd_out = rd;
+    return HF_OK;
+fail:
+    if (c && !(rd && rd->rk))
+        rd_kafka_conf_destroy(c);
+    free(rd);
+    return HF_ERR_KAFKA;
+}
+
+void kafka_reader_destroy(kafka_reader_t *rd)
+{
+    if (!rd)
+        return;
+    rd_kafka_assign(rd->rk, NULL);
+    rd_kafka_destroy(rd->rk);
+    free(rd);
+}
+
+/* One record of a read: returns 1 at the end of the partition, 0 to go on. */
+static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
+                       int64_t *next, int *rc, char *errstr, size_t errstr_size)
+{
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rd->rk, 200);
+    if (!m)
+        return 0;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        *next = m->offset;
+        rd_kafka_message_destroy(m);
+        return 1;
+    }
+    if (m->err) {
+        snprintf(errstr, errstr_size, "read: %s", rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        *rc = HF_ERR_KAFKA;
+        return 1;
+    }
+    kafka_msg_t msg;
+    msg_fill(&msg, m);
+    *next = m->offset + 1;
+    *rc = fn(opaque, &msg);
+    rd_kafka_message_destroy(m);
+    return *rc != HF_OK || *next >= stop_offset;
+}
+
+int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
+                             int64_t start_offset, int timeout_ms, kafka_record_fn fn,
+                             void *opaque, int64_t *next_offset_out, char *errstr,
+                             size_t errstr_size)
+{
+    int64_t low = 0, high = 0;
+    rd_kafka_resp_err_t kerr =
+        rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    int64_t from = start_offset < 0 || start_offset < low ? low : start_offset;
+    *next_offset_out = from;
+    if (from >= high)
+        return HF_OK;
+
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = from;
+    kerr = rd_kafka_assign(rd->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "assign %s [%d]: %s", topic, partition,
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    /* Under read_committed the partition EOF event arrives at the last stable
+     * offset; records of aborted transactions and control markers are skipped
+     * but still advance the position. */
+    int rc = HF_OK;
+    int64_t next = from;
+    int idle_polls_max = timeout_ms / 200 + 1, idle_polls = 0;
+    while (!reader_step(rd, high, fn, opaque, &next, &rc, errstr, errstr_size)) {
+        if (next == *next_offset_out && ++idle_polls > idle_polls_max) {
+            snprintf(errstr, errstr_size, "read %s [%d]: no progress for %d ms at offset %lld",
+                     topic, partition, timeout_ms, (long long)next);
+            rc = HF_ERR_TIMEOUT;
+            break;
+        }
+        if (next != *next_offset_out)
+            idle_polls = 0;
+        *next_offset_out = next;
+    }
+    *next_offset_out = next;
+    rd_kafka_assign(rd->rk, NULL);
+    return rc;
+}
+
+int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
+                          int32_t *count_out, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rd->rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rd->rk, 0, rkt, &md, timeout_ms);
+    int err = HF_OK;
+    if (kerr) {
+        snprintf(errstr, errstr_size, "metadata of %s: %s", topic, rd_kafka_err2str(kerr));
+        err = HF_ERR_KAFKA;
+    } else if (md->topic_cnt != 1 || md->topics[0].err) {
+        snprintf(errstr, errstr_size, "topic %s: %s (run 'hfctl topics apply')", topic,
+                 md->topic_cnt ? rd_kafka_err2str(md->topics[0].err) : "no metadata");
+        err = HF_ERR_NOTFOUND;
+    } else {
+        *count_out = md->topics[0].partition_cnt;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return err;
+}

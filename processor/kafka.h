@@ -1,0 +1,155 @@
+/* The one module that calls librdkafka. It turns librdkafka's handles into four
+ * small objects — a group consumer, a transactional (or plain) producer, a
+ * partition reader for changelogs and replays, and topic administration — and
+ * classifies every Kafka failure into hf_err_t: HF_ERR_ABORTABLE (abort the
+ * transaction, rewind, retry), HF_ERR_FATAL (fenced or broken: the process must
+ * exit) or HF_ERR_KAFKA (anything else, detail in errstr). */
+#ifndef HF_KAFKA_H
+#define HF_KAFKA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+
+#define KAFKA_OFFSET_BEGINNING (-2)
+#define KAFKA_OFFSET_END (-1)
+
+typedef struct kafka_consumer kafka_consumer_t;
+typedef struct kafka_producer kafka_producer_t;
+typedef struct kafka_reader kafka_reader_t;
+
+/* A consumed record. Pointers stay valid until kafka_msg_release. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const void *key;
+    size_t key_len;
+    const void *value; /* NULL for a tombstone */
+    size_t value_len;
+    int64_t timestamp_ms;
+    void *handle; /* librdkafka's message; owned */
+} kafka_msg_t;
+
+void kafka_msg_release(kafka_msg_t *msg);
+
+/* Reads the value of header name of a message into out (NUL-terminated). */
+bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_t out_size);
+
+typedef struct {
+    const char *name;
+    const char *value;
+} kafka_header_t;
+
+/* One topic-partition in an assignment. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+} kafka_tp_t;
+
+/* Called from inside kafka_consumer_poll when the group assigns or revokes
+ * partitions (eager protocol: a revoke always takes everything). on_assign runs
+ * before the consumer starts fetching, so a stage restores its state there. A
+ * non-OK return from on_assign is fatal for the task. */
+typedef struct {
+    int (*on_assign)(void *opaque, const kafka_tp_t *tps, size_t tps_count);
+    void (*on_revoke)(void *opaque, const kafka_tp_t *tps, size_t tps_count);
+    void *opaque;
+} kafka_rebalance_t;
+
+/* Extra librdkafka properties, "name=value" strings, applied last. */
+typedef struct {
+    const char *bootstrap;       /* e.g. 127.0.0.1:9092 */
+    const char *client_id;       /* appears in broker logs */
+    const char *const *overrides; /* NULL-terminated, may be NULL */
+} kafka_conf_t;
+
+/* ---- group consumer: read_committed, manual offsets, eager range assignor */
+
+/* group_instance_id (may be NULL) enables static membership, so a restarted
+ * instance takes its partitions back without waiting for a session timeout. */
+int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
+                       const char *group_instance_id, const char *const *topics,
+                       size_t topics_count, const kafka_rebalance_t *rebalance,
+                       kafka_consumer_t **kc_out, char *errstr,
+                       size_t errstr_size) HF_MUST_CHECK;
+/* Returns 1 with *msg set, 0 on timeout, or an error. */
+int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,
+                        size_t errstr_size) HF_MUST_CHECK;
+/* Seeks every assigned partition back to the group's committed offset (after an
+ * aborted transaction). */
+int kafka_consumer_rewind(kafka_consumer_t *kc, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Leaves the group and destroys. Accepts NULL. */
+void kafka_consumer_destroy(kafka_consumer_t *kc);
+
+/* ---- producer (transactional when transactional_id != NULL) */
+
+int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
+                       int transaction_timeout_ms, kafka_producer_t **kp_out, char *errstr,
+                       size_t errstr_size) HF_MUST_CHECK;
+void kafka_producer_destroy(kafka_producer_t *kp); /* flushes; accepts NULL */
+
+/* Fences older producers with the same transactional.id. */
+int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr,
+                   size_t errstr_size) HF_MUST_CHECK;
+int kafka_txn_begin(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* offsets: next offset to read per topic-partition (last processed + 1). */
+int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kafka_tp_t *tps,
+                           const int64_t *next_offsets, size_t count, char *errstr,
+                           size_t errstr_size) HF_MUST_CHECK;
+int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+int kafka_txn_abort(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
+/* Queues one record; partition < 0 = by key with murmur2_random. When
+ * offset_out != NULL the delivered offset is stored there once delivered (before
+ * kafka_txn_commit / kafka_producer_flush return). Blocks while the local queue
+ * is full. headers may be NULL. Copies key and value. */
+int kafka_produce(kafka_producer_t *kp, const char *topic, int32_t partition, const void *key,
+                  size_t key_len, const void *value, size_t value_len,
+                  const kafka_header_t *headers, size_t headers_count, int64_t *offset_out,
+                  char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Waits for every queued record (non-transactional producers). */
+int kafka_producer_flush(kafka_producer_t *kp, int timeout_ms, char *errstr,
+                         size_t errstr_size) HF_MUST_CHECK;
+/* Delivery failures seen since creation. */
+uint64_t kafka_producer_failed_count(const kafka_producer_t *kp);
+
+/* ---- partition reader: assign-based, no group, read_committed */
+
+int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *errstr,
+                     size_t errstr_size) HF_MUST_CHECK;
+void kafka_reader_destroy(kafka_reader_t *rd); /* accepts NULL */
+
+typedef int (*kafka_record_fn)(void *opaque, const kafka_msg_t *msg);
+
+/* Reads topic/partition from start_offset (or KAFKA_OFFSET_BEGINNING) up to the
+ * last stable offset as of the call, calling fn per record; a non-OK fn return
+ * stops and is returned. *next_offset_out = the offset after the last record or
+ * control marker read. */
+int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
+                             int64_t start_offset, int timeout_ms, kafka_record_fn fn,
+                             void *opaque, int64_t *next_offset_out, char *errstr,
+                             size_t errstr_size) HF_MUST_CHECK;
+
+/* Partition count of a topic, or an error if it does not exist. */
+int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
+                          int32_t *count_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
+/* ---- topic administration */
+
+typedef struct {
+    const char *name;
+    int32_t partitions;
+    int16_t replication_factor;
+    const char *const *configs; /* NULL-terminated "key=value", may be NULL */
+} kafka_topic_spec_t;
+
+/* Creates each topic that is missing. Existing topics are left as they are and
+ * their partition count is written to existing_partitions[i] (0 when created). */
+int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs,
+                        size_t count, int32_t *existing_partitions, char *errstr,
+                        size_t errstr_size) HF_MUST_CHECK;
+
+#endif

@@ -1,0 +1,119 @@
+/* Topic administration through librdkafka's admin API: create what is missing,
+ * report what exists, so `hfctl topics apply` can verify partition counts. Part of
+ * the kafka.h module. */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kafka.h"
+
+/* Learns partition counts of existing topics (0 = missing). */
+static int topics_describe(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size_t count,
+                           int32_t *existing, char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "metadata: %s (is the broker up? make kafka-up)",
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    for (size_t i = 0; i < count; i++) {
+        existing[i] = 0;
+        for (int t = 0; t < md->topic_cnt; t++)
+            if (strcmp(md->topics[t].topic, specs[i].name) == 0 && !md->topics[t].err)
+                existing[i] = md->topics[t].partition_cnt;
+    }
+    rd_kafka_metadata_destroy(md);
+    return HF_OK;
+}
+
+static int topics_create(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size_t count,
+                         const int32_t *existing, char *errstr, size_t errstr_size)
+{
+    rd_kafka_NewTopic_t **nts = calloc(count ? count : 1, sizeof *nts);
+    size_t n = 0;
+    int err = HF_OK;
+    char e[256];
+    for (size_t i = 0; i < count; i++) {
+        if (existing[i])
+            continue;
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(specs[i].name, specs[i].partitions,
+                                                        specs[i].replication_factor, e, sizeof e);
+        if (!nt) {
+            snprintf(errstr, errstr_size, "topic %s: %s", specs[i].name, e);
+            err = HF_ERR_CONFIG;
+            goto done;
+        }
+        for (size_t c = 0; specs[i].configs && specs[i].configs[c]; c++) {
+            char name[128];
+            const char *eq = strchr(specs[i].configs[c], '=');
+            size_t nlen = eq ? (size_t)(eq - specs[i].configs[c]) : 0;
+            if (!eq || nlen >= sizeof name) {
+                snprintf(errstr, errstr_size, "topic %s: config '%s' is not name=value",
+                         specs[i].name, specs[i].configs[c]);
+                rd_kafka_NewTopic_destroy(nt);
+                err = HF_ERR_CONFIG;
+                goto done;
+            }
+            memcpy(name, specs[i].configs[c], nlen);
+            name[nlen] = '\0';
+            rd_kafka_NewTopic_set_config(nt, name, eq + 1);
+        }
+        nts[n++] = nt;
+    }
+    if (n == 0)
+        goto done;
+
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, nts, n, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    const rd_kafka_CreateTopics_result_t *res = ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
+    if (!res) {
+        snprintf(errstr, errstr_size, "create topics: %s",
+                 ev ? rd_kafka_event_error_string(ev) : "timed out");
+        err = HF_ERR_KAFKA;
+    } else {
+        size_t rn = 0;
+        const rd_kafka_topic_result_t **trs = rd_kafka_CreateTopics_result_topics(res, &rn);
+        for (size_t i = 0; i < rn && err == HF_OK; i++) {
+            rd_kafka_resp_err_t terr = rd_kafka_topic_result_error(trs[i]);
+            if (terr && terr != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+                snprintf(errstr, errstr_size, "create %s: %s", rd_kafka_topic_result_name(trs[i]),
+                         rd_kafka_topic_result_error_string(trs[i]));
+                err = HF_ERR_KAFKA;
+            }
+        }
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+done:
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_NewTopic_destroy(nts[i]);
+    free(nts);
+    return err;
+}
+
+int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs,
+                        size_t count, int32_t *existing_partitions, char *errstr,
+                        size_t errstr_size)
+{
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(c, "bootstrap.servers", conf->bootstrap, errstr, errstr_size) !=
+        RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(c);
+        return HF_ERR_CONFIG;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, errstr_size);
+    if (!rk) {
+        rd_kafka_conf_destroy(c);
+        return HF_ERR_KAFKA;
+    }
+    int err = topics_describe(rk, specs, count, existing_partitions, errstr, errstr_size);
+    if (err == HF_OK)
+        err = topics_create(rk, specs, count, existing_partitions, errstr, errstr_size);
+    rd_kafka_destroy(rk);
+    return err;
+}

@@ -1,0 +1,183 @@
+/* `holdfast run`: starts the configured stages, each as threads_per_stage task
+ * threads sharing one RocksDB per stage, until SIGINT/SIGTERM. Exits non-zero when
+ * a task stops on a fatal error (fenced, or state broken), so a supervisor
+ * restarts the process — which then restores from the changelogs. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codec.h"
+#include "config.h"
+#include "log.h"
+#include "stages.h"
+#include "state.h"
+#include "task.h"
+
+#define MAIN_STAGES_MAX 4
+#define MAIN_THREADS_MAX (MAIN_STAGES_MAX * 16)
+
+static atomic_bool stop_flag;
+
+typedef struct {
+    task_opts_t opts;
+    int rc;
+    char errstr[512];
+} worker_t;
+
+static void on_signal(int sig) { atomic_store(&stop_flag, true); }
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    task_t *t = NULL;
+    w->rc = task_new(&w->opts, &t, w->errstr, sizeof w->errstr);
+    if (w->rc == HF_OK)
+        w->rc = task_run(t, w->errstr, sizeof w->errstr);
+    if (w->rc != HF_OK) {
+        log_error("main", "%s task %d stopped: %s", w->opts.def->name, w->opts.thread_index,
+                  w->errstr);
+        atomic_store(&stop_flag, true); /* one broken task stops the process */
+    } else {
+        task_stats_t s;
+        task_stats(t, &s);
+        log_info("main", "%s task %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters",
+                 w->opts.def->name, w->opts.thread_index, (unsigned long long)s.records,
+                 (unsigned long long)s.transactions, (unsigned long long)s.aborts,
+                 (unsigned long long)s.dead_letters);
+    }
+    task_destroy(t);
+    return NULL;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: holdfast run [--config FILE] [--stages LIST] [--instance ID] [--state-dir DIR]\n"
+                 "  --config FILE   JSON object overriding defaults (see docs/ARCHITECTURE.md)\n"
+                 "  --stages LIST   comma-separated, of: %s (default: counter)\n"
+                 "  --instance ID   stable id of this process; a restart with the same id fences the old one\n"
+                 "  --state-dir DIR RocksDB state root (default ./.state)\n"
+                 "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_LOG_LEVEL\n",
+            stages_names());
+}
+
+static int parse_args(int argc, char **argv, hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    if (argc < 2 || strcmp(argv[1], "run") != 0) {
+        snprintf(errstr, errstr_size, "expected the command 'run'");
+        return HF_ERR_INVAL;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            snprintf(errstr, errstr_size, "option %s needs a value", a);
+            return HF_ERR_INVAL;
+        }
+        i++;
+        if (strcmp(a, "--config") == 0) {
+            int err = config_load_file(cfg, v, errstr, errstr_size);
+            if (err)
+                return err;
+        } else if (strcmp(a, "--stages") == 0) {
+            snprintf(cfg->stages, sizeof cfg->stages, "%s", v);
+        } else if (strcmp(a, "--instance") == 0) {
+            snprintf(cfg->instance_id, sizeof cfg->instance_id, "%s", v);
+        } else if (strcmp(a, "--state-dir") == 0) {
+            snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", v);
+        } else {
+            snprintf(errstr, errstr_size, "unknown option %s", a);
+            return HF_ERR_INVAL;
+        }
+    }
+    return HF_OK;
+}
+
+/* Opens one state DB per stage and fills one worker per task thread. */
+static int plan_workers(const hf_config_t *cfg, state_t **dbs, size_t *dbs_count,
+                        worker_t *workers, size_t *workers_count, char *errstr,
+                        size_t errstr_size)
+{
+    char list[HF_CONFIG_STR_MAX];
+    snprintf(list, sizeof list, "%s", cfg->stages);
+    char *save = NULL;
+    if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(errstr, errstr_size, "state dir %s: %s", cfg->state_dir, strerror(errno));
+        return HF_ERR_IO;
+    }
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const stage_def_t *def = stages_find(name);
+        if (!def) {
+            snprintf(errstr, errstr_size, "unknown stage '%s' (known: %s)", name, stages_names());
+            return HF_ERR_CONFIG;
+        }
+        if (*dbs_count == MAIN_STAGES_MAX) {
+            snprintf(errstr, errstr_size, "at most %d stages", MAIN_STAGES_MAX);
+            return HF_ERR_CONFIG;
+        }
+        char path[HF_CONFIG_STR_MAX + 160];
+        snprintf(path, sizeof path, "%s/%s-%s", cfg->state_dir, def->name, cfg->instance_id);
+        int err = state_open(path, NULL, &dbs[*dbs_count], errstr, errstr_size);
+        if (err)
+            return err;
+        for (int t = 0; t < cfg->threads_per_stage; t++) {
+            worker_t *w = &workers[(*workers_count)++];
+            w->opts = (task_opts_t){cfg, def, dbs[*dbs_count], t, &stop_flag};
+        }
+        (*dbs_count)++;
+    }
+    return HF_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static hf_config_t cfg;
+    static worker_t workers[MAIN_THREADS_MAX];
+    state_t *dbs[MAIN_STAGES_MAX] = {0};
+    size_t dbs_count = 0, workers_count = 0;
+    char errstr[512];
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    config_defaults(&cfg);
+    config_apply_env(&cfg);
+    int err = parse_args(argc, argv, &cfg, errstr, sizeof errstr);
+    if (err) {
+        fprintf(stderr, "holdfast: %s\n", errstr);
+        usage(stderr);
+        return 2;
+    }
+    err = codec_init(errstr, sizeof errstr);
+    if (!err)
+        err = plan_workers(&cfg, dbs, &dbs_count, workers, &workers_count, errstr, sizeof errstr);
+    if (err) {
+        log_error("main", "%s", errstr);
+        for (size_t i = 0; i < dbs_count; i++)
+            state_close(dbs[i]);
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    log_info("main", "holdfast running stages '%s' as instance %s against %s", cfg.stages,
+             cfg.instance_id, cfg.bootstrap);
+
+    pthread_t threads[MAIN_THREADS_MAX];
+    for (size_t i = 0; i < workers_count; i++)
+        pthread_create(&threads[i], NULL, worker_main, &workers[i]);
+    int rc = 0;
+    for (size_t i = 0; i < workers_count; i++) {
+        pthread_join(threads[i], NULL);
+        if (workers[i].rc != HF_OK)
+            rc = workers[i].rc == HF_ERR_FATAL ? 4 : 1;
+    }
+    for (size_t i = 0; i < dbs_count; i++)
+        state_close(dbs[i]);
+    codec_shutdown();
+    log_info("main", "holdfast stopped (exit %d)", rc);
+    return rc;
+}

@@ -1,0 +1,81 @@
+/* What a stage is: a name, its input topics (co-partitioned), its changelog, and a
+ * table from record type to handler. The task loop (task.h) owns Kafka,
+ * transactions and state buffering; a handler only sees a stage_ctx_t through
+ * which it reads and writes its partition's state and emits output records — all
+ * of which take effect exactly once, when the task commits the transaction.
+ *
+ * Handler contract: validate first, then write. A handler that returns
+ * HF_ERR_INVAL (with a reason via stage_reject) must not have written state; the
+ * task sends the input record to the dead-letter topic with that reason. Any other
+ * error aborts the whole transaction and is retried. */
+#ifndef HF_STAGE_H
+#define HF_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+#include "records.h"
+#include "state.h"
+
+typedef struct stage_ctx stage_ctx_t;
+
+typedef int (*stage_handler_fn)(stage_ctx_t *ctx, const hf_record_t *rec);
+
+typedef struct {
+    hf_rec_type_t type;
+    stage_handler_fn handle;
+} stage_handler_t;
+
+typedef struct {
+    const char *name; /* "counter"; also the consumer group suffix */
+    const char *const *input_topics;
+    size_t input_topics_count;
+    const char *changelog_topic;
+    const stage_handler_t *handlers;
+    size_t handlers_count;
+    /* Called once per transaction after the last record; emits coalesced outputs. */
+    int (*batch_end)(stage_ctx_t *ctx);
+    /* Called about every tick_interval_ms per owned partition (timers); may be NULL. */
+    int (*tick)(stage_ctx_t *ctx);
+    int tick_interval_ms;
+} stage_def_t;
+
+/* ---- what a handler may do */
+
+int64_t stage_now_ms(const stage_ctx_t *ctx);
+int32_t stage_partition(const stage_ctx_t *ctx);
+/* The Kafka key of the record being handled (not NUL-terminated). */
+const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len);
+
+/* Reads and decodes a state value. HF_ERR_NOTFOUND when absent. */
+int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec) HF_MUST_CHECK;
+/* Encodes and buffers a state value; it reaches the changelog at commit. */
+int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len,
+              const hf_record_t *rec) HF_MUST_CHECK;
+int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len) HF_MUST_CHECK;
+/* Raw bytes variants for index entries. */
+int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                  size_t val_len) HF_MUST_CHECK;
+/* Iterates this partition's keys under prefix, seeing buffered writes. */
+state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse);
+
+/* Queues an output record for topic, keyed by key (partitioned by murmur2). */
+int stage_emit(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+               const hf_record_t *rec) HF_MUST_CHECK;
+
+/* Sets the dead-letter reason and returns HF_ERR_INVAL, for `return
+ * stage_reject(ctx, "qty %lld is not positive", qty);`. */
+int stage_reject(stage_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Calls fn for every state key written in this transaction so far (in the
+ * current partition or all partitions), e.g. to emit one coalesced record per
+ * changed counter. */
+typedef int (*stage_key_fn)(stage_ctx_t *ctx, int32_t partition, const char *key,
+                            size_t key_len);
+int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn) HF_MUST_CHECK;
+/* Switches the partition that stage_get/put/iter act on (used by batch_end). */
+void stage_set_partition(stage_ctx_t *ctx, int32_t partition);
+
+#endif

@@ -1,0 +1,839 @@
+/* The exactly-once task loop; see task.h for the protocol. This file owns the
+ * batch: the records gathered, the outputs and changelog keys a batch produced,
+ * the transaction around them, and the restore of a partition's state on
+ * assignment. Handlers reach it only through stage.h. */
+#include "task.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codec.h"
+#include "hf_assert.h"
+#include "hf_limits.h"
+#include "kafka.h"
+#include "log.h"
+#include "topics.h"
+
+/* A batch stops taking records once it has this many outputs; the rest of the
+ * gathered records go into the next transaction. */
+#define TASK_OUTPUTS_SOFT_MAX 20000
+/* Hard bounds of one transaction's memory. */
+#define TASK_ARENA_BYTES_MAX (256u << 20)
+#define TASK_WRITTEN_KEYS_MAX (1u << 20)
+#define TASK_INPUT_TOPICS_MAX 4
+/* Restore writes its buffer every this many changelog records. */
+#define TASK_RESTORE_CHUNK_RECORDS 5000
+
+typedef struct {
+    uint8_t *data;
+    size_t used, cap;
+} arena_t;
+
+typedef struct {
+    uint32_t topic_off, key_off, key_len, val_off, val_len;
+    int32_t partition; /* -1 = by key */
+    uint32_t reason_off, source_off; /* dead letters only; 0 = none */
+} out_t;
+
+typedef struct {
+    int32_t partition;
+    uint32_t key_off;
+    uint32_t key_len;
+} written_t;
+
+struct stage_ctx {
+    task_t *t;
+    int32_t partition;
+    int64_t now_ms;
+    const kafka_msg_t *msg;
+    char reject_reason[HF_TEXT_LEN_MAX + 1];
+};
+
+struct task {
+    task_opts_t o;
+    const stage_def_t *def;
+    state_t *st;
+    state_buf_t *buf;
+    kafka_consumer_t *kc;
+    kafka_producer_t *kp;
+    kafka_reader_t *rd;
+    kafka_conf_t kconf;
+    char client_id[160];
+    char txn_id[160];
+    char group_id[128];
+
+    bool owned[HF_PARTITIONS_MAX];
+    bool rebalanced;
+    int64_t input_next[HF_PARTITIONS_MAX]; /* primary input topic, for state */
+    int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
+    int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
+
+    kafka_msg_t *msgs;
+    size_t msgs_count;
+    int64_t batch_next[TASK_INPUT_TOPICS_MAX][HF_PARTITIONS_MAX];
+    bool batch_touched[HF_PARTITIONS_MAX];
+
+    arena_t arena;
+    out_t *outs;
+    size_t outs_count, outs_cap;
+    written_t *written;
+    size_t written_count, written_cap;
+    uint32_t *slots; /* open addressing over written: index + 1, 0 = empty */
+    size_t slots_cap;
+
+    hf_record_t rec;     /* the input being handled */
+    hf_record_t scratch; /* for dead letters */
+    uint8_t valbuf[HF_RECORD_LEN_MAX];
+    uint8_t dlbuf[HF_RECORD_LEN_MAX + 1024]; /* an encoded DeadLetter */
+    stage_ctx_t ctx;
+    int64_t next_tick_ms;
+    task_stats_t stats;
+    char errstr[512];
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- arena and written-key set */
+
+static int arena_add(arena_t *a, const void *p, size_t len, uint32_t *off_out)
+{
+    if (a->used + len + 1 > a->cap) {
+        size_t cap = a->cap ? a->cap : 1 << 16;
+        while (cap < a->used + len + 1)
+            cap *= 2;
+        if (cap > TASK_ARENA_BYTES_MAX)
+            return HF_ERR_LIMIT;
+        uint8_t *d = realloc(a->data, cap);
+        if (!d)
+            return HF_ERR_NOMEM;
+        a->data = d;
+        a->cap = cap;
+    }
+    if (a->used == 0)
+        a->data[a->used++] = 0; /* offset 0 means "none" */
+    *off_out = (uint32_t)a->used;
+    memcpy(a->data + a->used, p, len);
+    a->used += len;
+    return HF_OK;
+}
+
+static uint64_t key_hash(int32_t partition, const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)partition;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)key[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int written_grow(task_t *t)
+{
+    size_t cap = t->slots_cap ? t->slots_cap * 2 : 1 << 12;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    written_t *w = realloc(t->written, cap / 2 * sizeof *w);
+    if (!slots || !w) {
+        free(slots);
+        if (w)
+            t->written = w;
+        return HF_ERR_NOMEM;
+    }
+    t->written = w;
+    t->written_cap = cap / 2;
+    for (size_t i = 0; i < t->written_count; i++) {
+        const written_t *e = &t->written[i];
+        size_t s = key_hash(e->partition, (char *)t->arena.data + e->key_off, e->key_len) & (cap - 1);
+        while (slots[s])
+            s = (s + 1) & (cap - 1);
+        slots[s] = (uint32_t)i + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->slots_cap = cap;
+    return HF_OK;
+}
+
+/* Remembers that key was written in this transaction (its final value goes to
+ * the changelog once, however often it was written). */
+static int written_add(task_t *t, int32_t partition, const char *key, size_t len)
+{
+    if (t->written_count + 1 > t->written_cap) {
+        if (t->written_count >= TASK_WRITTEN_KEYS_MAX)
+            return HF_ERR_LIMIT;
+        int err = written_grow(t);
+        if (err)
+            return err;
+    }
+    size_t s = key_hash(partition, key, len) & (t->slots_cap - 1);
+    for (; t->slots[s]; s = (s + 1) & (t->slots_cap - 1)) {
+        const written_t *e = &t->written[t->slots[s] - 1];
+        if (e->partition == partition && e->key_len == len &&
+            memcmp(t->arena.data + e->key_off, key, len) == 0)
+            return HF_OK;
+    }
+    written_t *e = &t->written[t->written_count];
+    int err = arena_add(&t->arena, key, len, &e->key_off);
+    if (err)
+        return err;
+    e->partition = partition;
+    e->key_len = (uint32_t)len;
+    t->slots[s] = (uint32_t)++t->written_count;
+    return HF_OK;
+}
+
+static void batch_reset(task_t *t)
+{
+    t->arena.used = 0;
+    t->outs_count = 0;
+    t->written_count = 0;
+    if (t->slots)
+        memset(t->slots, 0, t->slots_cap * sizeof *t->slots);
+    for (size_t i = 0; i < TASK_INPUT_TOPICS_MAX; i++)
+        for (size_t p = 0; p < HF_PARTITIONS_MAX; p++)
+            t->batch_next[i][p] = -1;
+    memset(t->batch_touched, 0, sizeof t->batch_touched);
+}
+
+/* ---- stage.h: what handlers call */
+
+int64_t stage_now_ms(const stage_ctx_t *ctx) { return ctx->now_ms; }
+int32_t stage_partition(const stage_ctx_t *ctx) { return ctx->partition; }
+void stage_set_partition(stage_ctx_t *ctx, int32_t partition) { ctx->partition = partition; }
+
+const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
+{
+    *key_len = ctx->msg ? ctx->msg->key_len : 0;
+    return ctx->msg ? ctx->msg->key : NULL;
+}
+
+int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
+{
+    task_t *t = ctx->t;
+    size_t len = 0;
+    int err = state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf,
+                        sizeof t->valbuf, &len);
+    if (err)
+        return err;
+    err = codec_decode(t->valbuf, len, rec, t->errstr, sizeof t->errstr);
+    if (err) {
+        log_error("task", "state value of key '%.*s' does not decode: %s", (int)key_len, key,
+                  t->errstr);
+        return HF_ERR_CORRUPT;
+    }
+    return HF_OK;
+}
+
+int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                  size_t val_len)
+{
+    int err = state_put(ctx->t->buf, ctx->partition, key, key_len, val, val_len);
+    if (!err)
+        err = written_add(ctx->t, ctx->partition, key, key_len);
+    return err;
+}
+
+int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
+{
+    task_t *t = ctx->t;
+    size_t len = 0;
+    int err = codec_encode(rec, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
+    if (err) {
+        log_error("task", "state value for '%.*s' does not encode: %s", (int)key_len, key,
+                  t->errstr);
+        return err;
+    }
+    return stage_put_raw(ctx, key, key_len, t->valbuf, len);
+}
+
+int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
+{
+    int err = state_del(ctx->t->buf, ctx->partition, key, key_len);
+    if (!err)
+        err = written_add(ctx->t, ctx->partition, key, key_len);
+    return err;
+}
+
+state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse)
+{
+    return state_iter_new(ctx->t->st, ctx->t->buf, ctx->partition, prefix, prefix_len, reverse);
+}
+
+static int out_add(task_t *t, const char *topic, int32_t partition, const void *key,
+                   size_t key_len, const void *val, size_t val_len, out_t **out)
+{
+    if (t->outs_count == t->outs_cap) {
+        size_t cap = t->outs_cap ? t->outs_cap * 2 : 1024;
+        out_t *o = realloc(t->outs, cap * sizeof *o);
+        if (!o)
+            return HF_ERR_NOMEM;
+        t->outs = o;
+        t->outs_cap = cap;
+    }
+    out_t *o = &t->outs[t->outs_count];
+    memset(o, 0, sizeof *o);
+    o->partition = partition;
+    int err = arena_add(&t->arena, topic, strlen(topic) + 1, &o->topic_off);
+    if (!err)
+        err = arena_add(&t->arena, key, key_len, &o->key_off);
+    if (!err)
+        err = arena_add(&t->arena, val, val_len, &o->val_off);
+    if (err)
+        return err;
+    o->key_len = (uint32_t)key_len;
+    o->val_len = (uint32_t)val_len;
+    t->outs_count++;
+    if (out)
+        *out = o;
+    return HF_OK;
+}
+
+int stage_emit(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+               const hf_record_t *rec)
+{
+    task_t *t = ctx->t;
+    size_t len = 0;
+    int err = codec_encode(rec, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
+    if (err) {
+        log_error("task", "output %s for %s does not encode: %s", hf_rec_type_name(rec->type),
+                  topic, t->errstr);
+        return err;
+    }
+    return out_add(t, topic, -1, key, key_len, t->valbuf, len, NULL);
+}
+
+int stage_reject(stage_ctx_t *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->reject_reason, sizeof ctx->reject_reason, fmt, ap);
+    va_end(ap);
+    return HF_ERR_INVAL;
+}
+
+int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn)
+{
+    task_t *t = ctx->t;
+    /* fn may write more keys; iterate over those present at the start. */
+    size_t n = t->written_count;
+    for (size_t i = 0; i < n; i++) {
+        const written_t *e = &t->written[i];
+        ctx->partition = e->partition;
+        int err = fn(ctx, e->partition, (const char *)t->arena.data + e->key_off, e->key_len);
+        if (err)
+            return err;
+    }
+    return HF_OK;
+}
+
+/* ---- dead letters */
+
+static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
+{
+    hf_record_t *r = &t->scratch;
+    memset(r, 0, sizeof *r);
+    r->type = HF_REC_DEAD_LETTER;
+    hf_dead_letter_t *d = &r->u.dead_letter;
+    snprintf(d->source_topic, sizeof d->source_topic, "%s", msg->topic);
+    d->source_partition = msg->partition;
+    d->source_offset = msg->offset;
+    snprintf(d->stage, sizeof d->stage, "%s", t->def->name);
+    snprintf(d->reason, sizeof d->reason, "%s", reason);
+    d->key_len = (uint32_t)(msg->key_len < sizeof d->key ? msg->key_len : sizeof d->key);
+    if (d->key_len)
+        memcpy(d->key, msg->key, d->key_len);
+    size_t vlen = msg->value ? msg->value_len : 0;
+    d->value_truncated = vlen > sizeof d->value;
+    d->value_len = (uint32_t)(d->value_truncated ? sizeof d->value : vlen);
+    if (d->value_len)
+        memcpy(d->value, msg->value, d->value_len);
+    d->failed_at_ms = t->ctx.now_ms;
+
+    size_t len = 0;
+    int err = codec_encode(r, t->dlbuf, sizeof t->dlbuf, &len, t->errstr, sizeof t->errstr);
+    if (err)
+        return err;
+    out_t *o = NULL;
+    err = out_add(t, HF_TOPIC_DEAD_LETTERS, -1, msg->key, msg->key_len, t->dlbuf, len, &o);
+    if (err)
+        return err;
+    char source[HF_TOPIC_LEN_MAX + 48];
+    snprintf(source, sizeof source, "%s/%d/%lld", msg->topic, msg->partition,
+             (long long)msg->offset);
+    err = arena_add(&t->arena, reason, strlen(reason) + 1, &o->reason_off);
+    if (!err)
+        err = arena_add(&t->arena, source, strlen(source) + 1, &o->source_off);
+    t->stats.dead_letters++;
+    log_warn("task", "%s: dead-lettered %s: %s", t->def->name, source, reason);
+    return err;
+}
+
+/* ---- applying records */
+
+static int topic_index(const task_t *t, const char *topic)
+{
+    for (size_t i = 0; i < t->def->input_topics_count; i++)
+        if (strcmp(t->def->input_topics[i], topic) == 0)
+            return (int)i;
+    return -1;
+}
+
+static const stage_handler_t *handler_for(const stage_def_t *def, hf_rec_type_t type)
+{
+    for (size_t i = 0; i < def->handlers_count; i++)
+        if (def->handlers[i].type == type)
+            return &def->handlers[i];
+    return NULL;
+}
+
+/* Applies one input record. Bad records become dead letters; only failures that
+ * must abort the transaction are returned. */
+static int apply_record(task_t *t, const kafka_msg_t *msg)
+{
+    stage_ctx_t *ctx = &t->ctx;
+    ctx->msg = msg;
+    ctx->partition = msg->partition;
+    ctx->reject_reason[0] = '\0';
+    int ti = topic_index(t, msg->topic);
+    hf_assert(ti >= 0 && msg->partition >= 0 && msg->partition < HF_PARTITIONS_MAX);
+    t->batch_next[ti][msg->partition] = msg->offset + 1;
+    t->batch_touched[msg->partition] = true;
+    t->stats.records++;
+
+    if (!msg->value || msg->value_len == 0)
+        return dead_letter(t, msg, "empty value: a command must be an Avro record");
+    int err = codec_decode(msg->value, msg->value_len, &t->rec, t->errstr, sizeof t->errstr);
+    if (err) {
+        char reason[600];
+        snprintf(reason, sizeof reason, "%s: %s", hf_err_name(err), t->errstr);
+        return dead_letter(t, msg, reason);
+    }
+    const stage_handler_t *h = handler_for(t->def, t->rec.type);
+    if (!h) {
+        char reason[160];
+        snprintf(reason, sizeof reason, "a %s record is not handled by the %s stage",
+                 hf_rec_type_name(t->rec.type), t->def->name);
+        return dead_letter(t, msg, reason);
+    }
+    size_t writes_before = state_buf_count(t->buf);
+    err = h->handle(ctx, &t->rec);
+    if (err == HF_ERR_INVAL) {
+        hf_assert(state_buf_count(t->buf) == writes_before); /* validate before writing */
+        return dead_letter(t, msg, ctx->reject_reason[0] ? ctx->reject_reason : "invalid");
+    }
+    return err;
+}
+
+static void run_ticks(task_t *t)
+{
+    if (!t->def->tick || t->ctx.now_ms < t->next_tick_ms)
+        return;
+    t->next_tick_ms = t->ctx.now_ms + t->def->tick_interval_ms;
+    t->ctx.msg = NULL;
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+        if (!t->owned[p])
+            continue;
+        t->ctx.partition = p;
+        int err = t->def->tick(&t->ctx);
+        if (err)
+            log_error("task", "%s tick of partition %d failed: %s", t->def->name, p,
+                      hf_err_name(err));
+    }
+}
+
+/* ---- the transaction */
+
+static int produce_outputs(task_t *t)
+{
+    for (size_t i = 0; i < t->outs_count; i++) {
+        const out_t *o = &t->outs[i];
+        const uint8_t *a = t->arena.data;
+        kafka_header_t hdrs[3];
+        size_t nh = 0;
+        if (o->reason_off) {
+            hdrs[nh++] = (kafka_header_t){"hf.error", (const char *)a + o->reason_off};
+            hdrs[nh++] = (kafka_header_t){"hf.source", (const char *)a + o->source_off};
+            hdrs[nh++] = (kafka_header_t){"hf.stage", t->def->name};
+        }
+        int err = kafka_produce(t->kp, (const char *)a + o->topic_off, o->partition,
+                                a + o->key_off, o->key_len, a + o->val_off, o->val_len, hdrs, nh,
+                                NULL, t->errstr, sizeof t->errstr);
+        if (err)
+            return err;
+    }
+    return HF_OK;
+}
+
+/* One changelog record per key written: its value as it stands at the end of the
+ * batch, or a tombstone. */
+static int produce_changelog(task_t *t)
+{
+    for (size_t i = 0; i < t->written_count; i++) {
+        const written_t *e = &t->written[i];
+        const char *key = (const char *)t->arena.data + e->key_off;
+        size_t len = 0;
+        int err = state_get(t->st, t->buf, e->partition, key, e->key_len, t->valbuf,
+                            sizeof t->valbuf, &len);
+        if (err && err != HF_ERR_NOTFOUND)
+            return err;
+        err = kafka_produce(t->kp, t->def->changelog_topic, e->partition, key, e->key_len,
+                            err ? NULL : t->valbuf, err ? 0 : len, NULL, 0,
+                            &t->cl_last[e->partition], t->errstr, sizeof t->errstr);
+        if (err)
+            return err;
+        t->batch_touched[e->partition] = true;
+    }
+    return HF_OK;
+}
+
+static int send_offsets(task_t *t)
+{
+    kafka_tp_t tps[TASK_INPUT_TOPICS_MAX * 8];
+    int64_t next[TASK_INPUT_TOPICS_MAX * 8];
+    size_t n = 0;
+    for (size_t ti = 0; ti < t->def->input_topics_count; ti++)
+        for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+            if (t->batch_next[ti][p] < 0)
+                continue;
+            if (n == sizeof tps / sizeof tps[0]) {
+                int err = kafka_txn_send_offsets(t->kp, t->kc, tps, next, n, t->errstr,
+                                                 sizeof t->errstr);
+                if (err)
+                    return err;
+                n = 0;
+            }
+            tps[n] = (kafka_tp_t){t->def->input_topics[ti], p};
+            next[n++] = t->batch_next[ti][p];
+        }
+    return n ? kafka_txn_send_offsets(t->kp, t->kc, tps, next, n, t->errstr, sizeof t->errstr)
+             : HF_OK;
+}
+
+/* After the commit: the buffer and the offsets it reflects go to RocksDB in one
+ * write. A crash before this write is repaired by the changelog restore. */
+static int write_state(task_t *t)
+{
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+        if (!t->batch_touched[p])
+            continue;
+        if (t->batch_next[0][p] >= 0)
+            t->input_next[p] = t->batch_next[0][p];
+        if (t->cl_last[p] + 1 > t->cl_next[p])
+            t->cl_next[p] = t->cl_last[p] + 1;
+        int err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p]);
+        if (err)
+            return err;
+    }
+    return state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+}
+
+static int commit_batch(task_t *t)
+{
+    int err = kafka_txn_begin(t->kp, t->errstr, sizeof t->errstr);
+    if (!err)
+        err = produce_outputs(t);
+    if (!err)
+        err = produce_changelog(t);
+    if (!err)
+        err = send_offsets(t);
+    if (!err)
+        err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
+    if (err)
+        return err;
+    t->stats.transactions++;
+    err = write_state(t);
+    if (err) {
+        /* Kafka has the batch but RocksDB does not: the only safe way on is to
+         * restart and restore from the changelog. */
+        log_error("task", "state write after commit failed: %s", t->errstr);
+        return HF_ERR_FATAL;
+    }
+    return HF_OK;
+}
+
+static void release_msgs(task_t *t, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        kafka_msg_release(&t->msgs[i]);
+    memmove(t->msgs, t->msgs + count, (t->msgs_count - count) * sizeof *t->msgs);
+    t->msgs_count -= count;
+}
+
+/* Undoes a failed transaction: nothing it wrote may survive locally, and the
+ * consumer goes back to the last committed offsets. */
+static int abort_batch(task_t *t, int cause)
+{
+    log_warn("task", "%s: aborting transaction (%s): %s", t->def->name, hf_err_name(cause),
+             t->errstr);
+    t->stats.aborts++;
+    int err = kafka_txn_abort(t->kp, t->errstr, sizeof t->errstr);
+    if (err == HF_ERR_FATAL)
+        return err;
+    state_buf_clear(t->buf);
+    release_msgs(t, t->msgs_count);
+    return kafka_consumer_rewind(t->kc, t->errstr, sizeof t->errstr) == HF_OK ? HF_OK
+                                                                              : HF_ERR_ABORTABLE;
+}
+
+/* ---- restore on assignment */
+
+typedef struct {
+    task_t *t;
+    int32_t partition;
+    uint64_t records;
+} restore_t;
+
+static int restore_record(void *opaque, const kafka_msg_t *msg)
+{
+    restore_t *r = opaque;
+    task_t *t = r->t;
+    int err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
+                                     msg->value_len)
+                         : state_del(t->buf, r->partition, msg->key, msg->key_len);
+    if (err)
+        return err;
+    if (++r->records % TASK_RESTORE_CHUNK_RECORDS == 0) {
+        err = state_buf_set_offsets(t->buf, r->partition, t->input_next[r->partition],
+                                    msg->offset + 1);
+        if (!err)
+            err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    }
+    return err;
+}
+
+static int restore_partition(task_t *t, int32_t p)
+{
+    int64_t input_next = -1, cl_next = -1;
+    int err = state_get_offsets(t->st, p, &input_next, &cl_next);
+    if (err)
+        return err;
+    if (cl_next < 0) {
+        /* No record of what this state reflects: start from nothing. */
+        err = state_drop_partition(t->st, p, t->errstr, sizeof t->errstr);
+        if (err)
+            return err;
+    }
+    t->input_next[p] = input_next;
+    restore_t r = {t, p, 0};
+    int64_t next = -1;
+    int64_t started_ms = now_ms();
+    err = kafka_reader_read_to_end(t->rd, t->def->changelog_topic, p,
+                                   cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
+                                   restore_record, &r, &next, t->errstr, sizeof t->errstr);
+    if (!err)
+        err = state_buf_set_offsets(t->buf, p, input_next, next);
+    if (!err)
+        err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    if (err) {
+        log_error("task", "%s: restore of partition %d failed: %s", t->def->name, p, t->errstr);
+        state_buf_clear(t->buf);
+        return err;
+    }
+    t->cl_next[p] = next;
+    t->cl_last[p] = next - 1;
+    t->stats.restored_records += r.records;
+    log_info("task", "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
+             t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
+             (long long)(now_ms() - started_ms));
+    return HF_OK;
+}
+
+static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
+{
+    task_t *t = opaque;
+    t->rebalanced = true;
+    for (size_t i = 0; i < count; i++) {
+        int32_t p = tps[i].partition;
+        if (p < 0 || p >= HF_PARTITIONS_MAX) {
+            log_error("task", "partition %d is beyond HF_PARTITIONS_MAX %d", p, HF_PARTITIONS_MAX);
+            return HF_ERR_LIMIT;
+        }
+        if (t->owned[p])
+            continue; /* co-partitioned topics share partition p */
+        int err = restore_partition(t, p);
+        if (err)
+            return err;
+        t->owned[p] = true;
+    }
+    return HF_OK;
+}
+
+static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
+{
+    task_t *t = opaque;
+    t->rebalanced = true;
+    /* State stays on disk: when the partition comes back, restore resumes from the
+     * changelog offset it reflects instead of replaying everything. */
+    memset(t->owned, 0, sizeof t->owned);
+    log_info("task", "%s: %zu partitions revoked", t->def->name, count);
+}
+
+/* ---- the loop */
+
+/* Appends what the consumer has to t->msgs: waits for the first record (bounded by
+ * idle_poll_ms), then takes whatever else is already there without waiting. */
+static int gather(task_t *t)
+{
+    const hf_config_t *cfg = t->o.cfg;
+    size_t max = (size_t)cfg->batch_records_max;
+    int64_t started = now_ms();
+    while (t->msgs_count < max) {
+        int timeout = t->msgs_count == 0 ? cfg->idle_poll_ms : 0;
+        if (t->msgs_count == 0 && t->def->tick) {
+            int64_t until_tick = t->next_tick_ms - now_ms();
+            timeout = until_tick < 0 ? 0 : until_tick < timeout ? (int)until_tick : timeout;
+        }
+        int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
+                                     sizeof t->errstr);
+        if (t->rebalanced) {
+            /* Records gathered before a revoke may belong to another task now. */
+            t->rebalanced = false;
+            if (rc == 1)
+                t->msgs_count++;
+            release_msgs(t, t->msgs_count);
+            return HF_ERR_REBALANCE;
+        }
+        if (rc < 0) {
+            log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
+            return rc == HF_ERR_FATAL ? rc : HF_OK;
+        }
+        if (rc == 0)
+            break;
+        t->msgs_count++;
+        if (now_ms() - started >= cfg->batch_time_max_ms)
+            break;
+    }
+    return HF_OK;
+}
+
+/* Applies gathered records (stopping early when the batch is full), runs timers
+ * and the stage's batch end. Returns how many records it applied. */
+static int apply_batch(task_t *t, size_t *applied)
+{
+    t->ctx.now_ms = now_ms();
+    size_t i = 0;
+    for (; i < t->msgs_count && t->outs_count < TASK_OUTPUTS_SOFT_MAX; i++) {
+        int err = apply_record(t, &t->msgs[i]);
+        if (err) {
+            *applied = i;
+            return err;
+        }
+    }
+    *applied = i;
+    run_ticks(t);
+    t->ctx.msg = NULL;
+    if (t->def->batch_end && (i > 0 || t->written_count > 0))
+        return t->def->batch_end(&t->ctx);
+    return HF_OK;
+}
+
+static int task_step(task_t *t)
+{
+    int err = gather(t);
+    if (err == HF_ERR_REBALANCE)
+        return HF_OK;
+    if (err)
+        return err;
+    batch_reset(t);
+    size_t applied = 0;
+    err = apply_batch(t, &applied);
+    if (err == HF_OK && applied == 0 && t->outs_count == 0 && t->written_count == 0)
+        return HF_OK; /* idle */
+    if (err == HF_OK)
+        err = commit_batch(t);
+    if (err == HF_OK) {
+        release_msgs(t, applied);
+        return HF_OK;
+    }
+    if (err == HF_ERR_FATAL)
+        return err;
+    return abort_batch(t, err);
+}
+
+int task_run(task_t *t, char *errstr, size_t errstr_size)
+{
+    int aborts_in_row = 0;
+    while (!atomic_load(t->o.stop)) {
+        uint64_t aborts = t->stats.aborts;
+        int err = task_step(t);
+        aborts_in_row = t->stats.aborts > aborts ? aborts_in_row + 1 : 0;
+        if (err == HF_OK && aborts_in_row < HF_TXN_RETRIES_MAX)
+            continue;
+        snprintf(errstr, errstr_size, "%s task: %s: %s", t->def->name,
+                 err ? hf_err_str(err) : "too many aborted transactions in a row", t->errstr);
+        return err ? err : HF_ERR_FATAL;
+    }
+    return HF_OK;
+}
+
+int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errstr_size)
+{
+    task_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return HF_ERR_NOMEM;
+    int err = HF_ERR_NOMEM;
+    t->o = *opts;
+    t->def = opts->def;
+    t->st = opts->st;
+    t->ctx.t = t;
+    hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);
+    for (int p = 0; p < HF_PARTITIONS_MAX; p++)
+        t->cl_next[p] = t->cl_last[p] = t->input_next[p] = -1;
+    const hf_config_t *cfg = opts->cfg;
+    snprintf(t->group_id, sizeof t->group_id, "%s-%s", cfg->app_id, t->def->name);
+    snprintf(t->txn_id, sizeof t->txn_id, "%s-%s-%s-%d", cfg->app_id, t->def->name,
+             cfg->instance_id, opts->thread_index);
+    snprintf(t->client_id, sizeof t->client_id, "%s", t->txn_id);
+    t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, NULL};
+    t->buf = state_buf_new(t->st);
+    t->msgs = calloc((size_t)cfg->batch_records_max, sizeof *t->msgs);
+    if (!t->buf || !t->msgs || written_grow(t) != HF_OK)
+        goto fail;
+
+    /* Producer first: init_transactions fences a predecessor with the same
+     * transactional.id and settles its open transaction, so the restore that
+     * follows reads a stable changelog. */
+    err = kafka_producer_new(&t->kconf, t->txn_id, cfg->transaction_timeout_ms, &t->kp, errstr,
+                             errstr_size);
+    if (!err)
+        err = kafka_txn_init(t->kp, 60000, errstr, errstr_size);
+    if (!err)
+        err = kafka_reader_new(&t->kconf, &t->rd, errstr, errstr_size);
+    if (err)
+        goto fail;
+    kafka_rebalance_t rb = {on_assign, on_revoke, t};
+    err = kafka_consumer_new(&t->kconf, t->group_id, t->txn_id, t->def->input_topics,
+                             t->def->input_topics_count, &rb, &t->kc, errstr, errstr_size);
+    if (err)
+        goto fail;
+    *t_out = t;
+    return HF_OK;
+fail:
+    task_destroy(t);
+    return err;
+}
+
+void task_stats(const task_t *t, task_stats_t *out) { *out = t->stats; }
+
+void task_destroy(task_t *t)
+{
+    if (!t)
+        return;
+    if (t->msgs)
+        release_msgs(t, t->msgs_count);
+    kafka_consumer_destroy(t->kc);
+    kafka_reader_destroy(t->rd);
+    kafka_producer_destroy(t->kp);
+    state_buf_destroy(t->buf);
+    free(t->msgs);
+    free(t->arena.data);
+    free(t->outs);
+    free(t->written);
+    free(t->slots);
+    free(t);
+}

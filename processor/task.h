@@ -1,0 +1,46 @@
+/* The exactly-once task loop (DESIGN.md section 4). One task = one worker thread
+ * = one group consumer + one transactional producer for one stage. Per batch:
+ * gather what the consumer has (adaptive: never idle-wait a fixed interval once a
+ * record is there), apply each record through the stage's handler table into a
+ * state buffer, begin a transaction, produce outputs and changelog records, send
+ * the consumed offsets, commit, then write the buffer (with the offsets it now
+ * reflects) to RocksDB. On partition assignment the task restores each
+ * partition's state from its changelog before consuming. */
+#ifndef HF_TASK_H
+#define HF_TASK_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "hf_err.h"
+#include "stage.h"
+#include "state.h"
+
+typedef struct task task_t;
+
+typedef struct {
+    const hf_config_t *cfg;
+    const stage_def_t *def;
+    state_t *st;            /* shared by the stage's tasks in this process */
+    int thread_index;       /* part of the transactional.id */
+    const atomic_bool *stop; /* task_run returns soon after it becomes true */
+} task_opts_t;
+
+typedef struct {
+    uint64_t records;          /* input records applied */
+    uint64_t dead_letters;     /* input records sent to the dead-letter topic */
+    uint64_t transactions;     /* committed */
+    uint64_t aborts;           /* aborted and retried */
+    uint64_t restored_records; /* changelog records applied on assignment */
+} task_stats_t;
+
+int task_new(const task_opts_t *opts, task_t **t_out, char *errstr,
+             size_t errstr_size) HF_MUST_CHECK;
+/* Runs until *stop or a fatal error (HF_ERR_FATAL: fenced, or state broken). */
+int task_run(task_t *t, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+void task_stats(const task_t *t, task_stats_t *out);
+void task_destroy(task_t *t); /* accepts NULL */
+
+#endif

@@ -1,0 +1,346 @@
+/* The C shape of every holdfast record. Each struct mirrors one Avro schema in
+ * schemas/<Name>.avsc field for field; the codec (schemas/codec.h) is the only
+ * place that converts between these structs and Avro single-object bytes.
+ * Strings are bounded NUL-terminated arrays (bounds in hf_limits.h), so a decoded
+ * record owns no heap memory and can be copied with '='. */
+#ifndef HF_RECORDS_H
+#define HF_RECORDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hf_limits.h"
+
+typedef char hf_id_t[HF_ID_LEN_MAX + 1];
+typedef char hf_sku_t[HF_SKU_LEN_MAX + 1];
+typedef char hf_wh_t[HF_WAREHOUSE_LEN_MAX + 1];
+typedef char hf_text_t[HF_TEXT_LEN_MAX + 1];
+typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
+
+/* Record types. The order is this build's internal numbering only; on the wire a
+ * record is identified by its schema fingerprint. Append only. */
+#define HF_REC_MAP(X)                                                              \
+    X(HOLD, Hold, hf_hold_t, hold)                                                 \
+    X(COMMIT_HOLD, CommitHold, hf_commit_hold_t, commit_hold)                      \
+    X(RELEASE_HOLD, ReleaseHold, hf_release_hold_t, release_hold)                  \
+    X(STOCK_FEED, StockFeed, hf_stock_feed_t, stock_feed)                          \
+    X(COUNTER_RESULT, CounterResult, hf_counter_result_t, counter_result)          \
+    X(STOCK_LEVEL, StockLevel, hf_stock_level_t, stock_level)                      \
+    X(COUNTER_STATE, CounterState, hf_counter_state_t, counter_state)              \
+    X(HOLD_STATE, HoldState, hf_hold_state_t, hold_state)                          \
+    X(RESERVE, Reserve, hf_reserve_t, reserve)                                     \
+    X(COMMIT, Commit, hf_commit_t, commit)                                         \
+    X(RELEASE, Release, hf_release_t, release)                                     \
+    X(REPLY, Reply, hf_reply_t, reply)                                             \
+    X(LEDGER_EVENT, LedgerEvent, hf_ledger_event_t, ledger_event)                  \
+    X(AVAILABILITY, Availability, hf_availability_t, availability)                  \
+    X(SIGNAL, Signal, hf_signal_t, signal)                                         \
+    X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)
+
+typedef enum {
+#define HF_REC_ENUM(UP, Name, type, field) HF_REC_##UP,
+    HF_REC_MAP(HF_REC_ENUM)
+#undef HF_REC_ENUM
+        HF_REC__COUNT
+} hf_rec_type_t;
+
+/* ---- wire enums (Avro enums; symbol order is part of the schema: append only) */
+
+/* Outcome of one counter command (Avro enum "Outcome"). */
+typedef enum {
+    HF_OUTCOME_OK = 0,
+    HF_OUTCOME_INSUFFICIENT, /* not enough available for a Hold */
+    HF_OUTCOME_EXISTS,       /* already applied (duplicate stock feed) */
+    HF_OUTCOME_CONFLICT,     /* hold is in another terminal state */
+    HF_OUTCOME_EXPIRED,
+    HF_OUTCOME_NOT_FOUND, /* commit/release for a hold this counter never saw */
+    HF_OUTCOME_INVALID,
+    HF_OUTCOME_REVOKED, /* hold was revoked by a stock shortfall */
+    HF_OUTCOME__COUNT
+} hf_outcome_t;
+
+/* Which command a CounterResult answers (Avro enum "CounterCommand"). */
+typedef enum {
+    HF_CMD_HOLD = 0,
+    HF_CMD_COMMIT,
+    HF_CMD_RELEASE,
+    HF_CMD_SHORTFALL, /* counter asks the gateway to revoke this hold */
+    HF_CMD__COUNT
+} hf_cmd_t;
+
+/* Avro enum "FeedKind". */
+typedef enum {
+    HF_FEED_RECEIVE = 0, /* qty > 0 arrived: on_hand += qty */
+    HF_FEED_ADJUST,      /* signed correction: on_hand += qty */
+    HF_FEED_COUNT,       /* cycle count: on_hand = qty */
+    HF_FEED_SAFETY_STOCK, /* safety_stock = qty (a gate for new holds) */
+    HF_FEED__COUNT
+} hf_feed_kind_t;
+
+/* Avro enum "HoldStatus". */
+typedef enum {
+    HF_HOLD_HELD = 0,
+    HF_HOLD_COMMITTED,
+    HF_HOLD_RELEASED,
+    HF_HOLD_REVOKING, /* still reserved; the gateway was told to release it */
+    HF_HOLD_REFUSED,  /* the Hold was answered INSUFFICIENT; nothing reserved */
+    HF_HOLD__COUNT
+} hf_hold_status_t;
+
+/* Avro enum "ReplyOutcome": what a checkout client is told. */
+typedef enum {
+    HF_REPLY_HELD = 0,
+    HF_REPLY_COMMITTED,
+    HF_REPLY_RELEASED,
+    HF_REPLY_EXPIRED,
+    HF_REPLY_REJECTED_INSUFFICIENT,
+    HF_REPLY_REJECTED_INVALID,
+    HF_REPLY_CONFLICT,
+    HF_REPLY_NOT_FOUND,
+    HF_REPLY__COUNT
+} hf_reply_outcome_t;
+
+/* Avro enum "LedgerKind". */
+typedef enum {
+    HF_LEDGER_HELD = 0,
+    HF_LEDGER_COMMITTED,
+    HF_LEDGER_RELEASED,
+    HF_LEDGER_EXPIRED,
+    HF_LEDGER_REJECTED,
+    HF_LEDGER_LATE_PAYMENT,
+    HF_LEDGER__COUNT
+} hf_ledger_kind_t;
+
+/* Avro enum "SignalKind". */
+typedef enum { HF_SIGNAL_SOLD_OUT = 0, HF_SIGNAL_BACK_IN_STOCK, HF_SIGNAL__COUNT } hf_signal_kind_t;
+
+/* ---- counter commands: topic holdfast.counter-commands, key "warehouse_id|sku" */
+
+/* A hold is identified within its counter by (reservation_id, attempt): the
+ * gateway bumps attempt when it re-routes, so a retry of the same attempt is a
+ * duplicate and a new attempt is a new hold. */
+typedef struct {
+    hf_id_t reservation_id;
+    int32_t attempt;
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t qty;
+    int64_t issued_at_ms;
+} hf_hold_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    int32_t attempt;
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t issued_at_ms;
+} hf_commit_hold_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    int32_t attempt;
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    hf_text_t reason; /* "abandoned", "expired", "rollback", "stock_shortfall" */
+    int64_t issued_at_ms;
+} hf_release_hold_t;
+
+/* Topic holdfast.stock-feed, key "warehouse_id|sku". feed_seq increases per pair;
+ * a feed_seq at or below the stored one is a duplicate. */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    hf_feed_kind_t kind;
+    int64_t qty;
+    int64_t feed_seq;
+    int64_t issued_at_ms;
+} hf_stock_feed_t;
+
+/* ---- counter outputs */
+
+/* Topic holdfast.counter-results, key reservation_id. */
+typedef struct {
+    hf_id_t reservation_id;
+    int32_t attempt;
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    hf_cmd_t command;
+    hf_outcome_t outcome;
+    int64_t qty;       /* the hold's quantity */
+    int64_t available; /* the counter's available after applying */
+    int64_t applied_at_ms;
+} hf_counter_result_t;
+
+/* Topic holdfast.stock-levels, key sku. available = max(0, on_hand - reserved -
+ * safety_stock); shortfall > 0 while revoked holds are still reserved. */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t on_hand;
+    int64_t reserved;
+    int64_t safety_stock;
+    int64_t available;
+    int64_t shortfall;
+    int64_t version;
+    int64_t updated_at_ms;
+} hf_stock_level_t;
+
+/* ---- counter state (RocksDB values and changelog values) */
+
+typedef struct {
+    int64_t on_hand;
+    int64_t reserved; /* sum of HELD and REVOKING holds */
+    int64_t safety_stock;
+    int64_t revoking; /* sum of REVOKING holds */
+    int64_t version;  /* bumped on every change */
+    int64_t feed_seq; /* last applied stock feed sequence */
+} hf_counter_state_t;
+
+typedef struct {
+    int64_t qty;
+    hf_hold_status_t status;
+    int64_t seq;                 /* counter version at creation: newest-first order */
+    hf_outcome_t hold_outcome;   /* the original answer to the Hold */
+    int64_t available_at_result; /* available in that original answer */
+    int64_t created_at_ms;
+    int64_t updated_at_ms;
+} hf_hold_state_t;
+
+/* ---- requests: topic holdfast.requests, key reservation_id */
+
+typedef struct {
+    hf_sku_t sku;
+    int64_t qty;
+} hf_line_t;
+
+typedef struct {
+    double lat;
+    double lon;
+} hf_geo_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    int32_t lines_count;
+    hf_line_t lines[HF_LINES_MAX];
+    hf_geo_t ship_to;
+    int64_t ttl_ms;        /* 0 = the campaign's or the default TTL */
+    hf_id_t campaign;      /* "" = none */
+    hf_topic_t reply_to;   /* "" = holdfast.replies */
+    int64_t sent_at_ms;
+} hf_reserve_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    hf_id_t payment_id;
+    hf_topic_t reply_to;
+    int64_t sent_at_ms;
+} hf_commit_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    hf_text_t reason;
+    hf_topic_t reply_to;
+    int64_t sent_at_ms;
+} hf_release_t;
+
+/* ---- gateway outputs */
+
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t qty;
+} hf_allocation_t;
+
+/* Topic reply_to (default holdfast.replies), key reservation_id. */
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    hf_reply_outcome_t outcome;
+    int32_t allocations_count;
+    hf_allocation_t allocations[HF_ALLOCATIONS_MAX];
+    int64_t expires_at_ms; /* 0 when not held */
+    hf_text_t message;
+    int64_t replied_at_ms;
+} hf_reply_t;
+
+/* Topic holdfast.ledger, key reservation_id: every state transition. */
+typedef struct {
+    hf_id_t reservation_id;
+    hf_ledger_kind_t kind;
+    int32_t allocations_count;
+    hf_allocation_t allocations[HF_ALLOCATIONS_MAX];
+    int32_t lines_count;
+    hf_line_t lines[HF_LINES_MAX]; /* the requested lines */
+    hf_text_t reason;
+    hf_id_t payment_id;
+    int64_t expires_at_ms;
+    int64_t at_ms;
+} hf_ledger_event_t;
+
+/* ---- aggregator outputs */
+
+typedef struct {
+    hf_wh_t warehouse_id;
+    int64_t available;
+} hf_wh_available_t;
+
+/* Topic holdfast.availability (compacted), key sku: the routing view. */
+typedef struct {
+    hf_sku_t sku;
+    int32_t warehouses_count;
+    hf_wh_available_t warehouses[HF_WAREHOUSES_MAX];
+    int64_t total;
+    bool in_stock; /* debounced */
+    int64_t updated_at_ms;
+} hf_availability_t;
+
+/* Topic holdfast.signals, key sku. */
+typedef struct {
+    hf_sku_t sku;
+    hf_signal_kind_t kind;
+    int64_t total;
+    int64_t changed_at_ms; /* when the total crossed the watermark */
+    int64_t emitted_at_ms;
+} hf_signal_t;
+
+/* Topic holdfast.dead-letters, key = the original key. The original bytes are
+ * kept whole so nothing is lost; reason says what to fix. */
+typedef struct {
+    hf_topic_t source_topic;
+    int32_t source_partition;
+    int64_t source_offset;
+    hf_text_t stage;
+    hf_text_t reason;
+    uint32_t key_len;
+    uint8_t key[HF_STATE_KEY_LEN_MAX];
+    uint32_t value_len;
+    uint8_t value[HF_RECORD_LEN_MAX]; /* truncated beyond this; value_truncated says so */
+    bool value_truncated;
+    int64_t failed_at_ms;
+} hf_dead_letter_t;
+
+/* A record of any type. */
+typedef struct {
+    hf_rec_type_t type;
+    union {
+#define HF_REC_UNION(UP, Name, ctype, field) ctype field;
+        HF_REC_MAP(HF_REC_UNION)
+#undef HF_REC_UNION
+    } u;
+} hf_record_t;
+
+/* Enum symbol names as they are on the wire ("OK", "INSUFFICIENT", ...). */
+const char *hf_outcome_name(hf_outcome_t v);
+const char *hf_cmd_name(hf_cmd_t v);
+const char *hf_feed_kind_name(hf_feed_kind_t v);
+const char *hf_hold_status_name(hf_hold_status_t v);
+const char *hf_reply_outcome_name(hf_reply_outcome_t v);
+const char *hf_ledger_kind_name(hf_ledger_kind_t v);
+const char *hf_signal_kind_name(hf_signal_kind_t v);
+/* "Hold", "CommitHold", ... (the Avro record name). */
+const char *hf_rec_type_name(hf_rec_type_t t);
+
+#endif

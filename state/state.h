@@ -1,0 +1,85 @@
+/* Local state of one stage in one process: a RocksDB database behind an opaque
+ * API. This is the only module that includes <rocksdb/c.h>.
+ *
+ * Keys are namespaced by input partition: the stored key is a 4-byte big-endian
+ * partition followed by the caller's key, so one partition's state can be dropped
+ * with a range delete and restored from its changelog partition. Callers never see
+ * the prefix.
+ *
+ * Writes go to a state_buf_t (a RocksDB write batch with index): reads through the
+ * buffer see its own writes on top of the DB. A buffer is applied to the DB in one
+ * atomic write, after the Kafka transaction that produced its changelog committed.
+ * The WAL is off: the changelog topic is the durable log (DESIGN.md section 4).
+ *
+ * Thread safety: a state_t may be shared by threads; a state_buf_t belongs to one
+ * thread. */
+#ifndef HF_STATE_H
+#define HF_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+
+typedef struct state state_t;
+typedef struct state_buf state_buf_t;
+typedef struct state_iter state_iter_t;
+
+typedef struct {
+    size_t block_cache_bytes; /* shared LRU cache; 0 = 64 MiB */
+    bool sync_writes;         /* default false: the changelog is the durable log */
+} state_opts_t;
+
+/* Opens (creating if missing) the DB in directory path. opts may be NULL. */
+int state_open(const char *path, const state_opts_t *opts, state_t **st_out, char *errstr,
+               size_t errstr_size) HF_MUST_CHECK;
+/* Accepts NULL. */
+void state_close(state_t *st);
+
+state_buf_t *state_buf_new(state_t *st);
+void state_buf_destroy(state_buf_t *buf); /* accepts NULL */
+/* Forgets every pending write (after an aborted transaction). */
+void state_buf_clear(state_buf_t *buf);
+/* Number of pending puts/deletes. */
+size_t state_buf_count(const state_buf_t *buf);
+
+/* Reads key in partition through buf (buf may be NULL: DB only). Copies the value
+ * into val (capacity val_size) and sets *val_len. HF_ERR_NOTFOUND if absent,
+ * HF_ERR_LIMIT if val_size is too small. */
+int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key,
+              size_t key_len, void *val, size_t val_size, size_t *val_len) HF_MUST_CHECK;
+int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+              const void *val, size_t val_len) HF_MUST_CHECK;
+int state_del(state_buf_t *buf, int32_t partition, const void *key,
+              size_t key_len) HF_MUST_CHECK;
+
+/* Records the next input offset and the changelog offset this buffer brings the
+ * partition up to; stored by the same atomic write as the buffer. */
+int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_next_offset,
+                          int64_t changelog_next_offset) HF_MUST_CHECK;
+/* Reads them back; -1 for an offset never stored. */
+int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset,
+                      int64_t *changelog_next_offset) HF_MUST_CHECK;
+
+/* Applies buf to the DB atomically and clears it. */
+int state_buf_write(state_t *st, state_buf_t *buf, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
+
+/* Deletes every key of a partition, its offsets included (a revoked or lost
+ * partition, before a full restore). */
+int state_drop_partition(state_t *st, int32_t partition, char *errstr,
+                         size_t errstr_size) HF_MUST_CHECK;
+
+/* Iterates keys of partition that start with prefix, in key order, through buf
+ * (buf may be NULL). reverse = from the last such key backwards. The key and value
+ * pointers stay valid until the next state_iter_next or state_iter_destroy. */
+state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition,
+                             const void *prefix, size_t prefix_len, bool reverse);
+/* Returns true and sets key/val (key without the partition prefix) while there is
+ * a current entry, then advances; false at the end. */
+bool state_iter_next(state_iter_t *it, const void **key, size_t *key_len, const void **val,
+                     size_t *val_len);
+void state_iter_destroy(state_iter_t *it); /* accepts NULL */
+
+#endif

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian packages holdfast needs to build, test, lint, fuzz and run its local
+# Kafka broker. Each machine (a developer's, CI's) starts from stock Debian 12, so the
+# project installs its own tools. A machine that already has everything makes no apt call.
+#
+# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python (default: all)
+set -euo pipefail
+
+declare -A why=(
+  [build]="compile and unit-test the processor"
+  [clang]="libFuzzer harnesses and sanitizer builds"
+  [lint]="make format-check and make lint"
+  [kafka]="run the local Kafka broker from Maven Central jars"
+  [python]="test and tooling scripts"
+)
+declare -A pkgs=(
+  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev"
+  [clang]="clang-14 libclang-rt-14-dev"
+  [lint]="clang-format-14 clang-tidy-14 cppcheck"
+  [kafka]="openjdk-17-jre-headless maven"
+  [python]="python3"
+)
+
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python)
+
+installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+missing=()
+for g in "${groups[@]}"; do
+  [ -n "${pkgs[$g]:-}" ] || { echo "deps: unknown group '$g'" >&2; exit 2; }
+  for p in ${pkgs[$g]}; do
+    if ! installed "$p"; then
+      echo "deps: will install $p (${why[$g]})"
+      missing+=("$p")
+    fi
+  done
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all present (${groups[*]})"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: not root and no sudo; install as root: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# Stock images ship without package lists; update once, only now that we need them.
+if ! "${sudo[@]}" apt-get update -q; then
+  echo "deps: apt-get update failed" >&2; exit 1
+fi
+if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  echo "deps: apt-get install failed for: ${missing[*]}" >&2; exit 1
+fi
+echo "deps: installed ${missing[*]}"

@@ -1,0 +1,21 @@
+# Local Kafka broker targets, included by the top-level Makefile (or run alone with
+# `make -f tools/kafka/kafka.mk kafka-up`). The scripts hold the logic; see their headers.
+
+KAFKA_TOOLS := $(CURDIR)/tools/kafka
+
+.PHONY: kafka-fetch kafka-up kafka-down kafka-wipe
+
+# Get the broker jars into .cache/kafka/libs without starting anything.
+kafka-fetch:
+	@bash $(KAFKA_TOOLS)/kafka-up.sh --fetch
+
+# Start the broker on 127.0.0.1:$${HOLDFAST_KAFKA_PORT:-9092}; a no-op if it is up.
+kafka-up:
+	@bash $(KAFKA_TOOLS)/kafka-up.sh
+
+kafka-down:
+	@bash $(KAFKA_TOOLS)/kafka-down.sh
+
+# Stop it and delete all topics, offsets and logs.
+kafka-wipe:
+	@bash $(KAFKA_TOOLS)/kafka-down.sh --wipe
