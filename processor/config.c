@@ -35,6 +35,8 @@ void config_apply_env(hf_config_t *cfg)
     copy_env(cfg->bootstrap, sizeof cfg->bootstrap, "HOLDFAST_BOOTSTRAP");
     copy_env(cfg->state_dir, sizeof cfg->state_dir, "HOLDFAST_STATE_DIR");
     copy_env(cfg->instance_id, sizeof cfg->instance_id, "HOLDFAST_INSTANCE");
+    copy_env(cfg->topic_prefix, sizeof cfg->topic_prefix, "HOLDFAST_TOPIC_PREFIX");
+    copy_env(cfg->app_id, sizeof cfg->app_id, "HOLDFAST_APP_ID");
 }
 
 typedef struct {
@@ -49,6 +51,7 @@ typedef struct {
 static const config_field_t config_fields[] = {
     STR_FIELD(bootstrap),
     STR_FIELD(app_id),
+    STR_FIELD(topic_prefix),
     STR_FIELD(instance_id),
     STR_FIELD(state_dir),
     STR_FIELD(stages),

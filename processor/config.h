@@ -14,6 +14,7 @@
 typedef struct {
     char bootstrap[HF_CONFIG_STR_MAX];   /* "127.0.0.1:9092" */
     char app_id[64];                     /* prefix of group and transactional ids */
+    char topic_prefix[49];               /* prepended to every topic name */
     char instance_id[64];                /* stable per process: fences its predecessor */
     char state_dir[HF_CONFIG_STR_MAX];   /* one RocksDB per stage below it */
     char stages[HF_CONFIG_STR_MAX];      /* "counter" or "counter,gateway,..." */
@@ -29,7 +30,8 @@ void config_defaults(hf_config_t *cfg);
  * silently run defaults). */
 int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
                      size_t errstr_size) HF_MUST_CHECK;
-/* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE). */
+/* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
+ * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID). */
 void config_apply_env(hf_config_t *cfg);
 
 #endif

@@ -624,3 +624,10 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
     rd_kafka_topic_destroy(rkt);
     return err;
 }
+
+int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count)
+{
+    /* The partitioner ignores its topic argument. */
+    return rd_kafka_msg_partitioner_murmur2_random(NULL, key, key_len, partition_count, NULL,
+                                                   NULL);
+}

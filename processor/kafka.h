@@ -137,6 +137,9 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
 int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
                           int32_t *count_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
+/* The partition Java clients and librdkafka's murmur2_random pick for a key. */
+int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count);
+
 /* ---- topic administration */
 
 typedef struct {

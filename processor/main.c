@@ -17,6 +17,7 @@
 #include "stages.h"
 #include "state.h"
 #include "task.h"
+#include "topics.h"
 
 #define MAIN_STAGES_MAX 4
 #define MAIN_THREADS_MAX (MAIN_STAGES_MAX * 16)
@@ -61,7 +62,8 @@ static void usage(FILE *out)
                  "  --stages LIST   comma-separated, of: %s (default: counter)\n"
                  "  --instance ID   stable id of this process; a restart with the same id fences the old one\n"
                  "  --state-dir DIR RocksDB state root (default ./.state)\n"
-                 "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_LOG_LEVEL\n",
+                 "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID,\n"
+                 "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL\n",
             stages_names());
 }
 
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    topics_set_prefix(cfg.topic_prefix);
     err = codec_init(errstr, sizeof errstr);
     if (!err)
         err = plan_workers(&cfg, dbs, &dbs_count, workers, &workers_count, errstr, sizeof errstr);

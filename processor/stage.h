@@ -18,6 +18,7 @@
 #include "hf_err.h"
 #include "records.h"
 #include "state.h"
+#include "topics.h"
 
 typedef struct stage_ctx stage_ctx_t;
 
@@ -30,9 +31,9 @@ typedef struct {
 
 typedef struct {
     const char *name; /* "counter"; also the consumer group suffix */
-    const char *const *input_topics;
+    const hf_topic_id_t *input_topics; /* co-partitioned; the first is primary */
     size_t input_topics_count;
-    const char *changelog_topic;
+    hf_topic_id_t changelog_topic;
     const stage_handler_t *handlers;
     size_t handlers_count;
     /* Called once per transaction after the last record; emits coalesced outputs. */
@@ -62,7 +63,10 @@ int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void 
 state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse);
 
 /* Queues an output record for topic, keyed by key (partitioned by murmur2). */
-int stage_emit(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t key_len,
+               const hf_record_t *rec) HF_MUST_CHECK;
+/* The same to a topic named at run time (a request's reply_to). */
+int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
                const hf_record_t *rec) HF_MUST_CHECK;
 
 /* Sets the dead-letter reason and returns HF_ERR_INVAL, for `return

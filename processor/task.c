@@ -64,6 +64,7 @@ struct task {
     char client_id[160];
     char txn_id[160];
     char group_id[128];
+    const char *inputs[TASK_INPUT_TOPICS_MAX]; /* resolved topic names */
 
     bool owned[HF_PARTITIONS_MAX];
     bool rebalanced;
@@ -293,8 +294,14 @@ static int out_add(task_t *t, const char *topic, int32_t partition, const void *
     return HF_OK;
 }
 
-int stage_emit(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t key_len,
                const hf_record_t *rec)
+{
+    return stage_emit_to(ctx, topic_name(topic), key, key_len, rec);
+}
+
+int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+                  const hf_record_t *rec)
 {
     task_t *t = ctx->t;
     size_t len = 0;
@@ -359,7 +366,7 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
     if (err)
         return err;
     out_t *o = NULL;
-    err = out_add(t, HF_TOPIC_DEAD_LETTERS, -1, msg->key, msg->key_len, t->dlbuf, len, &o);
+    err = out_add(t, topic_name(HF_T_DEAD_LETTERS), -1, msg->key, msg->key_len, t->dlbuf, len, &o);
     if (err)
         return err;
     char source[HF_TOPIC_LEN_MAX + 48];
@@ -378,7 +385,7 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
 static int topic_index(const task_t *t, const char *topic)
 {
     for (size_t i = 0; i < t->def->input_topics_count; i++)
-        if (strcmp(t->def->input_topics[i], topic) == 0)
+        if (strcmp(t->inputs[i], topic) == 0)
             return (int)i;
     return -1;
 }
@@ -481,7 +488,7 @@ static int produce_changelog(task_t *t)
                             sizeof t->valbuf, &len);
         if (err && err != HF_ERR_NOTFOUND)
             return err;
-        err = kafka_produce(t->kp, t->def->changelog_topic, e->partition, key, e->key_len,
+        err = kafka_produce(t->kp, topic_name(t->def->changelog_topic), e->partition, key, e->key_len,
                             err ? NULL : t->valbuf, err ? 0 : len, NULL, 0,
                             &t->cl_last[e->partition], t->errstr, sizeof t->errstr);
         if (err)
@@ -507,7 +514,7 @@ static int send_offsets(task_t *t)
                     return err;
                 n = 0;
             }
-            tps[n] = (kafka_tp_t){t->def->input_topics[ti], p};
+            tps[n] = (kafka_tp_t){t->inputs[ti], p};
             next[n++] = t->batch_next[ti][p];
         }
     return n ? kafka_txn_send_offsets(t->kp, t->kc, tps, next, n, t->errstr, sizeof t->errstr)
@@ -622,7 +629,7 @@ static int restore_partition(task_t *t, int32_t p)
     restore_t r = {t, p, 0};
     int64_t next = -1;
     int64_t started_ms = now_ms();
-    err = kafka_reader_read_to_end(t->rd, t->def->changelog_topic, p,
+    err = kafka_reader_read_to_end(t->rd, topic_name(t->def->changelog_topic), p,
                                    cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
                                    restore_record, &r, &next, t->errstr, sizeof t->errstr);
     if (!err)
@@ -806,8 +813,10 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
         err = kafka_reader_new(&t->kconf, &t->rd, errstr, errstr_size);
     if (err)
         goto fail;
+    for (size_t i = 0; i < t->def->input_topics_count; i++)
+        t->inputs[i] = topic_name(t->def->input_topics[i]);
     kafka_rebalance_t rb = {on_assign, on_revoke, t};
-    err = kafka_consumer_new(&t->kconf, t->group_id, t->txn_id, t->def->input_topics,
+    err = kafka_consumer_new(&t->kconf, t->group_id, t->txn_id, t->inputs,
                              t->def->input_topics_count, &rb, &t->kc, errstr, errstr_size);
     if (err)
         goto fail;

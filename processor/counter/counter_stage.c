@@ -9,7 +9,7 @@
 #include "hf_assert.h"
 #include "topics.h"
 
-static const char *const counter_inputs[] = {HF_TOPIC_COUNTER_COMMANDS, HF_TOPIC_STOCK_FEED};
+static const hf_topic_id_t counter_inputs[] = {HF_T_COUNTER_COMMANDS, HF_T_STOCK_FEED};
 
 /* What happens on each record type: one handler, one file. */
 static const stage_handler_t counter_handlers[] = {
@@ -99,7 +99,7 @@ int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t at
     r->qty = qty;
     r->available = available;
     r->applied_at_ms = stage_now_ms(ctx);
-    return stage_emit(ctx, HF_TOPIC_COUNTER_RESULTS, reservation_id, strlen(reservation_id), &rec);
+    return stage_emit(ctx, HF_T_COUNTER_RESULTS, reservation_id, strlen(reservation_id), &rec);
 }
 
 /* Batch end: a written key "C<w>|<sku>|" means that counter changed. */
@@ -130,7 +130,7 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
     sl->version = c.version;
     sl->updated_at_ms = stage_now_ms(ctx);
     hf_assert(sl->available >= 0);
-    return stage_emit(ctx, HF_TOPIC_STOCK_LEVELS, sl->sku, slen, &out);
+    return stage_emit(ctx, HF_T_STOCK_LEVELS, sl->sku, slen, &out);
 }
 
 static int counter_batch_end(stage_ctx_t *ctx) { return stage_foreach_written(ctx, emit_stock_level); }
@@ -139,7 +139,7 @@ static const stage_def_t counter_def = {
     .name = "counter",
     .input_topics = counter_inputs,
     .input_topics_count = sizeof counter_inputs / sizeof counter_inputs[0],
-    .changelog_topic = HF_TOPIC_COUNTER_CHANGELOG,
+    .changelog_topic = HF_T_COUNTER_CHANGELOG,
     .handlers = counter_handlers,
     .handlers_count = sizeof counter_handlers / sizeof counter_handlers[0],
     .batch_end = counter_batch_end,

@@ -1,0 +1,402 @@
+/* hfctl: the operator's and tester's command line for holdfast. A table maps each
+ * command to its handler; every command takes --name value options, prints JSON
+ * lines on stdout and says what to do on stderr when something is wrong.
+ *   hfctl topics apply [--file topics/topics.json]
+ *   hfctl send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]
+ *   hfctl stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N
+ *   hfctl stock get --warehouse W --sku S
+ *   hfctl tail TOPIC [--max N]
+ * Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "codec.h"
+#include "counter/counter.h"
+#include "kafka.h"
+#include "topics.h"
+#include "lib/topics_file.h"
+
+#define OPTS_MAX 16
+
+typedef struct {
+    const char *names[OPTS_MAX];
+    const char *values[OPTS_MAX];
+    size_t count;
+    const char *positional[4];
+    size_t positional_count;
+} opts_t;
+
+typedef struct {
+    const char *bootstrap;
+    opts_t o;
+    char errstr[512];
+} cli_t;
+
+static const char *opt(const cli_t *c, const char *name)
+{
+    for (size_t i = 0; i < c->o.count; i++)
+        if (strcmp(c->o.names[i], name) == 0)
+            return c->o.values[i];
+    return NULL;
+}
+
+/* A required string option, or NULL after printing what is missing. */
+static const char *need(cli_t *c, const char *name)
+{
+    const char *v = opt(c, name);
+    if (!v)
+        fprintf(stderr, "hfctl: missing --%s\n", name);
+    return v;
+}
+
+static int opt_int64(cli_t *c, const char *name, int64_t def, int64_t *out)
+{
+    const char *v = opt(c, name);
+    if (!v) {
+        *out = def;
+        return HF_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || !end || *end) {
+        fprintf(stderr, "hfctl: --%s '%s' is not an integer\n", name, v);
+        return HF_ERR_INVAL;
+    }
+    *out = x;
+    return HF_OK;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int copy_id(char *dst, size_t dst_size, const char *v, const char *name)
+{
+    if (!v)
+        return HF_ERR_INVAL;
+    if (strlen(v) >= dst_size) {
+        fprintf(stderr, "hfctl: --%s is longer than %zu characters\n", name, dst_size - 1);
+        return HF_ERR_INVAL;
+    }
+    snprintf(dst, dst_size, "%s", v);
+    return HF_OK;
+}
+
+/* ---- producing one record */
+
+static int produce_one(cli_t *c, hf_topic_id_t topic, const char *key, const hf_record_t *rec)
+{
+    uint8_t buf[HF_RECORD_LEN_MAX];
+    size_t len = 0;
+    kafka_producer_t *kp = NULL;
+    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
+    int64_t offset = -1;
+    int err = codec_encode(rec, buf, sizeof buf, &len, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_producer_new(&kc, NULL, 0, &kp, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_produce(kp, topic_name(topic), -1, key, strlen(key), buf, len, NULL, 0, &offset,
+                            c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_producer_flush(kp, 30000, c->errstr, sizeof c->errstr);
+    if (!err && (kafka_producer_failed_count(kp) || offset < 0)) {
+        snprintf(c->errstr, sizeof c->errstr, "delivery to %s failed (is the broker up?)",
+                 topic_name(topic));
+        err = HF_ERR_KAFKA;
+    }
+    kafka_producer_destroy(kp);
+    if (!err)
+        printf("{\"topic\":\"%s\",\"key\":\"%s\",\"offset\":%lld}\n", topic_name(topic), key,
+               (long long)offset);
+    return err;
+}
+
+/* Fills the fields every counter command has. */
+static int command_ids(cli_t *c, char *rid, int32_t *attempt, char *wh, char *sku)
+{
+    int64_t a = 0;
+    if (copy_id(rid, sizeof(hf_id_t), need(c, "reservation"), "reservation") ||
+        copy_id(wh, sizeof(hf_wh_t), need(c, "warehouse"), "warehouse") ||
+        copy_id(sku, sizeof(hf_sku_t), need(c, "sku"), "sku") ||
+        opt_int64(c, "attempt", 0, &a))
+        return HF_ERR_INVAL;
+    *attempt = (int32_t)a;
+    return HF_OK;
+}
+
+static int cmd_send(cli_t *c)
+{
+    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
+    hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    char key[COUNTER_KEY_MAX];
+    if (strcmp(what, "hold") == 0) {
+        hf_hold_t *h = &rec.u.hold;
+        rec.type = HF_REC_HOLD;
+        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku) ||
+            opt_int64(c, "qty", 1, &h->qty))
+            return HF_ERR_INVAL;
+        h->issued_at_ms = wall_ms();
+        pair_key(key, h->warehouse_id, h->sku);
+    } else if (strcmp(what, "commit-hold") == 0) {
+        hf_commit_hold_t *h = &rec.u.commit_hold;
+        rec.type = HF_REC_COMMIT_HOLD;
+        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
+            return HF_ERR_INVAL;
+        h->issued_at_ms = wall_ms();
+        pair_key(key, h->warehouse_id, h->sku);
+    } else if (strcmp(what, "release-hold") == 0) {
+        hf_release_hold_t *h = &rec.u.release_hold;
+        rec.type = HF_REC_RELEASE_HOLD;
+        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
+            return HF_ERR_INVAL;
+        snprintf(h->reason, sizeof h->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "manual");
+        h->issued_at_ms = wall_ms();
+        pair_key(key, h->warehouse_id, h->sku);
+    } else {
+        fprintf(stderr, "hfctl: send what? hold | commit-hold | release-hold\n");
+        return HF_ERR_INVAL;
+    }
+    return produce_one(c, HF_T_COUNTER_COMMANDS, key, &rec);
+}
+
+static int parse_feed_kind(const char *v, hf_feed_kind_t *out)
+{
+    for (int k = 0; v && k < HF_FEED__COUNT; k++)
+        if (strcasecmp(v, hf_feed_kind_name((hf_feed_kind_t)k)) == 0) {
+            *out = (hf_feed_kind_t)k;
+            return HF_OK;
+        }
+    fprintf(stderr, "hfctl: --kind must be RECEIVE, ADJUST, COUNT or SAFETY_STOCK\n");
+    return HF_ERR_INVAL;
+}
+
+static int stock_feed(cli_t *c)
+{
+    hf_record_t rec = {.type = HF_REC_STOCK_FEED};
+    hf_stock_feed_t *f = &rec.u.stock_feed;
+    if (copy_id(f->warehouse_id, sizeof f->warehouse_id, need(c, "warehouse"), "warehouse") ||
+        copy_id(f->sku, sizeof f->sku, need(c, "sku"), "sku") ||
+        parse_feed_kind(need(c, "kind"), &f->kind) || !need(c, "qty") || !need(c, "seq") ||
+        opt_int64(c, "qty", 0, &f->qty) || opt_int64(c, "seq", 0, &f->feed_seq))
+        return HF_ERR_INVAL;
+    f->issued_at_ms = wall_ms();
+    char key[COUNTER_KEY_MAX];
+    pair_key(key, f->warehouse_id, f->sku);
+    return produce_one(c, HF_T_STOCK_FEED, key, &rec);
+}
+
+/* ---- reading */
+
+typedef struct {
+    const char *want_key;
+    size_t want_key_len;
+    uint8_t value[HF_RECORD_LEN_MAX];
+    size_t value_len;
+    int found;
+} find_last_t;
+
+static int find_last(void *opaque, const kafka_msg_t *msg)
+{
+    find_last_t *f = opaque;
+    if (msg->key_len != f->want_key_len || memcmp(msg->key, f->want_key, f->want_key_len) != 0)
+        return HF_OK;
+    f->found = msg->value != NULL && msg->value_len <= sizeof f->value;
+    if (f->found) {
+        memcpy(f->value, msg->value, msg->value_len);
+        f->value_len = msg->value_len;
+    }
+    return HF_OK;
+}
+
+/* The committed counter of a pair, read from the counter changelog (the same
+ * bytes the processor restores from). */
+static int stock_get(cli_t *c)
+{
+    const char *wh = need(c, "warehouse"), *sku = need(c, "sku");
+    if (!wh || !sku)
+        return HF_ERR_INVAL;
+    char pkey[COUNTER_KEY_MAX], ckey[COUNTER_KEY_MAX];
+    size_t pkey_len = pair_key(pkey, wh, sku);
+    static find_last_t f;
+    f.want_key = ckey;
+    f.want_key_len = counter_key(ckey, wh, sku);
+    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int64_t next = 0;
+    const char *topic = topic_name(HF_T_COUNTER_CHANGELOG);
+    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_reader_read_to_end(rd, topic, kafka_partition_for_key(pkey, pkey_len, parts),
+                                       KAFKA_OFFSET_BEGINNING, 10000, find_last, &f, &next,
+                                       c->errstr, sizeof c->errstr);
+    kafka_reader_destroy(rd);
+    if (err)
+        return err;
+    hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    if (f.found && codec_decode(f.value, f.value_len, &rec, c->errstr, sizeof c->errstr) != HF_OK)
+        return HF_ERR_DECODE;
+    const hf_counter_state_t *s = &rec.u.counter_state;
+    printf("{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"known\":%s,\"on_hand\":%lld,"
+           "\"reserved\":%lld,\"safety_stock\":%lld,\"available\":%lld,\"revoking\":%lld,"
+           "\"version\":%lld,\"feed_seq\":%lld}\n",
+           wh, sku, f.found ? "true" : "false", (long long)s->on_hand, (long long)s->reserved,
+           (long long)s->safety_stock, (long long)counter_available_reported(s),
+           (long long)s->revoking, (long long)s->version, (long long)s->feed_seq);
+    return HF_OK;
+}
+
+static int cmd_stock(cli_t *c)
+{
+    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
+    if (strcmp(what, "feed") == 0)
+        return stock_feed(c);
+    if (strcmp(what, "get") == 0)
+        return stock_get(c);
+    fprintf(stderr, "hfctl: stock what? feed | get\n");
+    return HF_ERR_INVAL;
+}
+
+typedef struct {
+    int64_t printed, max;
+} tail_t;
+
+static int tail_record(void *opaque, const kafka_msg_t *msg)
+{
+    tail_t *t = opaque;
+    char *json = NULL, errstr[256];
+    if (t->max >= 0 && t->printed >= t->max)
+        return HF_ERR_LIMIT;
+    printf("{\"partition\":%d,\"offset\":%lld,\"key\":\"%.*s\",", msg->partition,
+           (long long)msg->offset, (int)msg->key_len, msg->key ? (const char *)msg->key : "");
+    if (!msg->value)
+        printf("\"value\":null}\n");
+    else if (codec_to_json(msg->value, msg->value_len, &json, errstr, sizeof errstr) == HF_OK)
+        printf("\"value\":%s}\n", json);
+    else
+        printf("\"undecodable\":\"%s\",\"bytes\":%zu}\n", errstr, msg->value_len);
+    free(json);
+    t->printed++;
+    return HF_OK;
+}
+
+/* Prints every committed record of a topic, partition by partition. */
+static int cmd_tail(cli_t *c)
+{
+    if (c->o.positional_count < 1) {
+        fprintf(stderr, "hfctl: tail which topic? e.g. hfctl tail holdfast.stock-levels\n");
+        return HF_ERR_INVAL;
+    }
+    const char *topic = c->o.positional[0];
+    tail_t t = {0, -1};
+    if (opt_int64(c, "max", -1, &t.max))
+        return HF_ERR_INVAL;
+    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
+    for (int32_t p = 0; !err && p < parts; p++) {
+        int64_t next = 0;
+        err = kafka_reader_read_to_end(rd, topic, p, KAFKA_OFFSET_BEGINNING, 10000, tail_record, &t,
+                                       &next, c->errstr, sizeof c->errstr);
+    }
+    kafka_reader_destroy(rd);
+    return err == HF_ERR_LIMIT ? HF_OK : err;
+}
+
+static int cmd_topics(cli_t *c)
+{
+    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
+    if (strcmp(what, "apply") != 0) {
+        fprintf(stderr, "hfctl: topics what? apply\n");
+        return HF_ERR_INVAL;
+    }
+    const char *file = opt(c, "file") ? opt(c, "file") : "topics/topics.json";
+    return topics_apply(c->bootstrap, file, stdout, c->errstr, sizeof c->errstr);
+}
+
+typedef struct {
+    const char *name;
+    int (*run)(cli_t *c);
+} command_t;
+
+static const command_t commands[] = {
+    {"topics", cmd_topics},
+    {"send", cmd_send},
+    {"stock", cmd_stock},
+    {"tail", cmd_tail},
+};
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: hfctl COMMAND ...\n"
+            "  topics apply [--file topics/topics.json]\n"
+            "  send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]\n"
+            "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N\n"
+            "  stock get --warehouse W --sku S\n"
+            "  tail TOPIC [--max N]\n"
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
+}
+
+static int parse(int argc, char **argv, opts_t *o)
+{
+    for (int i = 2; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) == 0) {
+            if (i + 1 >= argc || o->count == OPTS_MAX) {
+                fprintf(stderr, "hfctl: option %s needs a value\n", argv[i]);
+                return HF_ERR_INVAL;
+            }
+            o->names[o->count] = argv[i] + 2;
+            o->values[o->count++] = argv[++i];
+        } else if (o->positional_count < 4) {
+            o->positional[o->positional_count++] = argv[i];
+        } else {
+            fprintf(stderr, "hfctl: unexpected argument %s\n", argv[i]);
+            return HF_ERR_INVAL;
+        }
+    }
+    return HF_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static cli_t c;
+    const char *bs = getenv("HOLDFAST_BOOTSTRAP");
+    const char *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
+    c.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
+    topics_set_prefix(prefix ? prefix : "");
+    if (argc < 2 || parse(argc, argv, &c.o) != HF_OK) {
+        usage();
+        return 2;
+    }
+    if (codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
+        fprintf(stderr, "hfctl: %s\n", c.errstr);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(commands[i].name, argv[1]) != 0)
+            continue;
+        int err = commands[i].run(&c);
+        if (err && c.errstr[0])
+            fprintf(stderr, "hfctl %s: %s: %s\n", argv[1], hf_err_name(err), c.errstr);
+        return err == HF_OK ? 0 : err == HF_ERR_INVAL ? 2 : 1;
+    }
+    fprintf(stderr, "hfctl: unknown command '%s'\n", argv[1]);
+    usage();
+    return 2;
+}
