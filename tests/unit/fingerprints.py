@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Regenerates the reference vectors hard-coded in tests/unit/test_codec.c.
+
+The codec implements Parsing Canonical Form, CRC-64-AVRO and single-object
+encoding itself (avro-c 1.11 has none of them). These vectors come from another
+implementation, the Apache Avro Python library, so the C test proves agreement
+with it rather than with itself. fastavro, when installed, cross-checks the
+fingerprints a second time.
+
+Not run by `make test`. To regenerate:
+    python3 -m venv /tmp/avro-venv && /tmp/avro-venv/bin/pip install avro fastavro
+    /tmp/avro-venv/bin/python tests/unit/fingerprints.py > /tmp/vectors.txt
+and paste the printed C fragments into tests/unit/test_codec.c.
+"""
+import glob
+import io
+import json
+import os
+import struct
+import sys
+
+import avro.io
+import avro.schema
+
+try:
+    import fastavro.schema as fastavro_schema
+except ImportError:  # optional second opinion
+    fastavro_schema = None
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+# Must equal hold_v1 in schemas/codec_history.c.
+HOLD_V1 = (
+    '{"type":"record","name":"Hold","namespace":"holdfast","fields":['
+    '{"name":"reservation_id","type":"string"},'
+    '{"name":"attempt","type":"int"},'
+    '{"name":"warehouse_id","type":"string"},'
+    '{"name":"sku","type":"string"},'
+    '{"name":"qty","type":"long"}]}'
+)
+
+# Exercises namespaces, primitive objects, stripped attributes, unions, fixed.
+TRICKY = json.dumps({
+    "type": "record", "name": "Outer", "namespace": "ex.ns", "doc": "stripped",
+    "aliases": ["Old"],
+    "fields": [
+        {"name": "a", "type": {"type": "int"}, "default": 1, "doc": "stripped"},
+        {"name": "b", "type": {"type": "enum", "name": "E", "symbols": ["P", "Q"]}},
+        {"name": "c", "type": {"type": "fixed", "name": "other.F", "size": 16}},
+        {"name": "d", "type": ["null", "E", {"type": "array", "items": "string"},
+                               {"type": "map", "values": "long"}]},
+        {"name": "e", "type": {"type": "record", "name": "Inner", "namespace": "in.ner",
+                               "fields": [{"name": "x", "type": "long"}]}},
+        {"name": "f", "type": "in.ner.Inner"},
+    ],
+})
+
+SPEC_EXAMPLES = [("int", '"int"'), ("string", '"string"'), ("tricky", TRICKY)]
+
+
+def fingerprint(text):
+    """CRC-64-AVRO as the uint64 the C codec returns (the wire bytes are LE)."""
+    schema = avro.schema.parse(text)
+    fp = int.from_bytes(schema.fingerprint("CRC-64-AVRO"), "little")
+    if fastavro_schema is not None:
+        pcf = fastavro_schema.to_parsing_canonical_form(json.loads(text))
+        other = int.from_bytes(bytes.fromhex(fastavro_schema.fingerprint(pcf, "CRC-64-AVRO")),
+                               "little")
+        assert other == fp, "avro and fastavro disagree"
+    return schema, fp
+
+
+def single_object(schema, fp, datum):
+    out = io.BytesIO()
+    avro.io.DatumWriter(schema).write(datum, avro.io.BinaryEncoder(out))
+    return b"\xc3\x01" + struct.pack("<Q", fp) + out.getvalue()
+
+
+def c_hex(name, data):
+    body = ", ".join("0x%02x" % b for b in data)
+    return "static const uint8_t %s[] = {%s};" % (name, body)
+
+
+def main():
+    print("/* spec examples */")
+    for name, text in SPEC_EXAMPLES:
+        schema, fp = fingerprint(text)
+        print('{"%s", 0x%016xULL}, /* %s */' % (name, fp, schema.canonical_form))
+
+    print("/* schemas/<Name>.avsc */")
+    schemas = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "schemas", "*.avsc"))):
+        with open(path) as f:
+            text = f.read()
+        schema, fp = fingerprint(text)
+        name = os.path.basename(path)[:-5]
+        schemas[name] = (schema, fp)
+        print('{"%s", 0x%016xULL},' % (name, fp))
+
+    v1, v1_fp = fingerprint(HOLD_V1)
+    print("/* Hold v1 */ 0x%016xULL" % v1_fp)
+
+    hold = {"reservation_id": "r-1", "attempt": 2, "warehouse_id": "w1", "sku": "sku-1",
+            "qty": 5, "issued_at_ms": 1700000000000}
+    print(c_hex("py_hold", single_object(*schemas["Hold"], hold)))
+    reserve = {"reservation_id": "res-\u00e9\u4e2d", "idempotency_key": "k-9",
+               "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": -1000000}],
+               "ship_to": {"lat": 52.52, "lon": -13.405}, "ttl_ms": 900000,
+               "campaign": "", "reply_to": "t", "sent_at_ms": -1}
+    print(c_hex("py_reserve", single_object(*schemas["Reserve"], reserve)))
+    dead = {"source_topic": "holdfast.requests", "source_partition": 3,
+            "source_offset": 123456789012, "stage": "gateway", "reason": "bad",
+            "key": b"k\x00\xff", "value": bytes(range(0, 256, 15)), "value_truncated": True,
+            "failed_at_ms": 42}
+    print(c_hex("py_dead_letter", single_object(*schemas["DeadLetter"], dead)))
+    hold_v1 = dict(hold)
+    del hold_v1["issued_at_ms"]
+    print(c_hex("py_hold_v1", single_object(v1, v1_fp, hold_v1)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
