@@ -342,7 +342,6 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
         "acks=all",
         "enable.idempotence=true",
         "queue.buffering.max.messages=200000",
-        "message.timeout.ms=30000",
         NULL,
     };
     int err = HF_ERR_CONFIG;
@@ -353,8 +352,10 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
     if (transactional_id) {
         char timeout[32];
         snprintf(timeout, sizeof timeout, "%d", transaction_timeout_ms);
+        /* A record may not outlive the transaction it belongs to. */
         if (conf_set(c, "transactional.id", transactional_id, errstr, errstr_size) != HF_OK ||
-            conf_set(c, "transaction.timeout.ms", timeout, errstr, errstr_size) != HF_OK)
+            conf_set(c, "transaction.timeout.ms", timeout, errstr, errstr_size) != HF_OK ||
+            conf_set(c, "message.timeout.ms", timeout, errstr, errstr_size) != HF_OK)
             goto fail;
         kp->transactional = true;
     }
@@ -559,8 +560,17 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
                              size_t errstr_size)
 {
     int64_t low = 0, high = 0;
-    rd_kafka_resp_err_t kerr =
-        rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms);
+    rd_kafka_resp_err_t kerr;
+    /* A partition of a topic just created may have no leader for a moment. */
+    for (int attempt = 0;; attempt++) {
+        kerr = rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms);
+        bool transient = kerr == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                         kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                         kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        if (!transient || attempt >= 50)
+            break;
+        rd_kafka_poll(rd->rk, 100);
+    }
     if (kerr) {
         snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
                  rd_kafka_err2str(kerr));

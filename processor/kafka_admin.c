@@ -96,6 +96,35 @@ done:
     return err;
 }
 
+/* Waits until every partition of the named topics has a leader, so the first
+ * reader or writer of a fresh topic does not meet NOT_LEADER errors. */
+static int topics_wait_ready(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size_t count,
+                             char *errstr, size_t errstr_size)
+{
+    for (int attempt = 0; attempt < 300; attempt++) {
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(rk, 1, NULL, &md, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        size_t ready = 0;
+        for (size_t i = 0; i < count; i++)
+            for (int t = 0; t < md->topic_cnt; t++) {
+                const struct rd_kafka_metadata_topic *mt = &md->topics[t];
+                if (strcmp(mt->topic, specs[i].name) != 0 || mt->err || mt->partition_cnt == 0)
+                    continue;
+                int led = 0;
+                for (int p = 0; p < mt->partition_cnt; p++)
+                    led += mt->partitions[p].leader >= 0 && !mt->partitions[p].err;
+                ready += led == mt->partition_cnt;
+            }
+        rd_kafka_metadata_destroy(md);
+        if (ready == count)
+            return HF_OK;
+        rd_kafka_poll(rk, 100);
+    }
+    snprintf(errstr, errstr_size, "topics created but their partitions have no leader after 30 s");
+    return HF_ERR_TIMEOUT;
+}
+
 int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs,
                         size_t count, int32_t *existing_partitions, char *errstr,
                         size_t errstr_size)
@@ -114,6 +143,8 @@ int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *spec
     int err = topics_describe(rk, specs, count, existing_partitions, errstr, errstr_size);
     if (err == HF_OK)
         err = topics_create(rk, specs, count, existing_partitions, errstr, errstr_size);
+    if (err == HF_OK)
+        err = topics_wait_ready(rk, specs, count, errstr, errstr_size);
     rd_kafka_destroy(rk);
     return err;
 }

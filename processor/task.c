@@ -599,6 +599,12 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
 {
     restore_t *r = opaque;
     task_t *t = r->t;
+    if (msg->key_len == 0 || ((const uint8_t *)msg->key)[0] == 0) {
+        /* Not a key this program wrote; skipping it loses nothing of ours. */
+        log_error("task", "%s: changelog partition %d offset %lld has an invalid key; skipped",
+                  t->def->name, r->partition, (long long)msg->offset);
+        return HF_OK;
+    }
     int err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
                                      msg->value_len)
                          : state_del(t->buf, r->partition, msg->key, msg->key_len);
@@ -698,12 +704,17 @@ static int gather(task_t *t)
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
         if (t->rebalanced) {
-            /* Records gathered before a revoke may belong to another task now. */
+            /* Records gathered before a revoke may belong to another task now, and
+             * the consumer has moved past them: drop them and seek back to the
+             * committed offsets so nothing is skipped. */
             t->rebalanced = false;
             if (rc == 1)
                 t->msgs_count++;
             release_msgs(t, t->msgs_count);
-            return HF_ERR_REBALANCE;
+            int err = kafka_consumer_rewind(t->kc, t->errstr, sizeof t->errstr);
+            if (err)
+                log_warn("task", "%s: rewind after rebalance: %s", t->def->name, t->errstr);
+            return err ? err : HF_ERR_REBALANCE;
         }
         if (rc < 0) {
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
@@ -744,6 +755,10 @@ static int task_step(task_t *t)
     int err = gather(t);
     if (err == HF_ERR_REBALANCE)
         return HF_OK;
+    if (err == HF_ERR_KAFKA) { /* the rewind failed: count it as an abort and retry */
+        t->stats.aborts++;
+        return HF_OK;
+    }
     if (err)
         return err;
     batch_reset(t);

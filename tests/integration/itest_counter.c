@@ -98,10 +98,12 @@ static void test_concurrent_holds_never_oversell(void **state)
     harness_t h;
     harness_init(&h, "oversell");
     char key[128];
+    pid_t pid = harness_start(&h, "a", "counter");
     hf_record_t feed = harness_feed("W1", "SKU-HOT", HF_FEED_RECEIVE, 1000, 1);
     harness_send(&h, HF_T_STOCK_FEED, harness_pair(key, "W1", "SKU-HOT"), &feed);
     harness_flush(&h);
-    pid_t pid = harness_start(&h, "a", "counter");
+    /* The two input topics are not ordered with each other: let the stock land. */
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
 
     enum { PRODUCERS = 8, HOLDS_EACH = 2500 };
     pthread_t th[PRODUCERS];
@@ -154,8 +156,11 @@ static void test_every_command_sent_twice_is_applied_once(void **state)
     harness_init(&h, "dupes");
     char key[128];
     harness_pair(key, "W2", "SKU-D");
+    pid_t pid = harness_start(&h, "a", "counter");
     hf_record_t r = harness_feed("W2", "SKU-D", HF_FEED_RECEIVE, 10, 1);
     send_twice(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
     r = harness_hold("res-a", 0, "W2", "SKU-D", 3);
     send_twice(&h, HF_T_COUNTER_COMMANDS, key, &r);
     r = harness_hold("res-b", 0, "W2", "SKU-D", 4);
@@ -165,7 +170,6 @@ static void test_every_command_sent_twice_is_applied_once(void **state)
     r = harness_release_hold("res-b", 0, "W2", "SKU-D");
     send_twice(&h, HF_T_COUNTER_COMMANDS, key, &r);
     harness_flush(&h);
-    pid_t pid = harness_start(&h, "a", "counter");
 
     assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 8, WAIT_MS), 8);
     harness_sleep_ms(500); /* nothing more may arrive */
@@ -210,8 +214,11 @@ static void test_bad_records_go_to_dead_letters_and_the_stage_goes_on(void **sta
     harness_init(&h, "deadletter");
     char key[128];
     harness_pair(key, "W3", "SKU-X");
+    pid_t pid = harness_start(&h, "a", "counter");
     hf_record_t r = harness_feed("W3", "SKU-X", HF_FEED_RECEIVE, 5, 1);
     harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
     harness_send_raw(&h, HF_T_COUNTER_COMMANDS, key, "garbage, not avro", 17);
     r = harness_hold("res-zero", 0, "W3", "SKU-X", 0);
     harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
@@ -222,7 +229,6 @@ static void test_bad_records_go_to_dead_letters_and_the_stage_goes_on(void **sta
     r = harness_hold("res-good", 0, "W3", "SKU-X", 2);
     harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
     harness_flush(&h);
-    pid_t pid = harness_start(&h, "a", "counter");
 
     assert_int_equal(harness_wait_count(&h, HF_T_DEAD_LETTERS, 4, WAIT_MS), 4);
     assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 1, WAIT_MS), 1);
@@ -265,8 +271,11 @@ static void test_lost_state_is_restored_from_the_changelog(void **state)
     harness_init(&h, "restore");
     char key[128];
     harness_pair(key, "W4", "SKU-R");
+    pid_t pid = harness_start(&h, "a", "counter");
     hf_record_t r = harness_feed("W4", "SKU-R", HF_FEED_RECEIVE, 50, 1);
     harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
     for (int i = 0; i < 20; i++) {
         char rid[32];
         snprintf(rid, sizeof rid, "res-%d", i);
@@ -276,7 +285,6 @@ static void test_lost_state_is_restored_from_the_changelog(void **state)
     r = harness_commit_hold("res-0", 0, "W4", "SKU-R"); /* on_hand 48, reserved 38 */
     harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
     harness_flush(&h);
-    pid_t pid = harness_start(&h, "a", "counter");
     assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 21, WAIT_MS), 21);
     assert_int_equal(harness_stop(pid), 0);
 

@@ -171,16 +171,17 @@ size_t harness_read(harness_t *h, hf_topic_id_t topic, harness_record_fn fn, voi
     r.fn = fn;
     r.opaque = opaque;
     r.count = 0;
-    if (kafka_reader_new(&h->kconf, &rd, errstr, sizeof errstr) != HF_OK ||
-        kafka_partition_count(rd, topic_name(topic), 10000, &parts, errstr, sizeof errstr) != HF_OK)
-        fail_msg("reader: %s", errstr);
-    for (int32_t p = 0; p < parts; p++) {
+    int err = kafka_reader_new(&h->kconf, &rd, errstr, sizeof errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic_name(topic), 10000, &parts, errstr, sizeof errstr);
+    for (int32_t p = 0; !err && p < parts; p++) {
         int64_t next = 0;
-        if (kafka_reader_read_to_end(rd, topic_name(topic), p, KAFKA_OFFSET_BEGINNING, 30000,
-                                     read_one, &r, &next, errstr, sizeof errstr) != HF_OK)
-            fail_msg("read %s: %s", topic_name(topic), errstr);
+        err = kafka_reader_read_to_end(rd, topic_name(topic), p, KAFKA_OFFSET_BEGINNING, 30000,
+                                       read_one, &r, &next, errstr, sizeof errstr);
     }
     kafka_reader_destroy(rd);
+    if (err)
+        fail_msg("read %s: %s", topic_name(topic), errstr);
     return r.count;
 }
 
