@@ -58,10 +58,10 @@ release: $(BUILD)/holdfast $(BUILD)/hfctl
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"; $(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(BUILD)/obj/%.o: %.c $(GEN_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"; $(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(BUILD)/libhf.a: $(REL_LIB_OBJS)
 	@rm -f $@; ar rcs $@ $^
 $(BUILD)/holdfast: $(BUILD)/obj/processor/main.o $(BUILD)/libhf.a
@@ -75,10 +75,10 @@ san: $(SAN_BUILD)/holdfast $(SAN_BUILD)/hfctl
 
 $(SAN_BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	@echo "  CC san  $<"; $(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(SAN_BUILD)/obj/%.o: %.c $(GEN_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -Itests/lib -c $< -o $@
+	@echo "  CC san  $<"; $(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -Itests/lib -c $< -o $@
 $(SAN_BUILD)/libhf.a: $(SAN_LIB_OBJS)
 	@rm -f $@; ar rcs $@ $^
 $(SAN_BUILD)/holdfast: $(SAN_BUILD)/obj/processor/main.o $(SAN_BUILD)/libhf.a

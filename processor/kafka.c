@@ -91,6 +91,12 @@ static rd_kafka_conf_t *conf_base(const kafka_conf_t *conf, const char *const *d
         rd_kafka_conf_destroy(c);
         return NULL;
     }
+    /* HOLDFAST_KAFKA_DEBUG=cgrp,fetch,eos turns on librdkafka's debug contexts. */
+    const char *debug = getenv("HOLDFAST_KAFKA_DEBUG");
+    if (debug && *debug && conf_set(c, "debug", debug, errstr, errstr_size) != HF_OK) {
+        rd_kafka_conf_destroy(c);
+        return NULL;
+    }
     rd_kafka_conf_set_log_cb(c, kafka_log_cb);
     rd_kafka_conf_set_error_cb(c, kafka_error_cb);
     return c;

@@ -291,10 +291,11 @@ int state_open(const char *path, const state_opts_t *opts, state_t **st_out, cha
     }
     *st_out = NULL;
     size_t cache_bytes = STATE_CACHE_BYTES_DEFAULT;
-    bool sync_writes = false;
+    bool sync_writes = false, disable_wal = false;
     if (opts != NULL) {
         cache_bytes = opts->block_cache_bytes != 0 ? opts->block_cache_bytes : cache_bytes;
         sync_writes = opts->sync_writes;
+        disable_wal = opts->disable_wal && !sync_writes;
     }
     st = calloc(1, sizeof(*st));
     if (st == NULL) {
@@ -309,9 +310,10 @@ int state_open(const char *path, const state_opts_t *opts, state_t **st_out, cha
         goto fail;
     st->ropts = rocksdb_readoptions_create();
     st->wopts = rocksdb_writeoptions_create();
-    /* No WAL: the changelog topic is the durable log (DESIGN.md section 4). */
+    /* The changelog topic is the durable log (DESIGN.md section 4); the unsynced
+     * WAL only spares a full changelog replay after a process crash. */
     rocksdb_writeoptions_set_sync(st->wopts, sync_writes);
-    rocksdb_writeoptions_disable_WAL(st->wopts, !sync_writes);
+    rocksdb_writeoptions_disable_WAL(st->wopts, disable_wal);
     *st_out = st;
     return HF_OK;
 fail:
