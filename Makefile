@@ -103,12 +103,19 @@ $(SAN_BUILD)/tests/replay_%: $(SAN_BUILD)/obj/tests/fuzz/%.o $(SAN_BUILD)/obj/te
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS)
 
+# Benchmarks: drivers built like tests, the measured binary is the release build.
+$(SAN_BUILD)/tests/bench_%: $(SAN_BUILD)/obj/tests/bench/bench_%.o $(SAN_TESTLIB_OBJS) $(SAN_BUILD)/libhf.a
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) -lcmocka
+bench-counter: deps-check release $(SAN_BUILD)/tests/bench_counter
+	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_counter
+
 test-unit: deps-check $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; LSAN_OPTIONS=use_unaligned=1 $$t; done
 
 test-fuzz-corpus: deps-check $(FUZZ_REPLAY_BINS)
 	@set -e; for t in $(FUZZ_REPLAY_BINS); do n=$${t##*/replay_}; echo "== $$t (corpus tests/fuzz/corpus/$$n)"; \
-	  $$t tests/fuzz/corpus/$$n; done
+	  LSAN_OPTIONS=use_unaligned=1 $$t tests/fuzz/corpus/$$n; done
 
 test-integration: deps-check san $(BUILD)/holdfast $(BUILD)/hfctl $(ITEST_BINS)
 	@bash tests/integration/run.sh $(ITEST_BINS)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "counter/counter.h"
+#include "relay/relay.h"
 
 typedef struct {
     const char *name;
@@ -12,6 +13,7 @@ typedef struct {
 
 static const stage_entry_t stage_entries[] = {
     {"counter", counter_stage},
+    {"relay", relay_stage}, /* benchmark baseline */
 };
 
 const stage_def_t *stages_find(const char *name)
@@ -22,4 +24,4 @@ const stage_def_t *stages_find(const char *name)
     return NULL;
 }
 
-const char *stages_names(void) { return "counter"; }
+const char *stages_names(void) { return "counter, relay"; }

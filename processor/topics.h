@@ -19,7 +19,9 @@
     X(AVAILABILITY, "holdfast.availability")                                       \
     X(SIGNALS, "holdfast.signals")                                                 \
     X(AGGREGATOR_CHANGELOG, "holdfast.aggregator-changelog")                       \
-    X(DEAD_LETTERS, "holdfast.dead-letters")
+    X(DEAD_LETTERS, "holdfast.dead-letters")                                       \
+    X(BENCH_RELAY, "holdfast.bench-relay")                                         \
+    X(BENCH_RELAY_CHANGELOG, "holdfast.bench-relay-changelog")
 
 typedef enum {
 #define HF_TOPIC_ENUM(id, name) HF_T_##id,
