@@ -143,6 +143,9 @@ lint: $(GEN_SRC)
 	  --inline-suppr --suppress=missingIncludeSystem $(INCS) processor schemas state tools
 	clang-tidy-14 --quiet $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Wno-error
 
+demo:
+	bash tools/demo.sh
+
 clean:
 	rm -rf $(BUILD)
 

@@ -19,8 +19,7 @@
     X(TIMEOUT, -11, "timed out")                                                   \
     X(CORRUPT, -12, "stored state breaks an invariant")                            \
     X(CONFIG, -13, "bad configuration")                                            \
-    X(UNKNOWN_SCHEMA, -14, "record has a schema fingerprint this build does not know") \
-    X(REBALANCE, -15, "partition assignment changed; batch discarded")
+    X(UNKNOWN_SCHEMA, -14, "record has a schema fingerprint this build does not know")
 
 typedef enum {
 #define HF_ERR_ENUM(name, code, str) HF_ERR_##name = code,

@@ -67,7 +67,7 @@ struct task {
     const char *inputs[TASK_INPUT_TOPICS_MAX]; /* resolved topic names */
 
     bool owned[HF_PARTITIONS_MAX];
-    bool rebalanced;
+    bool revoked; /* set by on_revoke, consumed by gather */
     int64_t input_next[HF_PARTITIONS_MAX]; /* primary input topic, for state */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
     int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
@@ -659,7 +659,6 @@ static int restore_partition(task_t *t, int32_t p)
 static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
 {
     task_t *t = opaque;
-    t->rebalanced = true;
     for (size_t i = 0; i < count; i++) {
         int32_t p = tps[i].partition;
         if (p < 0 || p >= HF_PARTITIONS_MAX) {
@@ -679,7 +678,7 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
 static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
 {
     task_t *t = opaque;
-    t->rebalanced = true;
+    t->revoked = true;
     /* State stays on disk: when the partition comes back, restore resumes from the
      * changelog offset it reflects instead of replaying everything. */
     memset(t->owned, 0, sizeof t->owned);
@@ -703,18 +702,18 @@ static int gather(task_t *t)
         }
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
-        if (t->rebalanced) {
-            /* Records gathered before a revoke may belong to another task now, and
-             * the consumer has moved past them: drop them and seek back to the
-             * committed offsets so nothing is skipped. */
-            t->rebalanced = false;
-            if (rc == 1)
-                t->msgs_count++;
+        if (t->revoked) {
+            /* Records gathered before a revoke may belong to another task now;
+             * the revoke reset their partitions' positions, so a later assignment
+             * fetches them again from the committed offsets. A record this poll
+             * returned came after the callbacks and belongs to the new assignment. */
+            t->revoked = false;
+            kafka_msg_t current = t->msgs[t->msgs_count];
             release_msgs(t, t->msgs_count);
-            int err = kafka_consumer_rewind(t->kc, t->errstr, sizeof t->errstr);
-            if (err)
-                log_warn("task", "%s: rewind after rebalance: %s", t->def->name, t->errstr);
-            return err ? err : HF_ERR_REBALANCE;
+            if (rc == 1)
+                t->msgs[t->msgs_count++] = current;
+            started = now_ms();
+            continue;
         }
         if (rc < 0) {
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
@@ -753,12 +752,6 @@ static int apply_batch(task_t *t, size_t *applied)
 static int task_step(task_t *t)
 {
     int err = gather(t);
-    if (err == HF_ERR_REBALANCE)
-        return HF_OK;
-    if (err == HF_ERR_KAFKA) { /* the rewind failed: count it as an abort and retry */
-        t->stats.aborts++;
-        return HF_OK;
-    }
     if (err)
         return err;
     batch_reset(t);

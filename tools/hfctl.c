@@ -6,6 +6,7 @@
  *   hfctl stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N
  *   hfctl stock get --warehouse W --sku S
  *   hfctl tail TOPIC [--max N]
+ *   hfctl burst --sku S --warehouses W1,W2 [--holds N] [--producers N]
  * Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX. */
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "counter/counter.h"
 #include "kafka.h"
 #include "topics.h"
+#include "lib/burst.h"
 #include "lib/topics_file.h"
 
 #define OPTS_MAX 16
@@ -329,6 +331,19 @@ static int cmd_topics(cli_t *c)
     return topics_apply(c->bootstrap, file, stdout, c->errstr, sizeof c->errstr);
 }
 
+static int cmd_burst(cli_t *c)
+{
+    int64_t holds = 0, producers = 0, timeout_ms = 0;
+    burst_opts_t o = {c->bootstrap, need(c, "sku"), need(c, "warehouses"), 0, 0, 0};
+    if (!o.sku || !o.warehouses || opt_int64(c, "holds", 1000, &holds) ||
+        opt_int64(c, "producers", 8, &producers) || opt_int64(c, "timeout-ms", 120000, &timeout_ms))
+        return HF_ERR_INVAL;
+    o.holds = (size_t)holds;
+    o.producers = (int)producers;
+    o.timeout_ms = (int)timeout_ms;
+    return burst_run(&o, c->errstr, sizeof c->errstr);
+}
+
 typedef struct {
     const char *name;
     int (*run)(cli_t *c);
@@ -339,6 +354,7 @@ static const command_t commands[] = {
     {"send", cmd_send},
     {"stock", cmd_stock},
     {"tail", cmd_tail},
+    {"burst", cmd_burst},
 };
 
 static void usage(void)
@@ -350,6 +366,7 @@ static void usage(void)
             "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N\n"
             "  stock get --warehouse W --sku S\n"
             "  tail TOPIC [--max N]\n"
+            "  burst --sku S --warehouses W1,W2 [--holds N] [--producers N] [--timeout-ms N]\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
 }
 
