@@ -249,6 +249,17 @@ static const codec_field_t dead_letter_fields[] = {
 };
 REC_DESC(dead_letter_desc, "DeadLetter", hf_dead_letter_t, dead_letter_fields);
 
+static const codec_field_t sku_state_fields[] = {
+    F_STRING(hf_sku_state_t, sku),
+    F_ARRAY(hf_sku_state_t, warehouses, &wh_available_desc),
+    F_LONG(hf_sku_state_t, total),
+    F_BOOLEAN(hf_sku_state_t, in_stock),
+    F_LONG(hf_sku_state_t, low_since_ms),
+    F_LONG(hf_sku_state_t, changed_at_ms),
+    F_LONG(hf_sku_state_t, updated_at_ms),
+};
+REC_DESC(sku_state_desc, "SkuState", hf_sku_state_t, sku_state_fields);
+
 /* clang-format on */
 
 const codec_rec_desc_t *const codec_rec_descs[HF_REC__COUNT] = {

@@ -35,7 +35,8 @@ typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
     X(LEDGER_EVENT, LedgerEvent, hf_ledger_event_t, ledger_event)                  \
     X(AVAILABILITY, Availability, hf_availability_t, availability)                  \
     X(SIGNAL, Signal, hf_signal_t, signal)                                         \
-    X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)
+    X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)                      \
+    X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)
 
 typedef enum {
 #define HF_REC_ENUM(UP, Name, type, field) HF_REC_##UP,
@@ -321,6 +322,19 @@ typedef struct {
     bool value_truncated;
     int64_t failed_at_ms;
 } hf_dead_letter_t;
+
+/* ---- aggregator state (RocksDB value and changelog value), key "S<sku>" */
+
+typedef struct {
+    hf_sku_t sku;
+    int32_t warehouses_count;
+    hf_wh_available_t warehouses[HF_WAREHOUSES_MAX];
+    int64_t total;         /* sum of the warehouses' available */
+    bool in_stock;         /* the debounced state, as last signalled */
+    int64_t low_since_ms;  /* total at or below the low watermark since; 0 = not low */
+    int64_t changed_at_ms; /* when in_stock last changed */
+    int64_t updated_at_ms;
+} hf_sku_state_t;
 
 /* A record of any type. */
 typedef struct {

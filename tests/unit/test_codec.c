@@ -74,6 +74,7 @@ static const ref_fp_t schema_fps[] = {
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},  {"Reply", 0xdb9121c6761daba2ULL},
     {"Reserve", 0xd16e922aada1fc96ULL},      {"Signal", 0xf7d0bf9c3c07031dULL},
     {"StockFeed", 0xa85631fb06751749ULL},    {"StockLevel", 0x8c0a8d587847d7c4ULL},
+    {"SkuState", 0xf15d21cc124c65a4ULL},
 };
 static const uint64_t hold_v1_fp = 0x8a8618e03f2846d4ULL;
 
