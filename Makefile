@@ -20,7 +20,7 @@ SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 # Library sources: everything under processor/, schemas/, state/ and tools/lib
 # except the files that hold a main().
 MAIN_SRCS := processor/main.c tools/hfctl.c tools/hfbench.c
-LIB_SRCS  := $(filter-out $(MAIN_SRCS),$(wildcard processor/*.c processor/*/*.c schemas/*.c state/*.c tools/lib/*.c))
+LIB_SRCS  := $(filter-out $(MAIN_SRCS) $(LIB_EXCLUDE),$(wildcard processor/*.c processor/*/*.c schemas/*.c state/*.c tools/lib/*.c))
 GEN_SRC   := $(BUILD)/gen/schemas_gen.c
 SCHEMAS   := $(sort $(wildcard schemas/*.avsc))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

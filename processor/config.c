@@ -21,6 +21,19 @@ void config_defaults(hf_config_t *cfg)
     cfg->batch_time_max_ms = 20;
     cfg->idle_poll_ms = 100;
     cfg->transaction_timeout_ms = 10000;
+    cfg->signal_low_watermark = 0;
+    cfg->signal_high_watermark = 1;
+    cfg->signal_dwell_ms = 2000;
+    snprintf(cfg->warehouses_file, sizeof cfg->warehouses_file, "config/warehouses.json");
+    cfg->ttl_default_ms = 15 * 60 * 1000;
+    cfg->hold_max_factor_pct = 200;
+    cfg->idempotency_retention_ms = 24 * 3600 * 1000;
+    snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
+    cfg->result_timeout_ms = 3000;
+    cfg->view_stale_max_ms = 30000;
+    cfg->route_weight_distance_pct = 45;
+    cfg->route_weight_cost_pct = 25;
+    cfg->route_weight_fill_pct = 30;
 }
 
 static void copy_env(char *dst, size_t dst_size, const char *name)
@@ -60,6 +73,21 @@ static const config_field_t config_fields[] = {
     INT_FIELD(batch_time_max_ms, 1, 10000),
     INT_FIELD(idle_poll_ms, 1, 10000),
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
+    INT_FIELD(signal_low_watermark, 0, 1000000),
+    INT_FIELD(signal_high_watermark, 1, 1000000),
+    INT_FIELD(signal_dwell_ms, 0, 3600000),
+    STR_FIELD(signal_overrides_file),
+    STR_FIELD(warehouses_file),
+    INT_FIELD(ttl_default_ms, 1000, 86400000),
+    STR_FIELD(campaign_ttls),
+    INT_FIELD(hold_max_factor_pct, 100, 1000),
+    INT_FIELD(idempotency_retention_ms, 1000, 604800000),
+    STR_FIELD(late_payment_policy),
+    INT_FIELD(result_timeout_ms, 100, 60000),
+    INT_FIELD(view_stale_max_ms, 100, 3600000),
+    INT_FIELD(route_weight_distance_pct, 0, 100),
+    INT_FIELD(route_weight_cost_pct, 0, 100),
+    INT_FIELD(route_weight_fill_pct, 0, 100),
 };
 
 static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr,

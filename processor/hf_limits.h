@@ -45,4 +45,20 @@
 _Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
 _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct warehouses");
 
+/* Gateway saga. A reservation re-routes its missing quantity at most this many
+ * times before it releases everything and rejects: each round costs two hops. */
+#define HF_REROUTES_MAX 3
+/* Unanswered holds are asked again (same attempt: the counter dedups) at most
+ * this many times before the reservation gives up and rolls back. */
+#define HF_RESULT_RETRIES_MAX 5
+/* Timers one sweep of one partition fires; the rest wait for the next tick. */
+#define HF_SWEEP_TIMERS_MAX 2000
+/* Campaigns with their own TTL in the configuration. */
+#define HF_CAMPAIGNS_MAX 32
+/* TTL bounds a request may ask for. */
+#define HF_TTL_MIN_MS 1000LL
+#define HF_TTL_MAX_MS (24LL * 3600 * 1000)
+/* Warehouses file size (JSON) the router loads. */
+#define HF_WAREHOUSES_FILE_BYTES_MAX (1 << 20)
+
 #endif

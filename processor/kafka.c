@@ -618,6 +618,53 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
     return rc;
 }
 
+int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
+                        int32_t *partitions_out, char *errstr, size_t errstr_size)
+{
+    int err = kafka_partition_count(rd, topic, timeout_ms, partitions_out, errstr, errstr_size);
+    if (err)
+        return err;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(*partitions_out);
+    for (int32_t p = 0; p < *partitions_out; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_resp_err_t kerr = rd_kafka_assign(rd->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "assign %s: %s", topic, rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    return HF_OK;
+}
+
+int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
+                      size_t errstr_size)
+{
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rd->rk, timeout_ms);
+    if (!m)
+        return 0;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        msg->partition = m->partition;
+        msg->handle = NULL;
+        rd_kafka_message_destroy(m);
+        return 2;
+    }
+    if (m->err) {
+        snprintf(errstr, errstr_size, "follow: %s", rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        return HF_ERR_KAFKA;
+    }
+    msg_fill(msg, m);
+    return 1;
+}
+
+bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t partition,
+                               int timeout_ms)
+{
+    int64_t low = 0, high = 0;
+    return rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
 int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
                           int32_t *count_out, char *errstr, size_t errstr_size)
 {

@@ -133,6 +133,19 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
                              void *opaque, int64_t *next_offset_out, char *errstr,
                              size_t errstr_size) HF_MUST_CHECK;
 
+/* Follows every partition of topic from its beginning (read_committed). */
+int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
+                        int32_t *partitions_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* While following: 1 with *msg set (release it), 2 when a partition's end was
+ * reached (msg->partition says which; nothing to release), 0 when nothing came in
+ * timeout_ms, or an error. */
+int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
+                      size_t errstr_size) HF_MUST_CHECK;
+/* True when the broker answers a watermark query for topic/partition: the reader
+ * is connected and its end-of-partition events can be trusted. */
+bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t partition,
+                               int timeout_ms);
+
 /* Partition count of a topic, or an error if it does not exist. */
 int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
                           int32_t *count_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;

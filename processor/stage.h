@@ -46,6 +46,8 @@ typedef struct {
 /* ---- what a handler may do */
 
 int64_t stage_now_ms(const stage_ctx_t *ctx);
+/* The process configuration (read-only). */
+const struct hf_config *stage_config(const stage_ctx_t *ctx);
 int32_t stage_partition(const stage_ctx_t *ctx);
 /* The Kafka key of the record being handled (not NUL-terminated). */
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len);

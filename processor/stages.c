@@ -1,8 +1,10 @@
 /* The stage registry: name -> definition. Adding a stage = one line here. */
 #include "stages.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "aggregator/aggregator.h"
 #include "counter/counter.h"
 #include "relay/relay.h"
 
@@ -13,6 +15,7 @@ typedef struct {
 
 static const stage_entry_t stage_entries[] = {
     {"counter", counter_stage},
+    {"aggregator", aggregator_stage},
     {"relay", relay_stage}, /* benchmark baseline */
 };
 
@@ -24,4 +27,12 @@ const stage_def_t *stages_find(const char *name)
     return NULL;
 }
 
-const char *stages_names(void) { return "counter, relay"; }
+const char *stages_names(void)
+{
+    static char names[128];
+    if (!names[0])
+        for (size_t i = 0; i < sizeof stage_entries / sizeof stage_entries[0]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     stage_entries[i].name);
+    return names;
+}

@@ -204,6 +204,7 @@ static void batch_reset(task_t *t)
 /* ---- stage.h: what handlers call */
 
 int64_t stage_now_ms(const stage_ctx_t *ctx) { return ctx->now_ms; }
+const struct hf_config *stage_config(const stage_ctx_t *ctx) { return ctx->t->o.cfg; }
 int32_t stage_partition(const stage_ctx_t *ctx) { return ctx->partition; }
 void stage_set_partition(stage_ctx_t *ctx, int32_t partition) { ctx->partition = partition; }
 

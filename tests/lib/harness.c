@@ -70,7 +70,19 @@ void harness_cleanup(harness_t *h)
 
 pid_t harness_start(harness_t *h, const char *instance, const char *stages)
 {
-    char log_path[512], state_dir[512], app_id[96];
+    return harness_start_with(h, instance, stages, NULL);
+}
+
+pid_t harness_start_with(harness_t *h, const char *instance, const char *stages,
+                         const char *config_json)
+{
+    char log_path[512], state_dir[512], app_id[96], config_path[512];
+    snprintf(config_path, sizeof config_path, "%s/%s.json", h->workdir, instance);
+    FILE *cf = fopen(config_path, "w");
+    if (!cf)
+        fail_msg("cannot write %s", config_path);
+    fputs(config_json ? config_json : "{}", cf);
+    fclose(cf);
     snprintf(log_path, sizeof log_path, "%s/%s.log", h->workdir, instance);
     snprintf(state_dir, sizeof state_dir, "%s/state-%s", h->workdir, instance);
     snprintf(app_id, sizeof app_id, "%sapp", h->prefix);
@@ -87,7 +99,7 @@ pid_t harness_start(harness_t *h, const char *instance, const char *stages)
         setenv("HOLDFAST_APP_ID", app_id, 1);
         setenv("HOLDFAST_BOOTSTRAP", h->bootstrap, 1);
         execl(h->holdfast_bin, h->holdfast_bin, "run", "--stages", stages, "--instance", instance,
-              "--state-dir", state_dir, (char *)NULL);
+              "--state-dir", state_dir, "--config", config_path, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", h->holdfast_bin, strerror(errno));
         _exit(127);
     }

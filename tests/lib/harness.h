@@ -31,6 +31,10 @@ void harness_cleanup(harness_t *h);
 /* Starts `holdfast run` with this harness's prefix; extra_args may be NULL.
  * Logs go to <workdir>/<instance>.log. */
 pid_t harness_start(harness_t *h, const char *instance, const char *stages);
+/* The same with a JSON config object (written to <workdir>/<instance>.json and
+ * passed as --config), e.g. "{\"signal_dwell_ms\": 1000}". */
+pid_t harness_start_with(harness_t *h, const char *instance, const char *stages,
+                         const char *config_json);
 /* SIGTERM and wait; returns the exit status. */
 int harness_stop(pid_t pid);
 void harness_kill9(pid_t pid);
