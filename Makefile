@@ -29,6 +29,9 @@ TESTLIB_SRCS := $(wildcard tests/lib/*.c)
 
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
+# Keep intermediate objects (test and bench objects are otherwise deleted).
+.SECONDARY:
+
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter help
 all: deps-check release

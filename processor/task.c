@@ -38,10 +38,13 @@ typedef struct {
     uint32_t reason_off, source_off; /* dead letters only; 0 = none */
 } out_t;
 
+/* A state key written in this transaction, with its latest value (kept so the
+ * changelog needs no read-back). */
 typedef struct {
     int32_t partition;
-    uint32_t key_off;
-    uint32_t key_len;
+    uint32_t key_off, key_len;
+    uint32_t val_off, val_len;
+    bool deleted;
 } written_t;
 
 struct stage_ctx {
@@ -160,9 +163,11 @@ static int written_grow(task_t *t)
     return HF_OK;
 }
 
-/* Remembers that key was written in this transaction (its final value goes to
- * the changelog once, however often it was written). */
-static int written_add(task_t *t, int32_t partition, const char *key, size_t len)
+/* Remembers that key was written in this transaction and its latest value (NULL =
+ * deleted): the final value goes to the changelog once, however often it was
+ * written. */
+static int written_add(task_t *t, int32_t partition, const char *key, size_t len,
+                       const void *val, size_t val_len)
 {
     if (t->written_count + 1 > t->written_cap) {
         if (t->written_count >= TASK_WRITTEN_KEYS_MAX)
@@ -172,20 +177,27 @@ static int written_add(task_t *t, int32_t partition, const char *key, size_t len
             return err;
     }
     size_t s = key_hash(partition, key, len) & (t->slots_cap - 1);
+    written_t *e = NULL;
     for (; t->slots[s]; s = (s + 1) & (t->slots_cap - 1)) {
-        const written_t *e = &t->written[t->slots[s] - 1];
-        if (e->partition == partition && e->key_len == len &&
-            memcmp(t->arena.data + e->key_off, key, len) == 0)
-            return HF_OK;
+        written_t *w = &t->written[t->slots[s] - 1];
+        if (w->partition == partition && w->key_len == len &&
+            memcmp(t->arena.data + w->key_off, key, len) == 0) {
+            e = w;
+            break;
+        }
     }
-    written_t *e = &t->written[t->written_count];
-    int err = arena_add(&t->arena, key, len, &e->key_off);
-    if (err)
-        return err;
-    e->partition = partition;
-    e->key_len = (uint32_t)len;
-    t->slots[s] = (uint32_t)++t->written_count;
-    return HF_OK;
+    if (!e) {
+        e = &t->written[t->written_count];
+        int err = arena_add(&t->arena, key, len, &e->key_off);
+        if (err)
+            return err;
+        e->partition = partition;
+        e->key_len = (uint32_t)len;
+        t->slots[s] = (uint32_t)++t->written_count;
+    }
+    e->deleted = val == NULL;
+    e->val_len = (uint32_t)val_len;
+    return val ? arena_add(&t->arena, val, val_len, &e->val_off) : HF_OK;
 }
 
 static void batch_reset(task_t *t)
@@ -236,7 +248,7 @@ int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void 
 {
     int err = state_put(ctx->t->buf, ctx->partition, key, key_len, val, val_len);
     if (!err)
-        err = written_add(ctx->t, ctx->partition, key, key_len);
+        err = written_add(ctx->t, ctx->partition, key, key_len, val ? val : "", val_len);
     return err;
 }
 
@@ -257,7 +269,7 @@ int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
 {
     int err = state_del(ctx->t->buf, ctx->partition, key, key_len);
     if (!err)
-        err = written_add(ctx->t, ctx->partition, key, key_len);
+        err = written_add(ctx->t, ctx->partition, key, key_len, NULL, 0);
     return err;
 }
 
@@ -483,15 +495,11 @@ static int produce_changelog(task_t *t)
 {
     for (size_t i = 0; i < t->written_count; i++) {
         const written_t *e = &t->written[i];
-        const char *key = (const char *)t->arena.data + e->key_off;
-        size_t len = 0;
-        int err = state_get(t->st, t->buf, e->partition, key, e->key_len, t->valbuf,
-                            sizeof t->valbuf, &len);
-        if (err && err != HF_ERR_NOTFOUND)
-            return err;
-        err = kafka_produce(t->kp, topic_name(t->def->changelog_topic), e->partition, key, e->key_len,
-                            err ? NULL : t->valbuf, err ? 0 : len, NULL, 0,
-                            &t->cl_last[e->partition], t->errstr, sizeof t->errstr);
+        const uint8_t *a = t->arena.data;
+        int err = kafka_produce(t->kp, topic_name(t->def->changelog_topic), e->partition,
+                                a + e->key_off, e->key_len, e->deleted ? NULL : a + e->val_off,
+                                e->deleted ? 0 : e->val_len, NULL, 0, &t->cl_last[e->partition],
+                                t->errstr, sizeof t->errstr);
         if (err)
             return err;
         t->batch_touched[e->partition] = true;

@@ -346,6 +346,9 @@ typedef struct {
     } u;
 } hf_record_t;
 
+/* Sets type and zeroes only that member's bytes (not the whole union). */
+hf_record_t *hf_record_reset(hf_record_t *r, hf_rec_type_t type);
+
 /* Enum symbol names as they are on the wire ("OK", "INSUFFICIENT", ...). */
 const char *hf_outcome_name(hf_outcome_t v);
 const char *hf_cmd_name(hf_cmd_t v);

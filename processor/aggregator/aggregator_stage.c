@@ -38,9 +38,7 @@ int aggregator_load(stage_ctx_t *ctx, const char *sku, hf_sku_state_t *out, bool
 static int emit_signal(stage_ctx_t *ctx, const hf_sku_state_t *s, int kind)
 {
     static _Thread_local hf_record_t rec;
-    memset(&rec, 0, sizeof rec);
-    rec.type = HF_REC_SIGNAL;
-    hf_signal_t *sig = &rec.u.signal;
+    hf_signal_t *sig = &hf_record_reset(&rec, HF_REC_SIGNAL)->u.signal;
     snprintf(sig->sku, sizeof sig->sku, "%s", s->sku);
     sig->kind = (hf_signal_kind_t)kind;
     sig->total = s->total;
@@ -60,12 +58,11 @@ int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
     int64_t due = 0;
     int kind = signals_evaluate(s, &p, stage_now_ms(ctx), &due);
     static _Thread_local hf_record_t rec;
-    rec.type = HF_REC_SKU_STATE;
-    rec.u.sku_state = *s;
+    hf_record_reset(&rec, HF_REC_SKU_STATE)->u.sku_state = *s;
     char key[AGG_KEY_MAX];
     err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
     if (!err && due > 0)
-        err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "", 0);
+        err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "t", 1); /* not empty: an empty value would read as a tombstone */
     if (!err && kind != SIGNAL_NONE)
         err = emit_signal(ctx, s, kind);
     return err;
@@ -82,9 +79,7 @@ static int emit_availability(stage_ctx_t *ctx, int32_t partition, const char *ke
         return err;
     hf_assert(rec.type == HF_REC_SKU_STATE);
     const hf_sku_state_t *s = &rec.u.sku_state;
-    memset(&out, 0, sizeof out);
-    out.type = HF_REC_AVAILABILITY;
-    hf_availability_t *a = &out.u.availability;
+    hf_availability_t *a = &hf_record_reset(&out, HF_REC_AVAILABILITY)->u.availability;
     snprintf(a->sku, sizeof a->sku, "%s", s->sku);
     a->warehouses_count = s->warehouses_count;
     memcpy(a->warehouses, s->warehouses, sizeof a->warehouses);

@@ -41,7 +41,7 @@ int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
 {
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    hf_record_t rec;
+    static _Thread_local hf_record_t rec;
     int err = stage_get(ctx, key, len, &rec);
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
@@ -62,13 +62,14 @@ int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
     counter_assert(c);
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    hf_record_t rec = {.type = HF_REC_COUNTER_STATE, .u.counter_state = *c};
+    static _Thread_local hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_COUNTER_STATE)->u.counter_state = *c;
     return stage_put(ctx, key, len, &rec);
 }
 
 int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold_state_t *out)
 {
-    hf_record_t rec;
+    static _Thread_local hf_record_t rec;
     int err = stage_get(ctx, key, key_len, &rec);
     if (err)
         return err;
@@ -80,7 +81,8 @@ int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold
 int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
                        const hf_hold_state_t *h)
 {
-    hf_record_t rec = {.type = HF_REC_HOLD_STATE, .u.hold_state = *h};
+    static _Thread_local hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_HOLD_STATE)->u.hold_state = *h;
     return stage_put(ctx, key, key_len, &rec);
 }
 
@@ -88,8 +90,8 @@ int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t at
                         const char *warehouse_id, const char *sku, hf_cmd_t command,
                         hf_outcome_t outcome, int64_t qty, int64_t available)
 {
-    hf_record_t rec = {.type = HF_REC_COUNTER_RESULT};
-    hf_counter_result_t *r = &rec.u.counter_result;
+    static _Thread_local hf_record_t rec;
+    hf_counter_result_t *r = &hf_record_reset(&rec, HF_REC_COUNTER_RESULT)->u.counter_result;
     snprintf(r->reservation_id, sizeof r->reservation_id, "%s", reservation_id);
     snprintf(r->warehouse_id, sizeof r->warehouse_id, "%s", warehouse_id);
     snprintf(r->sku, sizeof r->sku, "%s", sku);
@@ -107,15 +109,15 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
 {
     if (key_len < 4 || key[0] != 'C')
         return HF_OK;
-    hf_record_t rec;
+    static _Thread_local hf_record_t rec, out;
     int err = stage_get(ctx, key, key_len, &rec);
     if (err)
         return err;
+    hf_assert(rec.type == HF_REC_COUNTER_STATE);
     const hf_counter_state_t c = rec.u.counter_state;
     counter_assert(&c);
 
-    hf_record_t out = {.type = HF_REC_STOCK_LEVEL};
-    hf_stock_level_t *sl = &out.u.stock_level;
+    hf_stock_level_t *sl = &hf_record_reset(&out, HF_REC_STOCK_LEVEL)->u.stock_level;
     const char *bar = memchr(key + 1, '|', key_len - 1);
     hf_assert(bar && key[key_len - 1] == '|');
     size_t wlen = (size_t)(bar - (key + 1)), slen = key_len - 1 - wlen - 2;
