@@ -33,7 +33,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 .SECONDARY:
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
-        test-faults fuzz lint format format-check clean demo bench-counter help
+        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator help
 all: deps-check release
 
 help:
@@ -113,6 +113,9 @@ $(SAN_BUILD)/tests/bench_%: $(SAN_BUILD)/obj/tests/bench/bench_%.o $(SAN_TESTLIB
 bench-counter: deps-check release $(SAN_BUILD)/tests/bench_counter
 	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_counter
 
+bench-aggregator: deps-check release $(SAN_BUILD)/tests/bench_aggregator
+	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_aggregator
+
 test-unit: deps-check $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; LSAN_OPTIONS=use_unaligned=1 $$t; done
 
@@ -144,7 +147,7 @@ format-check:
 lint: $(GEN_SRC)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --suppress=missingIncludeSystem $(INCS) processor schemas state tools
-	clang-tidy-14 --quiet $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Wno-error
+	clang-tidy-14 --quiet $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Itests/lib -Wno-error
 
 demo:
 	bash tools/demo.sh

@@ -6,6 +6,7 @@
 
 #include "aggregator/aggregator.h"
 #include "counter/counter.h"
+#include "gateway/gateway.h"
 #include "relay/relay.h"
 
 typedef struct {
@@ -16,6 +17,7 @@ typedef struct {
 static const stage_entry_t stage_entries[] = {
     {"counter", counter_stage},
     {"aggregator", aggregator_stage},
+    {"gateway", gateway_stage},
     {"relay", relay_stage}, /* benchmark baseline */
 };
 

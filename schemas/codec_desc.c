@@ -260,6 +260,60 @@ static const codec_field_t sku_state_fields[] = {
 };
 REC_DESC(sku_state_desc, "SkuState", hf_sku_state_t, sku_state_fields);
 
+/* ---- gateway state and requests */
+
+static const codec_field_t hold_ref_fields[] = {
+    F_STRING(hf_hold_ref_t, warehouse_id),
+    F_STRING(hf_hold_ref_t, sku),
+    F_LONG(hf_hold_ref_t, qty),
+    F_INT(hf_hold_ref_t, attempt),
+    F_INT(hf_hold_ref_t, status),
+    F_LONG(hf_hold_ref_t, available_seen),
+};
+REC_DESC(hold_ref_desc, "HoldRef", hf_hold_ref_t, hold_ref_fields);
+
+static const codec_field_t reservation_state_fields[] = {
+    F_STRING(hf_reservation_state_t, reservation_id),
+    F_STRING(hf_reservation_state_t, idempotency_key),
+    F_INT(hf_reservation_state_t, status),
+    F_ARRAY(hf_reservation_state_t, lines, &line_desc),
+    F_RECORD(hf_reservation_state_t, ship_to, &geo_desc),
+    F_ARRAY(hf_reservation_state_t, allocations, &hold_ref_desc),
+    F_INT(hf_reservation_state_t, next_attempt),
+    F_INT(hf_reservation_state_t, reroutes),
+    F_LONG(hf_reservation_state_t, request_hash),
+    F_STRING(hf_reservation_state_t, reply_to),
+    F_STRING(hf_reservation_state_t, campaign),
+    F_STRING(hf_reservation_state_t, payment_id),
+    F_STRING(hf_reservation_state_t, reason),
+    F_LONG(hf_reservation_state_t, created_at_ms),
+    F_LONG(hf_reservation_state_t, expires_at_ms),
+    F_LONG(hf_reservation_state_t, hold_deadline_ms),
+    F_LONG(hf_reservation_state_t, result_deadline_ms),
+    F_INT(hf_reservation_state_t, result_retries),
+    F_LONG(hf_reservation_state_t, updated_at_ms),
+};
+REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
+         reservation_state_fields);
+
+static const codec_field_t idempotency_record_fields[] = {
+    F_LONG(hf_idempotency_record_t, request_hash),
+    F_BOOLEAN(hf_idempotency_record_t, complete),
+    F_RECORD(hf_idempotency_record_t, reply, &reply_desc),
+    F_LONG(hf_idempotency_record_t, stored_at_ms),
+};
+REC_DESC(idempotency_record_desc, "IdempotencyRecord", hf_idempotency_record_t,
+         idempotency_record_fields);
+
+static const codec_field_t extend_fields[] = {
+    F_STRING(hf_extend_t, reservation_id),
+    F_STRING(hf_extend_t, idempotency_key),
+    F_LONG(hf_extend_t, extend_by_ms),
+    F_STRING(hf_extend_t, reply_to),
+    F_LONG(hf_extend_t, sent_at_ms),
+};
+REC_DESC(extend_desc, "Extend", hf_extend_t, extend_fields);
+
 /* clang-format on */
 
 const codec_rec_desc_t *const codec_rec_descs[HF_REC__COUNT] = {

@@ -36,7 +36,10 @@ typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
     X(AVAILABILITY, Availability, hf_availability_t, availability)                  \
     X(SIGNAL, Signal, hf_signal_t, signal)                                         \
     X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)                      \
-    X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)
+    X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)                              \
+    X(RESERVATION_STATE, ReservationState, hf_reservation_state_t, reservation_state) \
+    X(IDEMPOTENCY_RECORD, IdempotencyRecord, hf_idempotency_record_t, idempotency_record) \
+    X(EXTEND, Extend, hf_extend_t, extend)
 
 typedef enum {
 #define HF_REC_ENUM(UP, Name, type, field) HF_REC_##UP,
@@ -335,6 +338,58 @@ typedef struct {
     int64_t changed_at_ms; /* when in_stock last changed */
     int64_t updated_at_ms;
 } hf_sku_state_t;
+
+/* ---- gateway state (RocksDB values and changelog values) */
+
+/* One hold a reservation asked for; status values in processor/gateway/gateway.h. */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t qty;
+    int32_t attempt;
+    int32_t status;
+    int64_t available_seen;
+} hf_hold_ref_t;
+
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    int32_t status; /* gateway.h: GW_RES_PENDING ... */
+    int32_t lines_count;
+    hf_line_t lines[HF_LINES_MAX];
+    hf_geo_t ship_to;
+    int32_t allocations_count;
+    hf_hold_ref_t allocations[HF_ALLOCATIONS_MAX];
+    int32_t next_attempt;
+    int32_t reroutes;
+    int64_t request_hash;
+    hf_topic_t reply_to;
+    hf_id_t campaign;
+    hf_id_t payment_id;
+    hf_text_t reason;
+    int64_t created_at_ms;
+    int64_t expires_at_ms;
+    int64_t hold_deadline_ms;
+    int64_t result_deadline_ms;
+    int32_t result_retries;
+    int64_t updated_at_ms;
+} hf_reservation_state_t;
+
+typedef struct {
+    int64_t request_hash;
+    bool complete;
+    hf_reply_t reply;
+    int64_t stored_at_ms;
+} hf_idempotency_record_t;
+
+/* Topic holdfast.requests, key reservation_id. */
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    int64_t extend_by_ms;
+    hf_topic_t reply_to;
+    int64_t sent_at_ms;
+} hf_extend_t;
 
 /* A record of any type. */
 typedef struct {

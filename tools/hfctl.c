@@ -19,7 +19,9 @@
 #include "counter/counter.h"
 #include "kafka.h"
 #include "topics.h"
+#include "gateway/gateway.h"
 #include "lib/burst.h"
+#include "lib/client.h"
 #include "lib/topics_file.h"
 
 #define OPTS_MAX 16
@@ -344,6 +346,156 @@ static int cmd_burst(cli_t *c)
     return burst_run(&o, c->errstr, sizeof c->errstr);
 }
 
+/* ---- checkout requests through the client library (tools/lib/client.h) */
+
+/* Sends req, waits for its reply (re-sending with the same idempotency key on
+ * timeout) and prints the reply as JSON. */
+static int call_and_print(cli_t *c, const hf_record_t *req)
+{
+    int64_t timeout_ms = 0, attempts = 0;
+    if (opt_int64(c, "timeout-ms", 10000, &timeout_ms) || opt_int64(c, "attempts", 3, &attempts))
+        return HF_ERR_INVAL;
+    hf_client_t *cl = NULL;
+    int err = client_new(c->bootstrap, opt(c, "reply-to"), &cl, c->errstr, sizeof c->errstr);
+    hf_reply_t rep;
+    if (!err)
+        err = client_call(cl, req, (int)timeout_ms, (int)attempts, &rep, c->errstr,
+                          sizeof c->errstr);
+    client_destroy(cl);
+    if (err)
+        return err;
+    char *json = client_reply_json(&rep);
+    printf("%s\n", json ? json : "{}");
+    free(json);
+    return HF_OK;
+}
+
+/* "SKU:qty,SKU:qty" or --sku S --qty N. */
+static int reserve_lines(cli_t *c, hf_reserve_t *r)
+{
+    const char *lines = opt(c, "lines");
+    if (!lines) {
+        int64_t qty = 0;
+        if (copy_id(r->lines[0].sku, sizeof r->lines[0].sku, need(c, "sku"), "sku") ||
+            opt_int64(c, "qty", 1, &qty))
+            return HF_ERR_INVAL;
+        r->lines[0].qty = qty;
+        r->lines_count = 1;
+        return HF_OK;
+    }
+    for (const char *p = lines; p && *p && r->lines_count < HF_LINES_MAX;) {
+        const char *colon = strchr(p, ':'), *comma = strchr(p, ',');
+        if (!colon || (comma && comma < colon) || (size_t)(colon - p) >= sizeof r->lines[0].sku) {
+            fprintf(stderr, "hfctl: --lines must be SKU:qty[,SKU:qty]\n");
+            return HF_ERR_INVAL;
+        }
+        hf_line_t *l = &r->lines[r->lines_count++];
+        snprintf(l->sku, sizeof l->sku, "%.*s", (int)(colon - p), p);
+        l->qty = strtoll(colon + 1, NULL, 10);
+        p = comma ? comma + 1 : NULL;
+    }
+    return HF_OK;
+}
+
+static int cmd_reserve(cli_t *c)
+{
+    static hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.type = HF_REC_RESERVE;
+    hf_reserve_t *r = &rec.u.reserve;
+    const char *lat = opt(c, "lat"), *lon = opt(c, "lon");
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+        reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms))
+        return HF_ERR_INVAL;
+    r->ship_to.lat = lat ? strtod(lat, NULL) : 40.71;
+    r->ship_to.lon = lon ? strtod(lon, NULL) : -74.01;
+    if (opt(c, "campaign"))
+        snprintf(r->campaign, sizeof r->campaign, "%s", opt(c, "campaign"));
+    if (opt(c, "reply-to"))
+        snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
+    r->sent_at_ms = wall_ms();
+    return call_and_print(c, &rec);
+}
+
+static int cmd_commit(cli_t *c)
+{
+    hf_record_t rec = {.type = HF_REC_COMMIT};
+    hf_commit_t *r = &rec.u.commit;
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+        copy_id(r->payment_id, sizeof r->payment_id, need(c, "payment"), "payment"))
+        return HF_ERR_INVAL;
+    if (opt(c, "reply-to"))
+        snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
+    r->sent_at_ms = wall_ms();
+    return call_and_print(c, &rec);
+}
+
+static int cmd_release(cli_t *c)
+{
+    hf_record_t rec = {.type = HF_REC_RELEASE};
+    hf_release_t *r = &rec.u.release;
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key"))
+        return HF_ERR_INVAL;
+    snprintf(r->reason, sizeof r->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "abandoned");
+    if (opt(c, "reply-to"))
+        snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
+    r->sent_at_ms = wall_ms();
+    return call_and_print(c, &rec);
+}
+
+/* A reservation's committed state, read from the gateway changelog partition
+ * that owns it (the bytes the gateway restores from). */
+static int cmd_status(cli_t *c)
+{
+    const char *rid = need(c, "reservation");
+    if (!rid || strlen(rid) > HF_ID_LEN_MAX)
+        return HF_ERR_INVAL;
+    static find_last_t f;
+    char key[GW_KEY_MAX];
+    f.want_key = key;
+    f.want_key_len = gw_res_key(key, rid);
+    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int64_t next = 0;
+    const char *topic = topic_name(HF_T_GATEWAY_CHANGELOG);
+    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_reader_read_to_end(rd, topic, kafka_partition_for_key(rid, strlen(rid), parts),
+                                       KAFKA_OFFSET_BEGINNING, 10000, find_last, &f, &next,
+                                       c->errstr, sizeof c->errstr);
+    kafka_reader_destroy(rd);
+    if (err)
+        return err;
+    if (!f.found) {
+        printf("{\"reservation_id\":\"%s\",\"known\":false}\n", rid);
+        return HF_OK;
+    }
+    hf_record_t rec;
+    err = codec_decode(f.value, f.value_len, &rec, c->errstr, sizeof c->errstr);
+    if (err)
+        return err;
+    const hf_reservation_state_t *rs = &rec.u.reservation_state;
+    printf("{\"reservation_id\":\"%s\",\"known\":true,\"status\":\"%s\",\"expires_at_ms\":%lld,"
+           "\"payment_id\":\"%s\",\"reason\":\"%s\",\"allocations\":[",
+           rs->reservation_id, gw_res_status_name(rs->status), (long long)rs->expires_at_ms,
+           rs->payment_id, rs->reason);
+    for (int32_t i = 0, n = 0; i < rs->allocations_count; i++) {
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (h->status != GW_HOLD_OK)
+            continue;
+        printf("%s{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"qty\":%lld}", n++ ? "," : "",
+               h->warehouse_id, h->sku, (long long)h->qty);
+    }
+    printf("]}\n");
+    return HF_OK;
+}
+
 typedef struct {
     const char *name;
     int (*run)(cli_t *c);
@@ -355,6 +507,10 @@ static const command_t commands[] = {
     {"stock", cmd_stock},
     {"tail", cmd_tail},
     {"burst", cmd_burst},
+    {"reserve", cmd_reserve},
+    {"commit", cmd_commit},
+    {"release", cmd_release},
+    {"status", cmd_status},
 };
 
 static void usage(void)
@@ -367,6 +523,10 @@ static void usage(void)
             "  stock get --warehouse W --sku S\n"
             "  tail TOPIC [--max N]\n"
             "  burst --sku S --warehouses W1,W2 [--holds N] [--producers N] [--timeout-ms N]\n"
+            "  reserve --reservation R --key K (--sku S [--qty N] | --lines S:N,S:N) [--lat X --lon Y]\n"
+            "          [--ttl-ms N] [--campaign C] [--timeout-ms N] [--attempts N]\n"
+            "  commit --reservation R --key K --payment P     release --reservation R --key K [--reason T]\n"
+            "  status --reservation R\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
 }
 

@@ -80,7 +80,7 @@ int policy_for(const hf_config_t *cfg, const char *sku, signal_policy_t *out)
     pthread_once(&overrides_once, load_overrides);
     if (overrides_err)
         return overrides_err;
-    override_t key;
+    override_t key = {.p = {0, 0, 0}};
     snprintf(key.sku, sizeof key.sku, "%s", sku);
     const override_t *o = overrides_count ? bsearch(&key, overrides, overrides_count,
                                                     sizeof *overrides, cmp_override)

@@ -75,6 +75,8 @@ static const ref_fp_t schema_fps[] = {
     {"Reserve", 0xd16e922aada1fc96ULL},      {"Signal", 0xf7d0bf9c3c07031dULL},
     {"StockFeed", 0xa85631fb06751749ULL},    {"StockLevel", 0x8c0a8d587847d7c4ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
+    {"ReservationState", 0x5d69de59f706769cULL}, {"IdempotencyRecord", 0x286c2004f730c111ULL},
+    {"Extend", 0x34572e46f905c65eULL},
 };
 static const uint64_t hold_v1_fp = 0x8a8618e03f2846d4ULL;
 

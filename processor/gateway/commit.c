@@ -1,0 +1,105 @@
+/* What happens on Commit (the payment webhook): a guarded transition HELD ->
+ * COMMITTED. The commit is decided here, by the reservation's single writer, so
+ * a commit racing the expiry sweeper has exactly one winner: a commit at or
+ * after expires_at_ms finds the reservation expired (and expires it if the
+ * sweeper has not yet), answers EXPIRED and records a late_payment ledger event
+ * with the configured policy. A retried webhook gets the first answer (by
+ * idempotency key, and by payment_id). */
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway.h"
+
+static int reply_stored(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                        const hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                        const char *msg)
+{
+    hf_reply_t reply;
+    gw_reply_init(rs, c->idempotency_key, outcome, msg, stage_now_ms(ctx), &reply);
+    int err = gw_idem_store(ctx, c->reservation_id, c->idempotency_key, hash, &reply);
+    return err ? err : gw_emit_reply(ctx, c->reply_to, &reply);
+}
+
+static int late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                        hf_reservation_state_t *rs)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    /* Re-reserving is not built yet: both policies flag the payment for refund,
+     * and the ledger says which policy asked for what. */
+    const char *why = env->late_policy == GW_LATE_RERESERVE
+                          ? "late payment: re-reserve not available, flagged for refund"
+                          : "late payment: flagged for refund";
+    hf_reservation_state_t late = *rs;
+    snprintf(late.payment_id, sizeof late.payment_id, "%s", c->payment_id);
+    int err = gw_emit_ledger(ctx, &late, HF_LEDGER_LATE_PAYMENT, "refund");
+    return err ? err : reply_stored(ctx, c, hash, rs, HF_REPLY_EXPIRED, why);
+}
+
+static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                       hf_reservation_state_t *rs)
+{
+    for (int32_t i = 0; i < rs->allocations_count; i++) {
+        if (rs->allocations[i].status != GW_HOLD_OK)
+            continue;
+        int err = gw_emit_commit_hold(ctx, rs, &rs->allocations[i]);
+        if (err)
+            return err;
+    }
+    rs->status = GW_RES_COMMITTED;
+    snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
+    int err = gw_store(ctx, rs);
+    if (!err)
+        err = gw_emit_ledger(ctx, rs, HF_LEDGER_COMMITTED, "");
+    return err ? err : reply_stored(ctx, c, hash, rs, HF_REPLY_COMMITTED, "");
+}
+
+int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
+{
+    const hf_commit_t *c = &rec->u.commit;
+    int err = gw_check_key(ctx, c->reservation_id);
+    if (err)
+        return err;
+    const char *bad = gw_check_id(c->idempotency_key, "idempotency_key must be non-empty, printable, without '|'");
+    if (!bad)
+        bad = gw_check_id(c->payment_id, "payment_id must be non-empty, printable, without '|'");
+    if (bad)
+        return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
+                               HF_REPLY_REJECTED_INVALID, bad);
+    int64_t hash = gw_request_hash(rec);
+    bool handled = false;
+    err = gw_idem_check(ctx, c->reservation_id, c->idempotency_key, hash, c->reply_to, &handled);
+    if (err || handled)
+        return err;
+    hf_reservation_state_t rs;
+    err = gw_load(ctx, c->reservation_id, &rs);
+    if (err == HF_ERR_NOTFOUND)
+        return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
+                               HF_REPLY_NOT_FOUND, "no such reservation");
+    if (err)
+        return err;
+
+    switch (rs.status) {
+    case GW_RES_HELD:
+        if (stage_now_ms(ctx) < rs.expires_at_ms)
+            return commit_held(ctx, c, hash, &rs);
+        err = gw_expire(ctx, &rs); /* the sweeper has not got to it yet */
+        return err ? err : late_payment(ctx, c, hash, &rs);
+    case GW_RES_EXPIRED:
+        return late_payment(ctx, c, hash, &rs);
+    case GW_RES_COMMITTED:
+        if (strcmp(rs.payment_id, c->payment_id) == 0)
+            return reply_stored(ctx, c, hash, &rs, HF_REPLY_COMMITTED, "already committed by this payment");
+        return reply_stored(ctx, c, hash, &rs, HF_REPLY_CONFLICT, "already committed by another payment");
+    case GW_RES_PENDING:
+        /* Not stored: the same webhook retried once HELD must be able to commit. */
+        return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
+                               HF_REPLY_CONFLICT, "reservation is not held yet");
+    default:
+        break;
+    }
+    char msg[HF_TEXT_LEN_MAX + 1];
+    snprintf(msg, sizeof msg, "reservation is %s", gw_res_status_name(rs.status));
+    return reply_stored(ctx, c, hash, &rs, HF_REPLY_CONFLICT, msg);
+}

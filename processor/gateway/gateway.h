@@ -1,0 +1,182 @@
+/* The gateway stage: the checkout API. Owns, per reservation_id partition, the
+ * reservations (their saga and allocations), the idempotency records of every
+ * request and the timer index that drives expiry, lost-result re-requests and
+ * idempotency retention. Inputs holdfast.requests (Reserve, Commit, Release,
+ * Extend; key reservation_id) and holdfast.counter-results (key reservation_id),
+ * co-partitioned; outputs Hold/CommitHold/ReleaseHold to
+ * holdfast.counter-commands (key "warehouse|sku"), replies to each request's
+ * reply_to, and every transition to holdfast.ledger.
+ *
+ * Files: gateway_stage.c (handler table, shared helpers), one file per record
+ * type (reserve.c, commit.c, release.c, extend.c, counter_result.c), saga.c
+ * (gather results, re-route, roll back), sweeper.c (the tick: timers),
+ * gateway_rules.c (pure: validation, hashing, guards, TTL), gateway_keys.c
+ * (state key layout), gateway_env.c (config, warehouses and the routing view,
+ * created once per process). */
+#ifndef HF_GATEWAY_H
+#define HF_GATEWAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "records.h"
+#include "route/route.h"
+#include "stage.h"
+
+const stage_def_t *gateway_stage(void);
+
+/* Reservation status (ReservationState.status). HELD -> COMMITTED | RELEASED |
+ * EXPIRED is the only legal graph after PENDING; terminal states never move. */
+typedef enum {
+    GW_RES_PENDING = 0,
+    GW_RES_HELD,
+    GW_RES_COMMITTED,
+    GW_RES_RELEASED,
+    GW_RES_EXPIRED,
+    GW_RES_REJECTED,
+    GW_RES__COUNT
+} gw_res_status_t;
+
+/* Hold status (HoldRef.status). */
+typedef enum {
+    GW_HOLD_SENT = 0, /* Hold emitted, no result yet */
+    GW_HOLD_OK,       /* the counter reserved it */
+    GW_HOLD_REFUSED,  /* INSUFFICIENT: nothing reserved */
+    GW_HOLD_RELEASED, /* ReleaseHold emitted (rollback, release, expiry, shortfall) */
+} gw_hold_status_t;
+
+const char *gw_res_status_name(int32_t status);
+bool gw_res_terminal(int32_t status);
+
+typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
+
+/* What the gateway needs from the outside world, created once per process from
+ * the task's configuration (gateway_env.c), or injected by unit tests. */
+typedef struct {
+    route_config_t routes;
+    int64_t ttl_default_ms;
+    struct {
+        hf_id_t name;
+        int64_t ttl_ms;
+    } campaigns[HF_CAMPAIGNS_MAX];
+    size_t campaigns_count;
+    int hold_max_factor_pct;
+    int64_t idempotency_retention_ms;
+    gw_late_policy_t late_policy;
+    int64_t result_timeout_ms;
+    int64_t view_stale_max_ms;
+    /* The routing view: HF_ERR_NOTFOUND when the sku is unknown. */
+    int (*availability)(void *opaque, const char *sku, hf_availability_t *out);
+    /* ms since the view was current; < 0 before it ever was. */
+    int64_t (*staleness_ms)(void *opaque);
+    void *opaque;
+} gateway_env_t;
+
+/* The process-wide environment (created on first call); NULL if it cannot be
+ * created (the error is logged and the handler fails the transaction). */
+const gateway_env_t *gateway_env(stage_ctx_t *ctx);
+/* Unit tests: use env instead of building one from the configuration. */
+void gateway_env_set(const gateway_env_t *env);
+/* Parses "name=ms,name=ms" into env->campaigns. */
+int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
+                            size_t errstr_size) HF_MUST_CHECK;
+
+/* ---- state keys (gateway_keys.c). Identifiers may not contain '|'.
+ *   R<reservation_id>                          -> ReservationState
+ *   I<reservation_id>|<idempotency_key>        -> IdempotencyRecord
+ *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
+ * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
+ * (ref = reservation_id), 'I' idempotency retention (ref = rid|key). A timer is
+ * checked against the state when it fires, so stale timers are harmless. */
+#define GW_KEY_MAX HF_STATE_KEY_LEN_MAX
+#define GW_TIMER_EXPIRY 'E'
+#define GW_TIMER_PENDING 'P'
+#define GW_TIMER_IDEMPOTENCY 'I'
+size_t gw_res_key(char *out, const char *reservation_id);
+size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
+size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref);
+/* Splits a timer key; false if it is not one. ref is NUL-terminated into ref_out. */
+bool gw_timer_parse(const char *key, size_t key_len, int64_t *due_ms, char *kind, char *ref_out,
+                    size_t ref_size);
+
+/* ---- rules (gateway_rules.c): pure */
+
+/* NULL when id is a usable identifier (non-empty, printable, no '|'), else why. */
+const char *gw_check_id(const char *id, const char *what);
+/* Validates a Reserve's shape; NULL when fine, else a message for REJECTED_INVALID. */
+const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size);
+/* The TTL a Reserve gets: its own, its campaign's, or the default. */
+int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
+/* FNV-1a over the request body without sent_at_ms and reply_to. */
+int64_t gw_request_hash(const hf_record_t *rec);
+/* Sum of OK holds of sku in the reservation. */
+int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku);
+/* True when no hold awaits a result. */
+bool gw_all_answered(const hf_reservation_state_t *rs);
+/* The reply topic: the request's or the default. */
+const char *gw_reply_topic(const char *reply_to);
+
+/* ---- handlers (one file each) */
+int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_tick(stage_ctx_t *ctx);
+
+/* ---- shared (gateway_stage.c) */
+int gw_load(stage_ctx_t *ctx, const char *reservation_id,
+            hf_reservation_state_t *out) HF_MUST_CHECK; /* HF_ERR_NOTFOUND when absent */
+int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
+/* Checks the record key is the reservation_id (the partition owns it). */
+int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
+
+/* Idempotency: looks key up. Returns HF_OK and sets *handled when the request was
+ * answered here (stored reply re-emitted, CONFLICT, or still pending). */
+int gw_idem_check(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
+                  int64_t hash, const char *reply_to, bool *handled) HF_MUST_CHECK;
+/* Stores the reply for the key (complete) or a pending marker (reply == NULL). */
+int gw_idem_store(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
+                  int64_t hash, const hf_reply_t *reply) HF_MUST_CHECK;
+
+/* Fills a reply from the reservation (OK holds as allocations). */
+void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key,
+                   hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
+                   hf_reply_t *out);
+int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply) HF_MUST_CHECK;
+/* Replies without a reservation (invalid, not found, conflict): not stored. */
+int gw_reply_simple(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
+                    const char *reply_to, hf_reply_outcome_t outcome,
+                    const char *message) HF_MUST_CHECK;
+int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger_kind_t kind,
+                   const char *reason) HF_MUST_CHECK;
+int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
+                 const hf_hold_ref_t *h) HF_MUST_CHECK;
+int gw_emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
+                        const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* Emits ReleaseHold for hold i (SENT or OK) and marks it RELEASED. */
+int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i,
+                   const char *reason) HF_MUST_CHECK;
+/* Emits ReleaseHold for every SENT or OK hold and marks them RELEASED. */
+int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs,
+                     const char *reason) HF_MUST_CHECK;
+
+/* ---- saga (saga.c) */
+
+/* Routes every line (first round) into rs->allocations and emits the Holds. On
+ * a rejection (unknown sku, network cannot cover) returns HF_OK with *reject set
+ * to the reply outcome and msg filled; nothing is emitted then. */
+int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
+                  hf_reply_outcome_t *reject, char *msg, size_t msg_size) HF_MUST_CHECK;
+/* Once every hold of a PENDING reservation is answered: HELD, re-route the
+ * missing quantity, or release everything and reject. Stores rs. */
+int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+/* Ends a reservation that has holds: releases them, moves to status, ledger. */
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status,
+              hf_ledger_kind_t kind, const char *reason) HF_MUST_CHECK;
+/* Expires a HELD reservation whose expires_at_ms has passed. */
+int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+
+#endif

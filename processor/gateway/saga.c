@@ -1,0 +1,230 @@
+/* The reservation saga: route every line into holds, gather the counters'
+ * results, and once all are in either declare the reservation HELD, re-route the
+ * missing quantity (bounded rounds, each a new attempt number so the counters
+ * see new holds), or release everything and reject. A partial reservation is
+ * never left behind: every path out of PENDING either holds every line in full
+ * or releases every hold it asked for. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway.h"
+#include "hf_assert.h"
+#include "log.h"
+
+/* The view's availability for sku, or NULL when the view is unusable (stale or
+ * not caught up): routing then degrades. *unknown is set when a current view has
+ * never heard of the sku. */
+static const hf_availability_t *view_for(const gateway_env_t *env, const char *sku,
+                                         hf_availability_t *buf, bool *unknown)
+{
+    *unknown = false;
+    int64_t stale_ms = env->staleness_ms(env->opaque);
+    if (stale_ms < 0 || stale_ms > env->view_stale_max_ms)
+        return NULL;
+    int err = env->availability(env->opaque, sku, buf);
+    if (err == HF_ERR_NOTFOUND)
+        *unknown = true;
+    return err ? NULL : buf;
+}
+
+static int add_plan(hf_reservation_state_t *rs, const route_plan_t *plan)
+{
+    if (rs->allocations_count + (int32_t)plan->count > HF_ALLOCATIONS_MAX)
+        return HF_ERR_LIMIT;
+    for (size_t i = 0; i < plan->count; i++) {
+        hf_hold_ref_t *h = &rs->allocations[rs->allocations_count++];
+        memset(h, 0, sizeof *h);
+        snprintf(h->warehouse_id, sizeof h->warehouse_id, "%s", plan->items[i].warehouse_id);
+        snprintf(h->sku, sizeof h->sku, "%s", plan->items[i].sku);
+        h->qty = plan->items[i].qty;
+        h->attempt = rs->next_attempt;
+        h->status = GW_HOLD_SENT;
+    }
+    return HF_OK;
+}
+
+/* Emits the Holds of the newest round and arms the lost-result timer. */
+static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gateway_env_t *env)
+{
+    for (int32_t i = 0; i < rs->allocations_count; i++) {
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (h->status != GW_HOLD_SENT || h->attempt != rs->next_attempt)
+            continue;
+        int err = gw_emit_hold(ctx, rs, h);
+        if (err)
+            return err;
+    }
+    rs->next_attempt++;
+    rs->result_retries = 0;
+    rs->result_deadline_ms = stage_now_ms(ctx) + env->result_timeout_ms;
+    return gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
+}
+
+int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
+                  hf_reply_outcome_t *reject, char *msg, size_t msg_size)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    *rejected = false;
+    for (int32_t i = 0; i < rs->lines_count; i++) {
+        const hf_line_t *l = &rs->lines[i];
+        hf_availability_t av;
+        bool unknown = false;
+        route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(env, l->sku, &av, &unknown),
+                             NULL, 0};
+        if (unknown) {
+            *rejected = true;
+            *reject = HF_REPLY_REJECTED_INVALID;
+            snprintf(msg, msg_size, "unknown sku %s", l->sku);
+            return HF_OK;
+        }
+        route_plan_t plan;
+        if (route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
+            *rejected = true;
+            *reject = HF_REPLY_REJECTED_INSUFFICIENT;
+            snprintf(msg, msg_size, "sku %s: %lld asked, %lld available in the network", l->sku,
+                     (long long)l->qty, line.avail ? (long long)line.avail->total : 0LL);
+            return HF_OK;
+        }
+        int err = add_plan(rs, &plan);
+        if (err) {
+            *rejected = true;
+            *reject = HF_REPLY_REJECTED_INVALID;
+            snprintf(msg, msg_size, "the reservation needs more than %d holds", HF_ALLOCATIONS_MAX);
+            return HF_OK;
+        }
+    }
+    return send_round(ctx, rs, env);
+}
+
+/* Drops refused holds (nothing reserved, nothing to release) to make room. */
+static void compact(hf_reservation_state_t *rs)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < rs->allocations_count; i++)
+        if (rs->allocations[i].status != GW_HOLD_REFUSED)
+            rs->allocations[n++] = rs->allocations[i];
+    rs->allocations_count = n;
+}
+
+/* Routes the missing quantity of one line with what this reservation learnt:
+ * warehouses already holding the line are not asked again, refused ones are
+ * routed with the availability their counter reported. */
+static route_result_t reroute_line(const gateway_env_t *env, const hf_reservation_state_t *rs,
+                                   const hf_line_t *l, int64_t missing, route_plan_t *plan)
+{
+    hf_availability_t av;
+    bool unknown = false;
+    const hf_availability_t *view = view_for(env, l->sku, &av, &unknown);
+    const char *exclude[HF_ALLOCATIONS_MAX];
+    size_t excluded = 0;
+    for (int32_t i = 0; i < rs->allocations_count; i++) {
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (strcmp(h->sku, l->sku) != 0)
+            continue;
+        if (h->status == GW_HOLD_OK || (!view && h->status == GW_HOLD_REFUSED)) {
+            exclude[excluded++] = h->warehouse_id;
+            continue;
+        }
+        for (int32_t w = 0; view && h->status == GW_HOLD_REFUSED && w < av.warehouses_count; w++)
+            if (strcmp(av.warehouses[w].warehouse_id, h->warehouse_id) == 0)
+                av.warehouses[w].available = h->available_seen;
+    }
+    route_line_t line = {l->sku, missing, rs->ship_to, view, exclude, excluded};
+    return route_strategy_for(l->sku)(&env->routes, &line, plan);
+}
+
+static int reject_all(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
+{
+    int err = gw_release_holds(ctx, rs, "rollback");
+    if (err)
+        return err;
+    rs->status = GW_RES_REJECTED;
+    snprintf(rs->reason, sizeof rs->reason, "%s", why);
+    rs->result_deadline_ms = 0;
+    hf_reply_t reply;
+    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT, why,
+                  stage_now_ms(ctx), &reply);
+    err = gw_store(ctx, rs);
+    if (!err)
+        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
+    if (!err)
+        err = gw_emit_reply(ctx, rs->reply_to, &reply);
+    if (!err)
+        err = gw_emit_ledger(ctx, rs, HF_LEDGER_REJECTED, why);
+    return err;
+}
+
+static int declare_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+{
+    rs->status = GW_RES_HELD;
+    rs->result_deadline_ms = 0;
+    hf_reply_t reply;
+    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_HELD, "", stage_now_ms(ctx), &reply);
+    int err = gw_store(ctx, rs);
+    if (!err)
+        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
+    if (!err)
+        err = gw_emit_reply(ctx, rs->reply_to, &reply);
+    if (!err)
+        err = gw_emit_ledger(ctx, rs, HF_LEDGER_HELD, "");
+    if (!err)
+        err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
+    return err;
+}
+
+int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+{
+    hf_assert(rs->status == GW_RES_PENDING && gw_all_answered(rs));
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    route_plan_t plans[HF_LINES_MAX];
+    bool missing_any = false;
+    for (int32_t i = 0; i < rs->lines_count; i++) {
+        plans[i].count = 0;
+        int64_t missing = rs->lines[i].qty - gw_held_qty(rs, rs->lines[i].sku);
+        hf_assert(missing >= 0);
+        if (missing == 0)
+            continue;
+        missing_any = true;
+        if (rs->reroutes >= HF_REROUTES_MAX ||
+            reroute_line(env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT)
+            return reject_all(ctx, rs, "insufficient stock in the network");
+    }
+    if (!missing_any)
+        return declare_held(ctx, rs);
+    size_t needed = 0;
+    for (int32_t i = 0; i < rs->lines_count; i++)
+        needed += plans[i].count;
+    if (rs->allocations_count + (int32_t)needed > HF_ALLOCATIONS_MAX)
+        compact(rs);
+    for (int32_t i = 0; i < rs->lines_count; i++)
+        if (add_plan(rs, &plans[i]) != HF_OK)
+            return reject_all(ctx, rs, "too many holds after re-routing");
+    rs->reroutes++;
+    log_debug("gateway", "%s: re-routing round %d", rs->reservation_id, rs->reroutes);
+    int err = send_round(ctx, rs, env);
+    return err ? err : gw_store(ctx, rs);
+}
+
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
+              const char *reason)
+{
+    hf_assert(!gw_res_terminal(rs->status));
+    int err = gw_release_holds(ctx, rs, reason);
+    if (err)
+        return err;
+    rs->status = status;
+    rs->result_deadline_ms = 0;
+    snprintf(rs->reason, sizeof rs->reason, "%s", reason);
+    err = gw_store(ctx, rs);
+    return err ? err : gw_emit_ledger(ctx, rs, kind, reason);
+}
+
+int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+{
+    hf_assert(rs->status == GW_RES_HELD && rs->expires_at_ms <= stage_now_ms(ctx));
+    return gw_finish(ctx, rs, GW_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
+}

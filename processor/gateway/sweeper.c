@@ -1,0 +1,118 @@
+/* The sweeper: the gateway's tick, every 250 ms per owned partition. It reads
+ * the timer index in due order and fires what is due: expiry of HELD
+ * reservations (holds released, EXPIRED), re-requests of hold results that did
+ * not come back in time (same attempt: the counter answers a duplicate with its
+ * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of an
+ * idempotency record's retention. Each timer is checked against the state when
+ * it fires, so timers made stale by a commit or an extension cost nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway.h"
+#include "hf_assert.h"
+#include "log.h"
+
+typedef struct {
+    char key[GW_KEY_MAX];
+    size_t len;
+} gw_due_timer_t;
+
+/* Reads due timer keys; the iterator is closed before anything is written. */
+static int collect_due(stage_ctx_t *ctx, int64_t now_ms, gw_due_timer_t *due, size_t *count)
+{
+    *count = 0;
+    state_iter_t *it = stage_iter(ctx, "T", 1, false);
+    if (!it)
+        return HF_ERR_NOMEM;
+    const void *k, *v;
+    size_t klen, vlen;
+    while (*count < HF_SWEEP_TIMERS_MAX && state_iter_next(it, &k, &klen, &v, &vlen)) {
+        int64_t due_ms = 0;
+        char kind, ref[GW_KEY_MAX];
+        if (!gw_timer_parse(k, klen, &due_ms, &kind, ref, sizeof ref) || due_ms > now_ms)
+            break;
+        hf_assert(klen < GW_KEY_MAX);
+        memcpy(due[*count].key, k, klen);
+        due[(*count)++].len = klen;
+    }
+    state_iter_destroy(it);
+    return HF_OK;
+}
+
+static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t now_ms)
+{
+    if (rs->status != GW_RES_PENDING || rs->result_deadline_ms == 0 ||
+        rs->result_deadline_ms > now_ms)
+        return HF_OK;
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    if (rs->result_retries >= HF_RESULT_RETRIES_MAX) {
+        log_warn("gateway", "%s: hold results missing after %d re-requests; rolling back",
+                 rs->reservation_id, rs->result_retries);
+        int err = gw_finish(ctx, rs, GW_RES_REJECTED, HF_LEDGER_REJECTED, "counter did not answer");
+        if (err)
+            return err;
+        hf_reply_t reply;
+        gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT,
+                      "the counters did not answer in time", now_ms, &reply);
+        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
+        return err ? err : gw_emit_reply(ctx, rs->reply_to, &reply);
+    }
+    for (int32_t i = 0; i < rs->allocations_count; i++)
+        if (rs->allocations[i].status == GW_HOLD_SENT) {
+            int err = gw_emit_hold(ctx, rs, &rs->allocations[i]);
+            if (err)
+                return err;
+        }
+    rs->result_retries++;
+    rs->result_deadline_ms = now_ms + env->result_timeout_ms * (1 + rs->result_retries);
+    int err = gw_store(ctx, rs);
+    return err ? err : gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
+}
+
+static int fire_idempotency(stage_ctx_t *ctx, const char *ref, int64_t now_ms)
+{
+    char key[GW_KEY_MAX];
+    int n = snprintf(key, sizeof key, "I%s", ref);
+    hf_assert(n > 0 && n < (int)sizeof key);
+    return stage_del(ctx, key, (size_t)n);
+}
+
+static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)
+{
+    int64_t due_ms = 0;
+    char kind, ref[GW_KEY_MAX];
+    hf_assert(gw_timer_parse(t->key, t->len, &due_ms, &kind, ref, sizeof ref));
+    int err = stage_del(ctx, t->key, t->len);
+    if (err)
+        return err;
+    if (kind == GW_TIMER_IDEMPOTENCY)
+        return fire_idempotency(ctx, ref, now_ms);
+    hf_reservation_state_t rs;
+    err = gw_load(ctx, ref, &rs);
+    if (err == HF_ERR_NOTFOUND)
+        return HF_OK;
+    if (err)
+        return err;
+    if (kind == GW_TIMER_EXPIRY)
+        return rs.status == GW_RES_HELD && rs.expires_at_ms <= now_ms ? gw_expire(ctx, &rs) : HF_OK;
+    if (kind == GW_TIMER_PENDING)
+        return fire_pending(ctx, &rs, now_ms);
+    return HF_OK;
+}
+
+int gateway_tick(stage_ctx_t *ctx)
+{
+    int64_t now_ms = stage_now_ms(ctx);
+    gw_due_timer_t *due = malloc(sizeof *due * HF_SWEEP_TIMERS_MAX);
+    if (!due)
+        return HF_ERR_NOMEM;
+    size_t count = 0;
+    int err = collect_due(ctx, now_ms, due, &count);
+    for (size_t i = 0; err == HF_OK && i < count; i++)
+        err = fire(ctx, &due[i], now_ms);
+    free(due);
+    return err;
+}

@@ -1,0 +1,654 @@
+/* Gateway stage end to end against the real broker through the real `holdfast`
+ * binary running counter and gateway: reserve -> commit / release / expiry with
+ * idempotency and the ledger, splits with re-route and rollback, a contended
+ * last-units burst, invalid requests, and a kill -9 in the middle of 5,000
+ * reservations. Requests go through the client library (tools/lib/client.h);
+ * availability is produced straight to the availability topic, as the
+ * aggregator would. Every wait polls for a condition with a generous bound. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/client.h"
+#include "codec.h"
+#include "harness.h"
+
+#define WAIT_MS 60000
+#define CALL_MS 15000
+
+typedef struct {
+    harness_t h;
+    hf_client_t *c;
+    pid_t pid;
+    int64_t feed_seq;
+    char cfg[1024];
+} gw_t;
+
+static const char *const whs[] = {"W1", "W2", "W3"};
+
+static void start(gw_t *g, const char *name, const char *extra_config)
+{
+    memset(g, 0, sizeof *g);
+    harness_init(&g->h, name);
+    char wpath[512], cwd[256];
+    snprintf(wpath, sizeof wpath, "%s/warehouses.json", g->h.workdir);
+    FILE *f = fopen(wpath, "w");
+    assert_non_null(f);
+    /* W1 New York, W2 Chicago, W3 Los Angeles. */
+    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0},"
+          "{\"id\":\"W2\",\"lat\":41.88,\"lon\":-87.63,\"cost_per_unit\":1.0},"
+          "{\"id\":\"W3\",\"lat\":34.05,\"lon\":-118.24,\"cost_per_unit\":1.0}]}",
+          f);
+    fclose(f);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(g->cfg, sizeof g->cfg, "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000%s%s}",
+             cwd, wpath, extra_config ? ", " : "", extra_config ? extra_config : "");
+    g->pid = harness_start_with(&g->h, "g1", "counter,gateway", g->cfg);
+    char errstr[256];
+    assert_int_equal(client_new(g->h.bootstrap, NULL, &g->c, errstr, sizeof errstr), HF_OK);
+}
+
+static void stop(gw_t *g)
+{
+    client_destroy(g->c);
+    assert_int_equal(harness_stop(g->pid), 0);
+    harness_cleanup(&g->h);
+}
+
+/* Stock at the counters (waited for) and the matching availability record. */
+static void stock(gw_t *g, const char *sku, const int64_t qty[3], const int64_t view_qty[3])
+{
+    char key[128];
+    hf_record_t av = {.type = HF_REC_AVAILABILITY};
+    snprintf(av.u.availability.sku, sizeof av.u.availability.sku, "%s", sku);
+    for (int i = 0; i < 3; i++) {
+        if (qty[i] > 0) {
+            hf_record_t f = harness_feed(whs[i], sku, HF_FEED_RECEIVE, qty[i], ++g->feed_seq);
+            harness_send(&g->h, HF_T_STOCK_FEED, harness_pair(key, whs[i], sku), &f);
+        }
+        hf_wh_available_t *w = &av.u.availability.warehouses[av.u.availability.warehouses_count++];
+        snprintf(w->warehouse_id, sizeof w->warehouse_id, "%s", whs[i]);
+        w->available = view_qty[i];
+        av.u.availability.total += view_qty[i];
+    }
+    av.u.availability.in_stock = av.u.availability.total > 0;
+    av.u.availability.updated_at_ms = harness_now_ms();
+    harness_send(&g->h, HF_T_AVAILABILITY, sku, &av);
+    harness_flush(&g->h);
+    for (int i = 0; i < 3; i++) {
+        hf_counter_state_t c = {0};
+        int64_t deadline = harness_now_ms() + WAIT_MS;
+        while (qty[i] > 0 && !(harness_counter(&g->h, whs[i], sku, &c) && c.on_hand == qty[i]) &&
+               harness_now_ms() < deadline)
+            harness_sleep_ms(200);
+        if (qty[i] > 0)
+            assert_int_equal(c.on_hand, qty[i]);
+    }
+}
+
+static hf_record_t reserve(const char *rid, const char *ikey, const char *sku, int64_t qty,
+                           int64_t ttl_ms)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "%s", ikey);
+    q->lines_count = 1;
+    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
+    q->lines[0].qty = qty;
+    q->ship_to = (hf_geo_t){40.73, -73.99}; /* Manhattan: W1 is nearest */
+    q->ttl_ms = ttl_ms;
+    q->sent_at_ms = harness_now_ms();
+    return r;
+}
+
+static hf_record_t commit(const char *rid, const char *ikey, const char *payment)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_COMMIT;
+    snprintf(r.u.commit.reservation_id, sizeof r.u.commit.reservation_id, "%s", rid);
+    snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "%s", ikey);
+    snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "%s", payment);
+    r.u.commit.sent_at_ms = harness_now_ms();
+    return r;
+}
+
+static hf_record_t release(const char *rid, const char *ikey)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RELEASE;
+    snprintf(r.u.release.reservation_id, sizeof r.u.release.reservation_id, "%s", rid);
+    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "%s", ikey);
+    r.u.release.sent_at_ms = harness_now_ms();
+    return r;
+}
+
+static hf_reply_t call(gw_t *g, const hf_record_t *req)
+{
+    hf_reply_t rep;
+    char errstr[256] = "";
+    int err = client_call(g->c, req, CALL_MS, 3, &rep, errstr, sizeof errstr);
+    if (err)
+        fail_msg("client_call: %s", errstr);
+    return rep;
+}
+
+/* ---- ledger and counters */
+
+typedef struct {
+    const char *rid; /* NULL = all */
+    size_t by_kind[HF_LEDGER__COUNT];
+    hf_ledger_event_t last;
+} ledger_t;
+
+static void ledger_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    ledger_t *l = opaque;
+    const hf_ledger_event_t *e = &rec->u.ledger_event;
+    if (l->rid && strcmp(e->reservation_id, l->rid) != 0)
+        return;
+    l->by_kind[e->kind]++;
+    l->last = *e;
+}
+
+static ledger_t ledger_of(gw_t *g, const char *rid)
+{
+    ledger_t l = {.rid = rid};
+    harness_read(&g->h, HF_T_LEDGER, ledger_fn, &l);
+    return l;
+}
+
+static void wait_ledger(gw_t *g, const char *rid, hf_ledger_kind_t kind)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (ledger_of(g, rid).by_kind[kind] == 0 && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_true(ledger_of(g, rid).by_kind[kind] >= 1);
+}
+
+static int64_t reserved_of(gw_t *g, const char *wh, const char *sku)
+{
+    hf_counter_state_t c = {0};
+    harness_counter(&g->h, wh, sku, &c);
+    assert_true(c.on_hand - c.reserved - c.safety_stock >= 0 || c.revoking > 0);
+    return c.reserved;
+}
+
+/* Waits until the summed reserved of sku over W1..W3 equals want. */
+static void wait_reserved(gw_t *g, const char *sku, int64_t want)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS, sum = -1;
+    while (harness_now_ms() < deadline) {
+        sum = 0;
+        for (int i = 0; i < 3; i++)
+            sum += reserved_of(g, whs[i], sku);
+        if (sum == want)
+            return;
+        harness_sleep_ms(200);
+    }
+    fail_msg("%s: reserved %lld, want %lld", sku, (long long)sum, (long long)want);
+}
+
+typedef struct {
+    const char *rid;
+    size_t holds;
+} holds_t;
+
+static void count_holds(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    holds_t *h = opaque;
+    if (rec->type == HF_REC_HOLD && strcmp(rec->u.hold.reservation_id, h->rid) == 0)
+        h->holds++;
+}
+
+/* ---- tests */
+
+static void test_reserve_commit_release_and_idempotency(void **state)
+{
+    gw_t g;
+    start(&g, "gw-basic", NULL);
+    stock(&g, "SKU-A", (int64_t[]){100, 0, 0}, (int64_t[]){100, 0, 0});
+
+    hf_record_t r1 = reserve("r1", "k1", "SKU-A", 2, 0);
+    hf_reply_t a = call(&g, &r1);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_int_equal(a.allocations_count, 1);
+    assert_string_equal(a.allocations[0].warehouse_id, "W1");
+    assert_int_equal(a.allocations[0].qty, 2);
+    assert_true(a.expires_at_ms > harness_now_ms() + 14 * 60 * 1000); /* default 15 min */
+
+    /* Retried: the identical reply, no second hold. */
+    r1.u.reserve.sent_at_ms += 5;
+    hf_reply_t b = call(&g, &r1);
+    assert_int_equal(b.outcome, HF_REPLY_HELD);
+    assert_int_equal(b.expires_at_ms, a.expires_at_ms);
+    assert_int_equal(b.replied_at_ms, a.replied_at_ms);
+    assert_memory_equal(&a.allocations[0], &b.allocations[0], sizeof a.allocations[0]);
+    holds_t hc = {"r1", 0};
+    harness_read(&g.h, HF_T_COUNTER_COMMANDS, count_holds, &hc);
+    assert_int_equal(hc.holds, 1);
+    wait_reserved(&g, "SKU-A", 2);
+
+    /* Same key, another body. */
+    hf_record_t r1x = reserve("r1", "k1", "SKU-A", 3, 0);
+    assert_int_equal(call(&g, &r1x).outcome, HF_REPLY_CONFLICT);
+
+    /* Commit, its duplicated webhook, and the same payment under another key. */
+    hf_record_t c1 = commit("r1", "c1", "pay-1");
+    assert_int_equal(call(&g, &c1).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(call(&g, &c1).outcome, HF_REPLY_COMMITTED);
+    hf_record_t c1b = commit("r1", "c1b", "pay-1");
+    assert_int_equal(call(&g, &c1b).outcome, HF_REPLY_COMMITTED);
+    hf_record_t c1c = commit("r1", "c1c", "pay-2");
+    assert_int_equal(call(&g, &c1c).outcome, HF_REPLY_CONFLICT);
+    wait_reserved(&g, "SKU-A", 0);
+    hf_counter_state_t cs;
+    assert_true(harness_counter(&g.h, "W1", "SKU-A", &cs));
+    assert_int_equal(cs.on_hand, 98);
+    ledger_t l1 = ledger_of(&g, "r1");
+    assert_int_equal(l1.by_kind[HF_LEDGER_HELD], 1);
+    assert_int_equal(l1.by_kind[HF_LEDGER_COMMITTED], 1);
+    assert_string_equal(l1.last.payment_id, "pay-1");
+
+    /* Reserve then release. */
+    hf_record_t r2 = reserve("r2", "k2", "SKU-A", 3, 0);
+    assert_int_equal(call(&g, &r2).outcome, HF_REPLY_HELD);
+    wait_reserved(&g, "SKU-A", 3);
+    hf_record_t x2 = release("r2", "x2");
+    assert_int_equal(call(&g, &x2).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(call(&g, &x2).outcome, HF_REPLY_RELEASED);
+    hf_record_t c2 = commit("r2", "c2", "pay-3");
+    assert_int_equal(call(&g, &c2).outcome, HF_REPLY_CONFLICT); /* terminal states never move */
+    wait_reserved(&g, "SKU-A", 0);
+    ledger_t l2 = ledger_of(&g, "r2");
+    assert_int_equal(l2.by_kind[HF_LEDGER_RELEASED], 1);
+    assert_int_equal(l2.by_kind[HF_LEDGER_COMMITTED], 0);
+
+    /* Unknown reservation. */
+    hf_record_t c9 = commit("r-none", "c9", "pay-9");
+    assert_int_equal(call(&g, &c9).outcome, HF_REPLY_NOT_FOUND);
+    stop(&g);
+}
+
+static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
+{
+    gw_t g;
+    start(&g, "gw-ttl", NULL);
+    stock(&g, "SKU-T", (int64_t[]){50, 0, 0}, (int64_t[]){50, 0, 0});
+    hf_record_t r = reserve("t1", "k1", "SKU-T", 4, 2000);
+    hf_reply_t a = call(&g, &r);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    /* Not waiting for reserved == 4 here: with a 2 s TTL the hold may already be
+     * gone by the time the changelog is read. The HELD reply proves it was held. */
+    /* No client action: the sweeper releases within 5 s of expires_at. */
+    int64_t deadline = a.expires_at_ms + 15000, restored_at = 0;
+    while (harness_now_ms() < deadline) {
+        if (reserved_of(&g, "W1", "SKU-T") == 0) {
+            restored_at = harness_now_ms();
+            break;
+        }
+        harness_sleep_ms(100);
+    }
+    assert_true(restored_at > 0);
+    print_message("expiry: counters restored %lld ms after expires_at (upper bound, polled)\n",
+                  (long long)(restored_at - a.expires_at_ms));
+    assert_true(restored_at - a.expires_at_ms <= 5000);
+    wait_ledger(&g, "t1", HF_LEDGER_EXPIRED);
+
+    /* The payment arrives late: EXPIRED and a late_payment ledger event. */
+    hf_record_t c = commit("t1", "c1", "pay-late");
+    assert_int_equal(call(&g, &c).outcome, HF_REPLY_EXPIRED);
+    wait_ledger(&g, "t1", HF_LEDGER_LATE_PAYMENT);
+    ledger_t l = ledger_of(&g, "t1");
+    assert_int_equal(l.by_kind[HF_LEDGER_COMMITTED], 0);
+    assert_int_equal(l.by_kind[HF_LEDGER_EXPIRED], 1);
+
+    /* Extension is capped by the max hold time (2 x TTL). */
+    hf_record_t r2 = reserve("t2", "k2", "SKU-T", 1, 2000);
+    hf_reply_t h2 = call(&g, &r2);
+    assert_int_equal(h2.outcome, HF_REPLY_HELD);
+    hf_record_t x = {.type = HF_REC_EXTEND};
+    snprintf(x.u.extend.reservation_id, sizeof x.u.extend.reservation_id, "t2");
+    snprintf(x.u.extend.idempotency_key, sizeof x.u.extend.idempotency_key, "e1");
+    x.u.extend.extend_by_ms = 60000;
+    hf_reply_t e = call(&g, &x);
+    assert_int_equal(e.outcome, HF_REPLY_HELD);
+    assert_int_equal(e.expires_at_ms, h2.expires_at_ms + 2000);
+
+    /* Commit racing expiry: exactly one of COMMITTED / EXPIRED wins. */
+    hf_record_t r3 = reserve("t3", "k3", "SKU-T", 1, 1000);
+    hf_reply_t h3 = call(&g, &r3);
+    assert_int_equal(h3.outcome, HF_REPLY_HELD);
+    while (harness_now_ms() < h3.expires_at_ms)
+        harness_sleep_ms(1);
+    hf_record_t c3 = commit("t3", "c3", "pay-race");
+    hf_reply_t o3 = call(&g, &c3);
+    assert_true(o3.outcome == HF_REPLY_COMMITTED || o3.outcome == HF_REPLY_EXPIRED);
+    wait_ledger(&g, "t3", o3.outcome == HF_REPLY_COMMITTED ? HF_LEDGER_COMMITTED : HF_LEDGER_EXPIRED);
+    harness_sleep_ms(1500); /* give a wrong second winner the time to show up */
+    ledger_t l3 = ledger_of(&g, "t3");
+    assert_int_equal(l3.by_kind[HF_LEDGER_COMMITTED] + l3.by_kind[HF_LEDGER_EXPIRED], 1);
+    print_message("commit at expires_at: %s\n", hf_reply_outcome_name(o3.outcome));
+    stop(&g);
+}
+
+static void test_split_reroute_and_rollback(void **state)
+{
+    gw_t g;
+    start(&g, "gw-split", NULL);
+    /* No warehouse covers 9: the fewest warehouses, 5 + 4. */
+    stock(&g, "SKU-S", (int64_t[]){5, 4, 3}, (int64_t[]){5, 4, 3});
+    hf_record_t s1 = reserve("s1", "k", "SKU-S", 9, 0);
+    hf_reply_t a = call(&g, &s1);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_int_equal(a.allocations_count, 2);
+    assert_int_equal(a.allocations[0].qty + a.allocations[1].qty, 9);
+
+    /* W2 lost its stock (count 0) but the view still shows 4: re-routed to W3. */
+    stock(&g, "SKU-Q", (int64_t[]){5, 4, 10}, (int64_t[]){5, 4, 4});
+    char key[128];
+    hf_record_t cnt = harness_feed("W2", "SKU-Q", HF_FEED_COUNT, 0, ++g.feed_seq);
+    harness_send(&g.h, HF_T_STOCK_FEED, harness_pair(key, "W2", "SKU-Q"), &cnt);
+    harness_flush(&g.h);
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&g.h, "W2", "SKU-Q", &c) && c.on_hand == 0) && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    hf_record_t q1 = reserve("q1", "k", "SKU-Q", 9, 0);
+    hf_reply_t b = call(&g, &q1);
+    assert_int_equal(b.outcome, HF_REPLY_HELD);
+    int64_t sum = 0;
+    for (int32_t i = 0; i < b.allocations_count; i++) {
+        assert_string_not_equal(b.allocations[i].warehouse_id, "W2");
+        sum += b.allocations[i].qty;
+    }
+    assert_int_equal(sum, 9);
+    wait_reserved(&g, "SKU-Q", 9);
+
+    /* W2 lost its stock and nothing else can cover: complete rollback. */
+    stock(&g, "SKU-R", (int64_t[]){5, 4, 0}, (int64_t[]){5, 4, 0});
+    hf_record_t cnt2 = harness_feed("W2", "SKU-R", HF_FEED_COUNT, 0, ++g.feed_seq);
+    harness_send(&g.h, HF_T_STOCK_FEED, harness_pair(key, "W2", "SKU-R"), &cnt2);
+    harness_flush(&g.h);
+    deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&g.h, "W2", "SKU-R", &c) && c.on_hand == 0) && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    hf_record_t x1 = reserve("x1", "k", "SKU-R", 9, 0);
+    hf_reply_t x = call(&g, &x1);
+    assert_int_equal(x.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_int_equal(x.allocations_count, 0);
+    wait_reserved(&g, "SKU-R", 0); /* W1's 5 were held, then rolled back */
+    assert_int_equal(ledger_of(&g, "x1").by_kind[HF_LEDGER_REJECTED], 1);
+    stop(&g);
+}
+
+static void test_200_concurrent_reserves_for_the_last_10_units(void **state)
+{
+    gw_t g;
+    start(&g, "gw-last10", NULL);
+    stock(&g, "SKU-L", (int64_t[]){4, 3, 3}, (int64_t[]){4, 3, 3});
+    char errstr[256];
+    enum { N = 200 };
+    for (int i = 0; i < N; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "L%03d", i);
+        hf_record_t r = reserve(rid, "k", "SKU-L", 1, 0);
+        assert_int_equal(client_send_async(g.c, &r, errstr, sizeof errstr), HF_OK);
+    }
+    assert_int_equal(client_flush(g.c, 10000, errstr, sizeof errstr), HF_OK);
+    size_t replies = 0, held = 0, rejected = 0;
+    int64_t deadline = harness_now_ms() + 120000;
+    while (replies < N && harness_now_ms() < deadline) {
+        hf_reply_t rep;
+        if (client_poll(g.c, 1000, &rep, errstr, sizeof errstr) != 1)
+            continue;
+        replies++;
+        held += rep.outcome == HF_REPLY_HELD;
+        rejected += rep.outcome == HF_REPLY_REJECTED_INSUFFICIENT;
+    }
+    print_message("200 reserves for 10 units: %zu replies, %zu held, %zu rejected\n", replies,
+                  held, rejected);
+    assert_int_equal(replies, N);
+    assert_int_equal(held, 10);
+    assert_int_equal(rejected, N - 10);
+    wait_reserved(&g, "SKU-L", 10);
+    for (int i = 0; i < 3; i++) {
+        hf_counter_state_t c;
+        assert_true(harness_counter(&g.h, whs[i], "SKU-L", &c));
+        assert_int_equal(c.on_hand - c.reserved, 0);
+    }
+    stop(&g);
+}
+
+/* A Reserve with `lines` lines, hand-encoded: the C struct cannot hold more
+ * than HF_LINES_MAX, the wire can. */
+static size_t wire_reserve(uint8_t *b, size_t cap, int lines)
+{
+    size_t n = 0;
+    uint64_t fp = codec_fingerprint(HF_REC_RESERVE);
+    b[n++] = 0xC3;
+    b[n++] = 0x01;
+    for (int i = 0; i < 8; i++)
+        b[n++] = (uint8_t)(fp >> (8 * i));
+#define LONG(v)                                                                 \
+    do {                                                                        \
+        uint64_t z = ((uint64_t)(v) << 1) ^ (uint64_t)((int64_t)(v) >> 63);    \
+        while (z >= 0x80) {                                                     \
+            b[n++] = (uint8_t)(z | 0x80);                                       \
+            z >>= 7;                                                            \
+        }                                                                       \
+        b[n++] = (uint8_t)z;                                                    \
+    } while (0)
+#define STR(s)                          \
+    do {                                \
+        LONG(strlen(s));                \
+        memcpy(b + n, s, strlen(s));    \
+        n += strlen(s);                 \
+    } while (0)
+    STR("big");
+    STR("k");
+    LONG(lines);
+    for (int i = 0; i < lines && n + 32 < cap; i++) {
+        STR("SKU-A");
+        LONG(1);
+    }
+    LONG(0);
+    memset(b + n, 0, 16); /* ship_to */
+    n += 16;
+    LONG(0);
+    STR("");
+    STR("");
+    LONG(0);
+    return n;
+}
+
+typedef struct {
+    size_t count;
+    char reasons[2048];
+} dead_t;
+
+static void dead_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    dead_t *d = opaque;
+    d->count++;
+    size_t used = strlen(d->reasons);
+    snprintf(d->reasons + used, sizeof d->reasons - used, "[%s] ", rec->u.dead_letter.reason);
+}
+
+static void test_invalid_requests_get_clear_rejections(void **state)
+{
+    gw_t g;
+    start(&g, "gw-invalid", NULL);
+    stock(&g, "SKU-A", (int64_t[]){10, 0, 0}, (int64_t[]){10, 0, 0});
+    hf_record_t z = reserve("i1", "k", "SKU-A", 0, 0);
+    hf_reply_t a = call(&g, &z);
+    assert_int_equal(a.outcome, HF_REPLY_REJECTED_INVALID);
+    print_message("qty 0: %s\n", a.message);
+    hf_record_t u = reserve("i2", "k", "SKU-NOPE", 1, 0);
+    hf_reply_t b = call(&g, &u);
+    assert_int_equal(b.outcome, HF_REPLY_REJECTED_INVALID);
+    print_message("unknown sku: %s\n", b.message);
+    hf_record_t t = reserve("i3", "k", "SKU-A", 1, 5);
+    assert_int_equal(call(&g, &t).outcome, HF_REPLY_REJECTED_INVALID);
+
+    static uint8_t big[300000];
+    size_t len = wire_reserve(big, sizeof big, 10000);
+    harness_send_raw(&g.h, HF_T_REQUESTS, "big", big, len);
+    harness_send_raw(&g.h, HF_T_REQUESTS, "garbage", "\x01\x02garbage", 9);
+    harness_flush(&g.h);
+    dead_t d = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (d.count < 2 && harness_now_ms() < deadline) {
+        memset(&d, 0, sizeof d);
+        harness_read(&g.h, HF_T_DEAD_LETTERS, dead_fn, &d);
+        harness_sleep_ms(200);
+    }
+    assert_int_equal(d.count, 2);
+    print_message("dead letters: %s\n", d.reasons);
+
+    /* Nothing else is affected. */
+    hf_record_t ok = reserve("i4", "k", "SKU-A", 1, 0);
+    assert_int_equal(call(&g, &ok).outcome, HF_REPLY_HELD);
+    wait_reserved(&g, "SKU-A", 1);
+    stop(&g);
+}
+
+/* ---- kill -9 in the middle of 5,000 reservations */
+
+typedef struct {
+    size_t events;
+    size_t first[5000]; /* HELD or REJECTED events per reservation */
+    int64_t held_units;
+} crash_ledger_t;
+
+static void crash_ledger_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    crash_ledger_t *l = opaque;
+    const hf_ledger_event_t *e = &rec->u.ledger_event;
+    int i = atoi(e->reservation_id + 1);
+    if (i < 0 || i >= 5000)
+        return;
+    l->events++;
+    if (e->kind == HF_LEDGER_HELD || e->kind == HF_LEDGER_REJECTED)
+        l->first[i]++;
+    for (int32_t a = 0; e->kind == HF_LEDGER_HELD && a < e->allocations_count; a++)
+        l->held_units += e->allocations[a].qty;
+}
+
+static void test_kill9_mid_5000_reservations(void **state)
+{
+    enum { N = 5000 };
+    gw_t g;
+    start(&g, "gw-crash", NULL);
+    stock(&g, "SKU-K", (int64_t[]){2000, 1500, 1000}, (int64_t[]){2000, 1500, 1000});
+    char errstr[256];
+    for (int i = 0; i < N; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "K%04d", i);
+        hf_record_t r = reserve(rid, "k", "SKU-K", 1 + i % 2, 0);
+        assert_int_equal(client_send_async(g.c, &r, errstr, sizeof errstr), HF_OK);
+    }
+    assert_int_equal(client_flush(g.c, 30000, errstr, sizeof errstr), HF_OK);
+    /* Kill once some, not all, replies are out. */
+    size_t replies = 0;
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (replies < 500 && harness_now_ms() < deadline) {
+        hf_reply_t rep;
+        if (client_poll(g.c, 500, &rep, errstr, sizeof errstr) == 1)
+            replies++;
+    }
+    harness_kill9(g.pid);
+    print_message("killed after %zu of %d replies\n", replies, N);
+    g.pid = harness_start_with(&g.h, "g1", "counter,gateway", g.cfg);
+
+    crash_ledger_t *l = calloc(1, sizeof *l);
+    size_t done = 0;
+    deadline = harness_now_ms() + 150000;
+    while (harness_now_ms() < deadline) {
+        memset(l, 0, sizeof *l);
+        harness_read(&g.h, HF_T_LEDGER, crash_ledger_fn, l);
+        done = 0;
+        for (int i = 0; i < N; i++)
+            done += l->first[i] >= 1;
+        if (done == N)
+            break;
+        harness_sleep_ms(1000);
+    }
+    for (int i = 0; i < N; i++)
+        if (l->first[i] != 1)
+            fail_msg("K%04d has %zu HELD/REJECTED ledger events", i, l->first[i]);
+    wait_reserved(&g, "SKU-K", l->held_units);
+    print_message("after kill -9: %zu reservations settled once, %lld units held = counters\n",
+                  done, (long long)l->held_units);
+    free(l);
+    stop(&g);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Measurement, printed: client send -> reply received, one request at a time at
+ * about 20 reserve+commit pairs per second. Asserts only a loose sanity bound. */
+static void test_latency_reserve_commit_release(void **state)
+{
+    enum { N = 150 };
+    gw_t g;
+    start(&g, "gw-latency", NULL);
+    stock(&g, "SKU-P", (int64_t[]){100000, 0, 0}, (int64_t[]){100000, 0, 0});
+    static int64_t res_ms[N], com_ms[N], rel_ms[N];
+    for (int i = 0; i < N; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "p%d", i);
+        int64_t t0 = harness_now_ms();
+        hf_record_t r = reserve(rid, "k", "SKU-P", 1, 0);
+        assert_int_equal(call(&g, &r).outcome, HF_REPLY_HELD);
+        int64_t t1 = harness_now_ms();
+        hf_record_t c = i % 2 ? commit(rid, "c", "pay") : release(rid, "x");
+        hf_reply_t o = call(&g, &c);
+        int64_t t2 = harness_now_ms();
+        assert_true(o.outcome == HF_REPLY_COMMITTED || o.outcome == HF_REPLY_RELEASED);
+        res_ms[i] = t1 - t0;
+        (i % 2 ? com_ms : rel_ms)[i / 2] = t2 - t1;
+        int64_t pause = 50 - (t2 - t0);
+        if (pause > 0)
+            harness_sleep_ms((int)pause);
+    }
+    qsort(res_ms, N, sizeof res_ms[0], cmp_i64);
+    qsort(com_ms, N / 2, sizeof com_ms[0], cmp_i64);
+    qsort(rel_ms, N / 2, sizeof rel_ms[0], cmp_i64);
+    print_message("latency ms (send -> reply), %d sequential reserves at <= 20/s: reserve p50 %lld "
+                  "p99 %lld max %lld; commit p50 %lld p99 %lld; release p50 %lld p99 %lld\n",
+                  N, (long long)res_ms[N / 2], (long long)res_ms[N * 99 / 100],
+                  (long long)res_ms[N - 1], (long long)com_ms[N / 4],
+                  (long long)com_ms[(N / 2) * 99 / 100], (long long)rel_ms[N / 4],
+                  (long long)rel_ms[(N / 2) * 99 / 100]);
+    assert_true(res_ms[N / 2] < 2000);
+    stop(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reserve_commit_release_and_idempotency),
+        cmocka_unit_test(test_ttl_expiry_restores_counters_and_late_payment),
+        cmocka_unit_test(test_split_reroute_and_rollback),
+        cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
+        cmocka_unit_test(test_invalid_requests_get_clear_rejections),
+        cmocka_unit_test(test_kill9_mid_5000_reservations),
+        cmocka_unit_test(test_latency_reserve_commit_release),
+    };
+    return cmocka_run_group_tests_name("gateway stage on a real broker", tests, NULL, NULL);
+}
