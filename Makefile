@@ -33,7 +33,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 .SECONDARY:
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
-        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator help
+        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway help
 all: deps-check release
 
 help:
@@ -112,6 +112,9 @@ $(SAN_BUILD)/tests/bench_%: $(SAN_BUILD)/obj/tests/bench/bench_%.o $(SAN_TESTLIB
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) -lcmocka
 bench-counter: deps-check release $(SAN_BUILD)/tests/bench_counter
 	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_counter
+
+bench-gateway: deps-check release $(SAN_BUILD)/tests/bench_gateway
+	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_gateway
 
 bench-aggregator: deps-check release $(SAN_BUILD)/tests/bench_aggregator
 	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_aggregator

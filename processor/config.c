@@ -50,6 +50,7 @@ void config_apply_env(hf_config_t *cfg)
     copy_env(cfg->instance_id, sizeof cfg->instance_id, "HOLDFAST_INSTANCE");
     copy_env(cfg->topic_prefix, sizeof cfg->topic_prefix, "HOLDFAST_TOPIC_PREFIX");
     copy_env(cfg->app_id, sizeof cfg->app_id, "HOLDFAST_APP_ID");
+    copy_env(cfg->kafka_overrides, sizeof cfg->kafka_overrides, "HOLDFAST_KAFKA_OVERRIDES");
 }
 
 typedef struct {
@@ -65,6 +66,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(bootstrap),
     STR_FIELD(app_id),
     STR_FIELD(topic_prefix),
+    STR_FIELD(kafka_overrides),
     STR_FIELD(instance_id),
     STR_FIELD(state_dir),
     STR_FIELD(stages),

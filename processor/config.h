@@ -23,6 +23,8 @@ typedef struct hf_config {
     int batch_time_max_ms;               /* max time gathering one batch */
     int idle_poll_ms;                    /* first poll's wait when idle */
     int transaction_timeout_ms;          /* broker aborts a stuck transaction after it */
+    /* Extra librdkafka properties for every task client, "name=value,name=value". */
+    char kafka_overrides[HF_CONFIG_STR_MAX];
     /* Sold-out signals (aggregator): SOLD_OUT once the network total has stayed at
      * or below the low watermark for dwell_ms; BACK_IN_STOCK once it reaches high. */
     int signal_low_watermark;
@@ -49,7 +51,7 @@ void config_defaults(hf_config_t *cfg);
 int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
                      size_t errstr_size) HF_MUST_CHECK;
 /* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
- * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID). */
+ * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_OVERRIDES). */
 void config_apply_env(hf_config_t *cfg);
 
 #endif

@@ -26,6 +26,8 @@
 #define TASK_INPUT_TOPICS_MAX 4
 /* Restore writes its buffer every this many changelog records. */
 #define TASK_RESTORE_CHUNK_RECORDS 5000
+/* librdkafka properties a config may override. */
+#define TASK_KAFKA_OVERRIDES_MAX 16
 
 typedef struct {
     uint8_t *data;
@@ -68,6 +70,8 @@ struct task {
     char txn_id[160];
     char group_id[128];
     const char *inputs[TASK_INPUT_TOPICS_MAX]; /* resolved topic names */
+    char overrides_buf[HF_CONFIG_STR_MAX];
+    const char *overrides[TASK_KAFKA_OVERRIDES_MAX + 1];
 
     bool owned[HF_PARTITIONS_MAX];
     bool revoked; /* set by on_revoke, consumed by gather */
@@ -550,17 +554,23 @@ static int write_state(task_t *t)
 
 static int commit_batch(task_t *t)
 {
+    int64_t t0 = now_ms();
     int err = kafka_txn_begin(t->kp, t->errstr, sizeof t->errstr);
     if (!err)
         err = produce_outputs(t);
     if (!err)
         err = produce_changelog(t);
+    int64_t t1 = now_ms();
     if (!err)
         err = send_offsets(t);
+    int64_t t2 = now_ms();
     if (!err)
         err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
     if (err)
         return err;
+    log_debug("task", "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms",
+              t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
+              (long long)(t2 - t1), (long long)(now_ms() - t2));
     t->stats.transactions++;
     err = write_state(t);
     if (err) {
@@ -813,7 +823,15 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     snprintf(t->txn_id, sizeof t->txn_id, "%s-%s-%s-%d", cfg->app_id, t->def->name,
              cfg->instance_id, opts->thread_index);
     snprintf(t->client_id, sizeof t->client_id, "%s", t->txn_id);
-    t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, NULL};
+    /* kafka_overrides: "a=b,c=d" -> {"a=b", "c=d", NULL} */
+    snprintf(t->overrides_buf, sizeof t->overrides_buf, "%s", cfg->kafka_overrides);
+    size_t no = 0;
+    char *save = NULL;
+    for (char *kv = strtok_r(t->overrides_buf, ",", &save); kv && no < TASK_KAFKA_OVERRIDES_MAX;
+         kv = strtok_r(NULL, ",", &save))
+        t->overrides[no++] = kv;
+    t->overrides[no] = NULL;
+    t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, t->overrides};
     t->buf = state_buf_new(t->st);
     t->msgs = calloc((size_t)cfg->batch_records_max, sizeof *t->msgs);
     if (!t->buf || !t->msgs || written_grow(t) != HF_OK)
