@@ -57,7 +57,7 @@ $(GEN_SRC): $(SCHEMAS) tools/embed-schemas.sh
 
 # ---- release build
 REL_LIB_OBJS := $(call objs,$(BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
-release: $(BUILD)/holdfast $(BUILD)/hfctl
+release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -70,6 +70,8 @@ $(BUILD)/libhf.a: $(REL_LIB_OBJS)
 $(BUILD)/holdfast: $(BUILD)/obj/processor/main.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/hfctl: $(BUILD)/obj/tools/hfctl.o $(BUILD)/libhf.a
+	$(CC) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/hfbench: $(BUILD)/obj/tools/hfbench.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 
 # ---- sanitizer build (tests)

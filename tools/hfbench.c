@@ -1,0 +1,741 @@
+/* hfbench: the flash-sale load generator. It drives a running holdfast (counter,
+ * aggregator and gateway stages) the way checkout does: open-loop reserves at a
+ * target rate, latency measured from each request's intended send time (a stall
+ * shows up as latency, it does not slow the sender), shoppers at random
+ * locations, Zipf-popular SKUs, and after a HELD reply a commit, an abandon
+ * (release) or nothing at all (the hold expires), each after a random delay.
+ * Some reserves are sent twice with the same idempotency key; their replies
+ * must agree.
+ *
+ *   hfbench seed  --skus N --stock Q [--warehouses config/warehouses.json] [--per-sku W]
+ *   hfbench run   --scenario steady|flash-sale [--rate R] [--seconds S] [--skus N]
+ *                 [--doorbuster-stock Q] [--burst-factor F] [--report FILE]
+ *
+ * `run` prints one progress line per second and writes a JSON report (summary,
+ * per-second series) for plots and docs/PERFORMANCE.md. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codec.h"
+#include "kafka.h"
+#include "lib/client.h"
+#include "topics.h"
+
+#define BENCH_REQS_MAX 2000000
+#define BENCH_SECONDS_MAX 3600
+#define BENCH_WAREHOUSES_MAX 64
+#define BENCH_PENDING_MAX 65536
+#define DOORBUSTER "DOORBUSTER"
+
+typedef struct {
+    const char *bootstrap, *scenario, *report, *warehouses_file;
+    int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, ttl_ms;
+    int64_t stock, doorbuster_stock;
+    int burst_factor;
+    double zipf_s;
+    unsigned seed;
+} bench_opts_t;
+
+/* One reserve's life, indexed by its number. */
+typedef struct {
+    int64_t intended_ms, reply_ms;
+    int8_t outcome; /* -1 = no reply yet */
+    int8_t fate;    /* 0 commit, 1 abandon, 2 let expire */
+    bool doorbuster, built, settled;
+    int32_t sku_rank;   /* the request's body, fixed at first build so a */
+    float lat, lon;     /* duplicate send repeats it exactly */
+} req_t;
+
+/* A delayed action: settle reserve `req` at `due_ms`, or send its duplicate. */
+typedef struct {
+    int64_t due_ms;
+    int req;
+    bool duplicate;
+} action_t;
+
+typedef struct {
+    uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
+        other, signals;
+} second_t;
+
+static req_t *reqs;
+static action_t pending[BENCH_PENDING_MAX];
+static size_t pending_count;
+static second_t series[BENCH_SECONDS_MAX + 120];
+static int64_t *lat_all;    /* reserve latency per reply, ms */
+static int32_t *lat_second; /* the second each latency belongs to */
+static size_t lat_count;
+static int64_t settle_lat[2][BENCH_REQS_MAX / 2]; /* commit, release */
+static size_t settle_count[2];
+static int64_t doorbuster_reject_lat[BENCH_REQS_MAX / 4];
+static size_t doorbuster_reject_count;
+static size_t duplicate_mismatches, duplicates_checked, expired_seen;
+static int64_t doorbuster_units_held, doorbuster_units_committed, doorbuster_sold_out_ms,
+    doorbuster_last_hold_ms;
+static int64_t bench_start_ms;
+static char wh_ids[BENCH_WAREHOUSES_MAX][HF_WAREHOUSE_LEN_MAX + 1];
+static int wh_count;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- min-heap of delayed actions */
+
+static void heap_push(action_t a)
+{
+    if (pending_count == BENCH_PENDING_MAX)
+        return; /* bounded: an action dropped here leaves its hold to expire */
+    size_t i = pending_count++;
+    while (i > 0 && pending[(i - 1) / 2].due_ms > a.due_ms) {
+        pending[i] = pending[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    pending[i] = a;
+}
+
+static action_t heap_pop(void)
+{
+    action_t top = pending[0], last = pending[--pending_count];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= pending_count)
+            break;
+        if (c + 1 < pending_count && pending[c + 1].due_ms < pending[c].due_ms)
+            c++;
+        if (pending[c].due_ms >= last.due_ms)
+            break;
+        pending[i] = pending[c];
+        i = c;
+    }
+    pending[i] = last;
+    return top;
+}
+
+/* ---- workload */
+
+/* Zipf rank in [0, n) by inverting the continuous approximation of its CDF. */
+static int zipf_rank(int n, double s, unsigned *seed)
+{
+    double u = (rand_r(seed) + 1.0) / ((double)RAND_MAX + 2.0);
+    if (fabs(s - 1.0) < 1e-9)
+        return (int)fmin(n - 1, floor(exp(u * log(n + 1.0)) - 1));
+    double a = 1.0 - s, hn = (pow(n + 1.0, a) - 1.0) / a;
+    return (int)fmin(n - 1, floor(pow(u * hn * a + 1.0, 1.0 / a) - 1));
+}
+
+static hf_record_t make_reserve(const bench_opts_t *o, int i, unsigned *seed)
+{
+    static hf_record_t r;
+    hf_reserve_t *q = &hf_record_reset(&r, HF_REC_RESERVE)->u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "hb-%u-%d", o->seed, i);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "hbk-%u-%d", o->seed, i);
+    req_t *b = &reqs[i];
+    if (!b->built) {
+        /* Shoppers across the continental US and western Europe. */
+        bool eu = rand_r(seed) % 3 == 0;
+        b->sku_rank = zipf_rank(o->skus, o->zipf_s, seed);
+        b->lat = eu ? 43 + rand_r(seed) % 12 : 30 + rand_r(seed) % 17;
+        b->lon = eu ? -5 + (float)(rand_r(seed) % 25) : -122 + (float)(rand_r(seed) % 50);
+        b->built = true;
+    }
+    q->lines_count = 1;
+    if (b->doorbuster)
+        snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", DOORBUSTER);
+    else
+        snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "SKU-%05d", b->sku_rank);
+    q->lines[0].qty = 1;
+    q->ship_to = (hf_geo_t){b->lat, b->lon};
+    q->ttl_ms = reqs[i].fate == 2 ? o->ttl_ms : 0;
+    q->sent_at_ms = now_ms();
+    return r;
+}
+
+static hf_record_t make_settle(const bench_opts_t *o, int i)
+{
+    static hf_record_t r;
+    if (reqs[i].fate == 0) {
+        hf_commit_t *c = &hf_record_reset(&r, HF_REC_COMMIT)->u.commit;
+        snprintf(c->reservation_id, sizeof c->reservation_id, "hb-%u-%d", o->seed, i);
+        snprintf(c->idempotency_key, sizeof c->idempotency_key, "hbc-%u-%d", o->seed, i);
+        snprintf(c->payment_id, sizeof c->payment_id, "pay-%u-%d", o->seed, i);
+    } else {
+        hf_release_t *x = &hf_record_reset(&r, HF_REC_RELEASE)->u.release;
+        snprintf(x->reservation_id, sizeof x->reservation_id, "hb-%u-%d", o->seed, i);
+        snprintf(x->idempotency_key, sizeof x->idempotency_key, "hbr-%u-%d", o->seed, i);
+        snprintf(x->reason, sizeof x->reason, "abandoned");
+    }
+    return r;
+}
+
+/* ---- replies */
+
+static int second_of(int64_t t) { return (int)((t - bench_start_ms) / 1000); }
+
+static second_t *sec(int64_t t)
+{
+    int s = second_of(t);
+    if (s < 0)
+        s = 0;
+    if (s >= (int)(sizeof series / sizeof series[0]))
+        s = (int)(sizeof series / sizeof series[0]) - 1;
+    return &series[s];
+}
+
+static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
+{
+    req_t *q = &reqs[i];
+    if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
+        duplicates_checked++;
+        duplicate_mismatches += q->outcome != (int8_t)rep->outcome;
+        return;
+    }
+    q->outcome = (int8_t)rep->outcome;
+    q->reply_ms = now;
+    int64_t lat = now - q->intended_ms;
+    lat_all[lat_count] = lat;
+    lat_second[lat_count++] = second_of(q->intended_ms);
+    second_t *s = sec(now);
+    s->replies++;
+    if (rep->outcome == HF_REPLY_HELD) {
+        s->held++;
+        if (q->doorbuster) {
+            doorbuster_units_held++;
+            doorbuster_last_hold_ms = now;
+        }
+        static unsigned settle_seed = 1;
+        if (q->fate != 2) /* commit after 50-500 ms, abandon after 50-1000 ms */
+            heap_push((action_t){now + 50 + rand_r(&settle_seed) % (q->fate == 0 ? 450 : 950), i,
+                                 false});
+    } else if (rep->outcome == HF_REPLY_REJECTED_INSUFFICIENT) {
+        s->rejected_insufficient++;
+        if (q->doorbuster && doorbuster_reject_count < sizeof doorbuster_reject_lat / sizeof(int64_t))
+            doorbuster_reject_lat[doorbuster_reject_count++] = lat;
+    } else if (rep->outcome == HF_REPLY_REJECTED_INVALID) {
+        s->rejected_invalid++;
+    } else {
+        s->other++;
+    }
+}
+
+static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_count)
+{
+    char prefix[32];
+    int n = snprintf(prefix, sizeof prefix, "hb-%u-", o->seed);
+    if (strncmp(rep->reservation_id, prefix, (size_t)n) != 0)
+        return;
+    int i = atoi(rep->reservation_id + n);
+    if (i < 0 || i >= reqs_count)
+        return;
+    int64_t now = now_ms();
+    if (strncmp(rep->idempotency_key, "hbk-", 4) == 0) {
+        on_reserve_reply(i, rep, now);
+        return;
+    }
+    req_t *q = &reqs[i];
+    int kind = rep->idempotency_key[2] == 'c' ? 0 : 1;
+    if (q->settled)
+        return;
+    q->settled = true;
+    if (settle_count[kind] < BENCH_REQS_MAX / 2)
+        settle_lat[kind][settle_count[kind]++] = now - q->intended_ms;
+    second_t *s = sec(now);
+    if (rep->outcome == HF_REPLY_COMMITTED) {
+        s->committed++;
+        doorbuster_units_committed += q->doorbuster;
+    }
+    else if (rep->outcome == HF_REPLY_RELEASED)
+        s->released++;
+}
+
+/* A signal or ledger record (expiries) seen on the side topics. */
+static void on_side_record(const kafka_msg_t *m)
+{
+    static hf_record_t rec;
+    char errstr[128];
+    if (!m->value || codec_decode(m->value, m->value_len, &rec, errstr, sizeof errstr))
+        return;
+    if (rec.type == HF_REC_SIGNAL && rec.u.signal.emitted_at_ms >= bench_start_ms) {
+        sec(now_ms())->signals++;
+        if (strcmp(rec.u.signal.sku, DOORBUSTER) == 0 && rec.u.signal.kind == HF_SIGNAL_SOLD_OUT)
+            doorbuster_sold_out_ms = rec.u.signal.emitted_at_ms;
+    } else if (rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.kind == HF_LEDGER_EXPIRED &&
+               strncmp(rec.u.ledger_event.reservation_id, "hb-", 3) == 0) {
+        expired_seen++;
+    }
+}
+
+/* ---- reporting */
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t pctl(int64_t *v, size_t n, double p)
+{
+    if (n == 0)
+        return -1;
+    qsort(v, n, sizeof *v, cmp64);
+    size_t i = (size_t)(p * (double)n);
+    return v[i >= n ? n - 1 : i];
+}
+
+/* p99 of the reserves intended in second s (copies: pctl sorts). */
+static int64_t second_p99(int s)
+{
+    static int64_t tmp[BENCH_REQS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < lat_count; i++)
+        if (lat_second[i] == s)
+            tmp[n++] = lat_all[i];
+    return pctl(tmp, n, 0.99);
+}
+
+static void progress_line(int s)
+{
+    const second_t *x = &series[s];
+    printf("  t=%3ds  sent %5u  replies %5u  reserve p99 %5lld ms  held %5u  committed %5u  "
+           "released %5u  rejected %5u  expired(total) %5zu  signals %u\n",
+           s, x->sent, x->replies, (long long)second_p99(s), x->held, x->committed, x->released,
+           x->rejected_insufficient + x->rejected_invalid, expired_seen, x->signals);
+    fflush(stdout);
+}
+
+static json_t *summary_json(const bench_opts_t *o, int reqs_count)
+{
+    static int64_t tmp[BENCH_REQS_MAX];
+    memcpy(tmp, lat_all, lat_count * sizeof *tmp);
+    size_t held = 0, rejected = 0, missing = 0;
+    for (int i = 0; i < reqs_count; i++) {
+        held += reqs[i].outcome == HF_REPLY_HELD;
+        rejected += reqs[i].outcome == HF_REPLY_REJECTED_INSUFFICIENT;
+        missing += reqs[i].outcome < 0;
+    }
+    json_t *j = json_pack(
+        "{s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, "
+        "s:{s:I, s:I}, s:I, s:I, s:I}",
+        "scenario", o->scenario, "rate", o->rate, "seconds", o->seconds, "skus", o->skus,
+        "reserves", (json_int_t)reqs_count, "held", (json_int_t)held, "rejected_insufficient",
+        (json_int_t)rejected, "without_reply", (json_int_t)missing, "reserve_ms", "p50",
+        (json_int_t)pctl(tmp, lat_count, 0.50), "p99", (json_int_t)pctl(tmp, lat_count, 0.99),
+        "p999", (json_int_t)pctl(tmp, lat_count, 0.999), "max",
+        (json_int_t)pctl(tmp, lat_count, 1.0), "commit_ms", "p50",
+        (json_int_t)pctl(settle_lat[0], settle_count[0], 0.50), "p99",
+        (json_int_t)pctl(settle_lat[0], settle_count[0], 0.99), "release_ms", "p50",
+        (json_int_t)pctl(settle_lat[1], settle_count[1], 0.50), "p99",
+        (json_int_t)pctl(settle_lat[1], settle_count[1], 0.99), "expired_seen",
+        (json_int_t)expired_seen, "duplicates_checked", (json_int_t)duplicates_checked,
+        "duplicate_mismatches", (json_int_t)duplicate_mismatches);
+    if (strcmp(o->scenario, "flash-sale") == 0) {
+        json_object_set_new(
+            j, "doorbuster",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stock", (json_int_t)o->doorbuster_stock,
+                      "held_replies", (json_int_t)doorbuster_units_held, "units_committed",
+                      (json_int_t)doorbuster_units_committed, "oversold",
+                      (json_int_t)(doorbuster_units_committed > o->doorbuster_stock
+                                       ? doorbuster_units_committed - o->doorbuster_stock
+                                       : 0),
+                      "rejection_p99_ms",
+                      (json_int_t)pctl(doorbuster_reject_lat, doorbuster_reject_count, 0.99),
+                      "sold_out_signal_after_last_hold_ms",
+                      (json_int_t)(doorbuster_sold_out_ms && doorbuster_last_hold_ms
+                                       ? doorbuster_sold_out_ms - doorbuster_last_hold_ms
+                                       : -1)));
+    }
+    return j;
+}
+
+static void write_report(const bench_opts_t *o, json_t *summary, int seconds_seen)
+{
+    if (!o->report)
+        return;
+    json_t *rows = json_array();
+    for (int s = 0; s < seconds_seen; s++) {
+        const second_t *x = &series[s];
+        json_array_append_new(
+            rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i}", "t", s, "sent",
+                            (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
+                            (json_int_t)second_p99(s), "held", (int)x->held, "committed",
+                            (int)x->committed, "released", (int)x->released, "rejected",
+                            (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
+                            (int)x->signals));
+    }
+    json_t *root = json_pack("{s:O, s:o}", "summary", summary, "per_second", rows);
+    if (json_dump_file(root, o->report, JSON_INDENT(2)) != 0)
+        fprintf(stderr, "hfbench: cannot write %s\n", o->report);
+    json_decref(root);
+}
+
+/* ---- run */
+
+typedef struct {
+    hf_client_t *c;
+    kafka_reader_t *signals, *ledger;
+    int reqs_count;
+    int next_req;
+    unsigned seed;
+} run_t;
+
+static int send_reserve(const bench_opts_t *o, run_t *r, int i)
+{
+    char errstr[256];
+    hf_record_t rec = make_reserve(o, i, &r->seed);
+    int err = client_send_async(r->c, &rec, errstr, sizeof errstr);
+    if (err)
+        fprintf(stderr, "hfbench: send: %s\n", errstr);
+    return err;
+}
+
+/* Sends what is due: reserves in order of intended time, then delayed actions. */
+static int send_due(const bench_opts_t *o, run_t *r, int64_t now)
+{
+    char errstr[256];
+    while (r->next_req < r->reqs_count && reqs[r->next_req].intended_ms <= now) {
+        int i = r->next_req++;
+        if (send_reserve(o, r, i))
+            return HF_ERR_KAFKA;
+        sec(now)->sent++;
+        if ((int)(rand_r(&r->seed) % 100) < o->dup_pct)
+            heap_push((action_t){now + 30, i, true});
+    }
+    while (pending_count && pending[0].due_ms <= now) {
+        action_t a = heap_pop();
+        if (a.duplicate) {
+            if (send_reserve(o, r, a.req))
+                return HF_ERR_KAFKA;
+            continue;
+        }
+        hf_record_t s = make_settle(o, a.req);
+        reqs[a.req].intended_ms = now; /* settle latency from its own send */
+        if (client_send_async(r->c, &s, errstr, sizeof errstr))
+            return HF_ERR_KAFKA;
+    }
+    return client_flush(r->c, 10000, errstr, sizeof errstr);
+}
+
+static void poll_side(kafka_reader_t *rd)
+{
+    char errstr[128];
+    kafka_msg_t m = {0};
+    for (int n = 0; n < 1000 && kafka_reader_poll(rd, 0, &m, errstr, sizeof errstr) > 0; n++) {
+        if (m.handle) {
+            on_side_record(&m);
+            kafka_msg_release(&m);
+        }
+        memset(&m, 0, sizeof m);
+    }
+}
+
+static void poll_replies(const bench_opts_t *o, run_t *r, int timeout_ms)
+{
+    char errstr[256];
+    hf_reply_t rep;
+    int rc = client_poll(r->c, timeout_ms, &rep, errstr, sizeof errstr);
+    for (int n = 0; rc == 1 && n < 10000; n++) {
+        on_reply(o, &rep, r->reqs_count);
+        rc = client_poll(r->c, 0, &rep, errstr, sizeof errstr);
+    }
+}
+
+/* Intended send times: the steady stream, plus for a flash sale a burst on the
+ * doorbuster of burst_factor x its stock within two seconds, from t = 2 s. */
+static int plan(const bench_opts_t *o, unsigned *seed)
+{
+    int steady = o->rate * o->seconds;
+    int burst = strcmp(o->scenario, "flash-sale") == 0 ? (int)(o->doorbuster_stock * o->burst_factor)
+                                                        : 0;
+    int n = steady + burst;
+    if (n > BENCH_REQS_MAX)
+        return -1;
+    reqs = calloc((size_t)n, sizeof *reqs);
+    lat_all = calloc((size_t)n * 2, sizeof *lat_all);
+    lat_second = calloc((size_t)n * 2, sizeof *lat_second);
+    if (!reqs || !lat_all || !lat_second)
+        return -1;
+    int si = 0, bi = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t ts = si < steady ? (int64_t)si * 1000 / o->rate : INT64_MAX;
+        int64_t tb = bi < burst ? 2000 + (int64_t)bi * 2000 / burst : INT64_MAX;
+        bool door = tb < ts;
+        reqs[i].intended_ms = bench_start_ms + (door ? tb : ts);
+        reqs[i].doorbuster = door;
+        reqs[i].outcome = -1;
+        /* A shopper who got a doorbuster nearly always buys it. */
+        int f = (int)(rand_r(seed) % 100), commit = door ? 90 : o->commit_pct,
+            abandon = door ? 10 : o->abandon_pct;
+        reqs[i].fate = f < commit ? 0 : f < commit + abandon ? 1 : 2;
+        door ? bi++ : si++;
+    }
+    return n;
+}
+
+static int run_bench(const bench_opts_t *o)
+{
+    char errstr[256];
+    run_t r = {.seed = o->seed};
+    bench_start_ms = now_ms() + 1000;
+    r.reqs_count = plan(o, &r.seed);
+    if (r.reqs_count < 0) {
+        fprintf(stderr, "hfbench: too many requests (at most %d)\n", BENCH_REQS_MAX);
+        return 2;
+    }
+    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
+    int32_t parts = 0;
+    if (client_new(o->bootstrap, NULL, &r.c, errstr, sizeof errstr) ||
+        kafka_reader_new(&kc, &r.signals, errstr, sizeof errstr) ||
+        kafka_reader_new(&kc, &r.ledger, errstr, sizeof errstr) ||
+        kafka_reader_follow(r.signals, topic_name(HF_T_SIGNALS), 10000, &parts, errstr,
+                            sizeof errstr) ||
+        kafka_reader_follow(r.ledger, topic_name(HF_T_LEDGER), 10000, &parts, errstr,
+                            sizeof errstr)) {
+        fprintf(stderr, "hfbench: %s (is holdfast running? make kafka-up?)\n", errstr);
+        return 1;
+    }
+    printf("hfbench %s: %d reserves/s for %d s over %d SKUs (Zipf s=%.2f)%s; fates: %d%% commit, "
+           "%d%% abandon, rest expire (ttl %d ms); %d%% duplicates\n",
+           o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
+           strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "",
+           o->commit_pct, o->abandon_pct, o->ttl_ms, o->dup_pct);
+    int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
+    int printed = 0;
+    while (now_ms() < end) {
+        int64_t now = now_ms();
+        if (send_due(o, &r, now))
+            return 1;
+        poll_replies(o, &r, 5);
+        poll_side(r.signals);
+        poll_side(r.ledger);
+        for (; printed < second_of(now) && printed < BENCH_SECONDS_MAX; printed++)
+            if (printed >= 0)
+                progress_line(printed);
+    }
+    json_t *summary = summary_json(o, r.reqs_count);
+    char *text = json_dumps(summary, JSON_COMPACT);
+    printf("%s\n", text);
+    free(text);
+    write_report(o, summary, printed);
+    json_decref(summary);
+    client_destroy(r.c);
+    kafka_reader_destroy(r.signals);
+    kafka_reader_destroy(r.ledger);
+    /* Committed units can never exceed the stock (commits are permanent), so this
+     * client-side check is sound; the full proof is `hfctl reconcile`. */
+    return duplicate_mismatches || doorbuster_units_committed > o->doorbuster_stock ? 3 : 0;
+}
+
+/* ---- seed */
+
+static int load_warehouses(const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *arr = json_object_get(root, "warehouses");
+    for (size_t i = 0; i < json_array_size(arr) && wh_count < BENCH_WAREHOUSES_MAX; i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(arr, i), "id"));
+        if (id && strlen(id) <= HF_WAREHOUSE_LEN_MAX)
+            snprintf(wh_ids[wh_count++], sizeof wh_ids[0], "%s", id);
+    }
+    json_decref(root);
+    if (wh_count == 0)
+        fprintf(stderr, "hfbench: no warehouses in %s: %s\n", path, root ? "" : jerr.text);
+    return wh_count ? HF_OK : HF_ERR_CONFIG;
+}
+
+static int feed(kafka_producer_t *kp, const char *wh, const char *sku, int64_t qty, int64_t seq)
+{
+    char errstr[256], key[HF_WAREHOUSE_LEN_MAX + HF_SKU_LEN_MAX + 2];
+    static hf_record_t rec;
+    hf_stock_feed_t *f = &hf_record_reset(&rec, HF_REC_STOCK_FEED)->u.stock_feed;
+    snprintf(f->warehouse_id, sizeof f->warehouse_id, "%s", wh);
+    snprintf(f->sku, sizeof f->sku, "%s", sku);
+    f->kind = HF_FEED_RECEIVE;
+    f->qty = qty;
+    f->feed_seq = seq;
+    f->issued_at_ms = now_ms();
+    uint8_t buf[512];
+    size_t len = 0;
+    snprintf(key, sizeof key, "%s|%s", wh, sku);
+    int err = codec_encode(&rec, buf, sizeof buf, &len, errstr, sizeof errstr);
+    if (!err)
+        err = kafka_produce(kp, topic_name(HF_T_STOCK_FEED), -1, key, strlen(key), buf, len, NULL,
+                            0, NULL, errstr, sizeof errstr);
+    if (err)
+        fprintf(stderr, "hfbench: feed: %s\n", errstr);
+    return err;
+}
+
+typedef struct {
+    size_t records;
+} count_t;
+
+static int count_record(void *opaque, const kafka_msg_t *m)
+{
+    ((count_t *)opaque)->records++;
+    return HF_OK;
+}
+
+/* Waits until the availability topic holds at least n records. */
+static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
+{
+    char errstr[256];
+    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int err = kafka_reader_new(&kc, &rd, errstr, sizeof errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic_name(HF_T_AVAILABILITY), 10000, &parts, errstr,
+                                    sizeof errstr);
+    for (int64_t deadline = now_ms() + timeout_ms; !err;) {
+        count_t c = {0};
+        for (int32_t p = 0; !err && p < parts; p++) {
+            int64_t next = 0;
+            err = kafka_reader_read_to_end(rd, topic_name(HF_T_AVAILABILITY), p,
+                                           KAFKA_OFFSET_BEGINNING, 10000, count_record, &c, &next,
+                                           errstr, sizeof errstr);
+        }
+        if (err || c.records >= n)
+            break;
+        if (now_ms() > deadline) {
+            snprintf(errstr, sizeof errstr, "only %zu of %zu SKUs reached the routing view; is "
+                     "holdfast running the counter and aggregator stages?", c.records, n);
+            err = HF_ERR_TIMEOUT;
+            break;
+        }
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+    }
+    kafka_reader_destroy(rd);
+    if (err)
+        fprintf(stderr, "hfbench: %s\n", errstr);
+    return err;
+}
+
+static int seed_catalog(const bench_opts_t *o)
+{
+    char errstr[256];
+    if (load_warehouses(o->warehouses_file))
+        return 2;
+    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
+    kafka_producer_t *kp = NULL;
+    if (kafka_producer_new(&kc, NULL, 0, &kp, errstr, sizeof errstr)) {
+        fprintf(stderr, "hfbench: %s\n", errstr);
+        return 1;
+    }
+    unsigned seed = o->seed;
+    int64_t seq = now_ms(); /* increasing across runs: a re-seed adds stock */
+    int err = HF_OK;
+    for (int s = 0; s < o->skus && !err; s++) {
+        char sku[HF_SKU_LEN_MAX + 1];
+        snprintf(sku, sizeof sku, "SKU-%05d", s);
+        for (int k = 0; k < o->per_sku && !err; k++)
+            err = feed(kp, wh_ids[rand_r(&seed) % (unsigned)wh_count], sku, o->stock, seq);
+    }
+    /* The doorbuster: its stock split over the first five warehouses. */
+    for (int w = 0; w < 5 && w < wh_count && !err; w++)
+        err = feed(kp, wh_ids[w], DOORBUSTER,
+                   o->doorbuster_stock / 5 + (w < o->doorbuster_stock % 5), seq);
+    if (!err)
+        err = kafka_producer_flush(kp, 60000, errstr, sizeof errstr);
+    kafka_producer_destroy(kp);
+    if (err)
+        return 1;
+    printf("seeded %d SKUs (%d warehouses each, %lld units) and %s (%lld units over 5 warehouses)\n",
+           o->skus, o->per_sku, (long long)o->stock, DOORBUSTER, (long long)o->doorbuster_stock);
+    return wait_availability(o, (size_t)o->skus + 1, 120000) ? 1 : 0;
+}
+
+/* ---- command line */
+
+static int parse_int(const char *v, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || !end || *end || x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, bench_opts_t *o)
+{
+    for (int i = 2; i < argc; i += 2) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x = 0;
+        if (!v || strncmp(k, "--", 2) != 0) {
+            fprintf(stderr, "hfbench: expected --option value, got '%s'\n", k);
+            return -1;
+        }
+        k += 2;
+        if (strcmp(k, "scenario") == 0 && (!strcmp(v, "steady") || !strcmp(v, "flash-sale")))
+            o->scenario = v;
+        else if (strcmp(k, "report") == 0)
+            o->report = v;
+        else if (strcmp(k, "warehouses") == 0)
+            o->warehouses_file = v;
+        else if (strcmp(k, "zipf") == 0)
+            o->zipf_s = atof(v);
+#define INT_OPT(name, field, lo, hi)                                                               \
+    else if (strcmp(k, name) == 0 && parse_int(v, lo, hi, &x) == 0) o->field = x;
+        INT_OPT("rate", rate, 1, 100000)
+        INT_OPT("seconds", seconds, 1, BENCH_SECONDS_MAX)
+        INT_OPT("skus", skus, 1, 100000)
+        INT_OPT("per-sku", per_sku, 1, BENCH_WAREHOUSES_MAX)
+        INT_OPT("stock", stock, 1, 1000000)
+        INT_OPT("doorbuster-stock", doorbuster_stock, 5, 100000)
+        INT_OPT("burst-factor", burst_factor, 1, 1000)
+        INT_OPT("dup-pct", dup_pct, 0, 100)
+        INT_OPT("commit-pct", commit_pct, 0, 100)
+        INT_OPT("abandon-pct", abandon_pct, 0, 100)
+        INT_OPT("ttl-ms", ttl_ms, 1000, 3600000)
+        INT_OPT("seed", seed, 0, 1000000000)
+#undef INT_OPT
+        else {
+            fprintf(stderr, "hfbench: bad option --%s %s\n", k, v);
+            return -1;
+        }
+    }
+    if (o->commit_pct + o->abandon_pct > 100) {
+        fprintf(stderr, "hfbench: --commit-pct + --abandon-pct must not exceed 100\n");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o = {.scenario = "steady", .warehouses_file = "config/warehouses.json",
+                      .rate = 200, .seconds = 20, .skus = 1000, .per_sku = 5, .dup_pct = 5,
+                      .commit_pct = 60, .abandon_pct = 25, .ttl_ms = 3000, .stock = 1000,
+                      .doorbuster_stock = 100, .burst_factor = 20, .zipf_s = 1.1, .seed = 1};
+    const char *bs = getenv("HOLDFAST_BOOTSTRAP"), *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
+    char errstr[256];
+    o.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
+    topics_set_prefix(prefix ? prefix : "");
+    if (argc < 2 || (strcmp(argv[1], "seed") && strcmp(argv[1], "run")) ||
+        parse_opts(argc, argv, &o)) {
+        fprintf(stderr, "usage: hfbench seed --skus N --stock Q [--per-sku W] [--doorbuster-stock Q]\n"
+                        "       hfbench run --scenario steady|flash-sale [--rate R] [--seconds S]\n"
+                        "              [--skus N] [--zipf S] [--doorbuster-stock Q] [--burst-factor F]\n"
+                        "              [--commit-pct P] [--abandon-pct P] [--ttl-ms T] [--dup-pct P]\n"
+                        "              [--seed N] [--report FILE]\n"
+                        "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX\n");
+        return 2;
+    }
+    if (codec_init(errstr, sizeof errstr)) {
+        fprintf(stderr, "hfbench: %s\n", errstr);
+        return 1;
+    }
+    return strcmp(argv[1], "seed") == 0 ? seed_catalog(&o) : run_bench(&o);
+}
