@@ -22,6 +22,7 @@
 #include "gateway/gateway.h"
 #include "lib/burst.h"
 #include "lib/client.h"
+#include "lib/reconcile.h"
 #include "lib/topics_file.h"
 
 #define OPTS_MAX 16
@@ -496,6 +497,50 @@ static int cmd_status(cli_t *c)
     return HF_OK;
 }
 
+/* Replays every topic and checks the invariants (tools/lib/reconcile.h). One
+ * JSON verdict on stdout; exit 0 PASS, 1 FAIL, 2 when it cannot read or decide. */
+static int cmd_reconcile(cli_t *c)
+{
+    reconcile_opts_t o;
+    reconcile_opts_default(&o);
+    o.bootstrap = c->bootstrap;
+    reconcile_limits_t *l = &o.limits;
+    int64_t v[8];
+    const char *q = opt(c, "quiescent");
+    if (opt_int64(c, "violations", (int64_t)l->violations_shown_max, &v[0]) ||
+        opt_int64(c, "settle-attempts", o.settle_attempts_max, &v[1]) ||
+        opt_int64(c, "expiry-lag-max-ms", l->expiry_lag_max_ms, &v[2]) ||
+        opt_int64(c, "pairs-max", (int64_t)l->pairs_max, &v[3]) ||
+        opt_int64(c, "holds-max", (int64_t)l->holds_max, &v[4]) ||
+        opt_int64(c, "reservations-max", (int64_t)l->reservations_max, &v[5]) ||
+        opt_int64(c, "reply-keys-max", (int64_t)l->reply_keys_max, &v[6]) ||
+        opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]))
+        return HF_ERR_INVAL;
+    for (int i = 3; i < 8; i++)
+        if (v[i] <= 0) {
+            fprintf(stderr, "hfctl: table caps and --timeout-ms must be positive\n");
+            return HF_ERR_INVAL;
+        }
+    o.quiescent = q && strcmp(q, "0") != 0 && strcasecmp(q, "false") != 0;
+    l->violations_shown_max = (size_t)(v[0] > 0 ? v[0] : 0);
+    o.settle_attempts_max = v[1] > 0 ? (int)v[1] : 1;
+    l->expiry_lag_max_ms = v[2];
+    l->pairs_max = (size_t)v[3];
+    l->holds_max = (size_t)v[4];
+    l->reservations_max = (size_t)v[5];
+    l->reply_keys_max = (size_t)v[6];
+    o.timeout_ms = (int)v[7];
+    rc_verdict_t verdict = RC_INCONCLUSIVE;
+    int err = reconcile_run(&o, stdout, &verdict, c->errstr, sizeof c->errstr);
+    if (err || verdict == RC_INCONCLUSIVE) {
+        fprintf(stderr, "hfctl reconcile: %s\n",
+                err ? c->errstr : "topics kept moving: cross-topic checks inconclusive");
+        c->errstr[0] = '\0';
+        return HF_ERR_INVAL; /* exit 2: no verdict */
+    }
+    return verdict == RC_PASS ? HF_OK : HF_ERR_CORRUPT; /* exit 1 */
+}
+
 typedef struct {
     const char *name;
     int (*run)(cli_t *c);
@@ -511,6 +556,7 @@ static const command_t commands[] = {
     {"commit", cmd_commit},
     {"release", cmd_release},
     {"status", cmd_status},
+    {"reconcile", cmd_reconcile},
 };
 
 static void usage(void)
@@ -527,6 +573,8 @@ static void usage(void)
             "          [--ttl-ms N] [--campaign C] [--timeout-ms N] [--attempts N]\n"
             "  commit --reservation R --key K --payment P     release --reservation R --key K [--reason T]\n"
             "  status --reservation R\n"
+            "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] [--expiry-lag-max-ms N]\n"
+            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
 }
 

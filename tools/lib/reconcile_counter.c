@@ -1,0 +1,475 @@
+/* The counter side of the reconciler: invariants 1 (every StockLevel and
+ * CounterState within bounds, versions rising per pair), 2 (conservation per
+ * pair) and 4b (no hold applied twice).
+ *
+ * What is derivable, soundly:
+ * - A hold's CounterResults are in one partition (key reservation_id) in the
+ *   order the counter made them, so each hold's life (HELD -> COMMITTED |
+ *   RELEASED, via REVOKING) is replayed exactly, and with it the pair's
+ *   reserved, revoking and number of state changes — in any reading order,
+ *   since sums commute.
+ * - Stock feeds: the counter applies a feed iff it is not dead-lettered and its
+ *   feed_seq is above the pair's stored one. Within one input topic the order is
+ *   known, so the applied set is exact when a pair's feeds come through one
+ *   topic; the counter's last CounterState.feed_seq marks how far it got. When a
+ *   pair has feeds on both input topics, which were skipped depends on an
+ *   interleaving Kafka does not record: on_hand and version are not judged.
+ * - on_hand: deltas commute with commits, so without a COUNT it is exact. A
+ *   COUNT resets on_hand; commits on the same topic are ordered with it, those
+ *   on the other topic are not: on_hand is then checked within bounds. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reconcile_int.h"
+#include "topics.h"
+
+static size_t dead_key(char *out, const char *topic, int32_t partition, int64_t offset)
+{
+    int n = snprintf(out, RC_KEY_LEN_MAX, "%d/%" PRId64 "/%s", (int)partition, offset, topic);
+    return n < 0 ? 0 : (size_t)n < RC_KEY_LEN_MAX ? (size_t)n : RC_KEY_LEN_MAX - 1;
+}
+
+int reconcile_dead_letter(reconcile_t *rc, const hf_dead_letter_t *d)
+{
+    char key[RC_KEY_LEN_MAX];
+    uint32_t idx;
+    rc->n.dead_letters++;
+    return rc_map_upsert(&rc->dead, key,
+                         dead_key(key, d->source_topic, d->source_partition, d->source_offset),
+                         &idx, NULL);
+}
+
+static bool is_dead(const reconcile_t *rc, const rc_pos_t *pos)
+{
+    char key[RC_KEY_LEN_MAX];
+    uint32_t idx;
+    return rc_map_find(&rc->dead, key, dead_key(key, pos->topic, pos->partition, pos->offset),
+                       &idx);
+}
+
+static rc_pair_t *pair_at(reconcile_t *rc, uint32_t idx)
+{
+    return rc_map_val(&rc->pairs, idx);
+}
+
+static void pair_name(const reconcile_t *rc, uint32_t idx, char *out, size_t out_size)
+{
+    size_t len;
+    const char *k = rc_map_key(&rc->pairs, idx, &len);
+    snprintf(out, out_size, "%.*s", (int)len, k);
+}
+
+int reconcile_counter_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
+                            const char *sku, const hf_counter_state_t *c)
+{
+    uint32_t idx;
+    int err = rc_pair_get(rc, warehouse_id, sku, &idx);
+    if (err)
+        return err;
+    rc->n.counter_states++;
+    rc_pair_t *p = pair_at(rc, idx);
+    p->has_state = true;
+    p->state = *c;
+    if (c->on_hand < 0 || c->reserved < 0 || c->safety_stock < 0 || c->revoking < 0 ||
+        c->revoking > c->reserved || c->reserved - c->revoking > c->on_hand) {
+        char key[RC_KEY_LEN_MAX];
+        rc_pair_key(key, warehouse_id, sku);
+        rc_violation(rc, RC_K_COUNTER_STATE_INVALID, key, pos,
+                     "on_hand %" PRId64 " reserved %" PRId64 " revoking %" PRId64
+                     " safety_stock %" PRId64,
+                     c->on_hand, c->reserved, c->revoking, c->safety_stock);
+    }
+    return HF_OK;
+}
+
+static void check_level(reconcile_t *rc, const rc_pos_t *pos, const char *key,
+                        const hf_stock_level_t *sl)
+{
+    if (sl->available < 0 || sl->reserved < 0 || sl->on_hand < 0 || sl->safety_stock < 0 ||
+        sl->shortfall < 0)
+        rc_violation(rc, RC_K_STOCK_LEVEL_NEGATIVE, key, pos,
+                     "available %" PRId64 " reserved %" PRId64 " on_hand %" PRId64
+                     " safety_stock %" PRId64 " shortfall %" PRId64,
+                     sl->available, sl->reserved, sl->on_hand, sl->safety_stock, sl->shortfall);
+    int64_t avail = sl->on_hand - sl->reserved - sl->safety_stock;
+    avail = avail > 0 ? avail : 0;
+    if (sl->available != avail || sl->shortfall > sl->reserved ||
+        sl->reserved - sl->shortfall > sl->on_hand)
+        rc_violation(rc, RC_K_STOCK_LEVEL_INCONSISTENT, key, pos,
+                     "available %" PRId64 " but on_hand - reserved - safety_stock = %" PRId64
+                     "; reserved %" PRId64 " shortfall %" PRId64 " on_hand %" PRId64,
+                     sl->available, sl->on_hand - sl->reserved - sl->safety_stock, sl->reserved,
+                     sl->shortfall, sl->on_hand);
+}
+
+int reconcile_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_level_t *sl)
+{
+    uint32_t idx;
+    int err = rc_pair_get(rc, sl->warehouse_id, sl->sku, &idx);
+    if (err)
+        return err;
+    rc->n.stock_levels++;
+    char key[RC_KEY_LEN_MAX];
+    rc_pair_key(key, sl->warehouse_id, sl->sku);
+    check_level(rc, pos, key, sl);
+    rc_pair_t *p = pair_at(rc, idx);
+    /* One pair's levels share the sku's partition, written by the pair's single
+     * writer: their order is the counter's. */
+    if (p->has_level && sl->version <= p->level_version)
+        rc_violation(rc, RC_K_STOCK_LEVEL_VERSION, key, pos,
+                     "version %" PRId64 " after version %" PRId64 " (partition %d offset %" PRId64
+                     ")",
+                     sl->version, p->level_version, p->level_partition, p->level_offset);
+    p->has_level = true;
+    p->level_version = sl->version;
+    p->level_on_hand = sl->on_hand;
+    p->level_reserved = sl->reserved;
+    p->level_safety = sl->safety_stock;
+    p->level_shortfall = sl->shortfall;
+    p->level_partition = pos->partition;
+    p->level_offset = pos->offset;
+    return HF_OK;
+}
+
+/* ---- counter results: each hold's life */
+
+static void illegal(reconcile_t *rc, const rc_pos_t *pos, const char *hkey,
+                    const hf_counter_result_t *r, const char *why)
+{
+    rc_violation(rc, RC_K_COUNTER_RESULT_ILLEGAL, hkey, pos, "%s %s: %s", hf_cmd_name(r->command),
+                 hf_outcome_name(r->outcome), why);
+}
+
+static void on_hold_answer(reconcile_t *rc, const rc_pos_t *pos, const char *hkey, rc_hold_t *h,
+                           rc_pair_t *p, const hf_counter_result_t *r)
+{
+    if (h->hold_outcome >= 0) { /* a repeat must carry the first answer */
+        if ((int)r->outcome != h->hold_outcome || r->qty != h->qty)
+            rc_violation(rc, RC_K_HOLD_OUTCOME_CHANGED, hkey, pos,
+                         "Hold answered %s qty %" PRId64 ", first answered %s qty %" PRId64,
+                         hf_outcome_name(r->outcome), r->qty,
+                         hf_outcome_name((hf_outcome_t)h->hold_outcome), h->qty);
+        return;
+    }
+    h->hold_outcome = (int8_t)r->outcome;
+    h->qty = r->qty;
+    if (r->outcome == HF_OUTCOME_OK) {
+        h->status = RC_HOLD_HELD;
+        p->reserved_model += r->qty;
+        p->ok_holds++;
+        rc->n.holds_ok++;
+    } else if (r->outcome == HF_OUTCOME_INSUFFICIENT) {
+        h->status = RC_HOLD_REFUSED;
+        rc->n.holds_refused++;
+    } else {
+        illegal(rc, pos, hkey, r, "a Hold is answered OK or INSUFFICIENT");
+    }
+}
+
+static void settle(reconcile_t *rc, rc_hold_t *h, rc_pair_t *p, rc_hold_status_t to)
+{
+    p->reserved_model -= h->qty;
+    if (h->status == RC_HOLD_REVOKING)
+        p->revoking_model -= h->qty;
+    p->changes++;
+    if (to == RC_HOLD_COMMITTED) {
+        p->commit_qty += h->qty;
+        rc->n.holds_committed++;
+    } else {
+        rc->n.holds_released++;
+    }
+    h->status = (int8_t)to;
+}
+
+static void on_commit_answer(reconcile_t *rc, const rc_pos_t *pos, const char *hkey, rc_hold_t *h,
+                             rc_pair_t *p, const hf_counter_result_t *r)
+{
+    h->commit_results++;
+    rc_hold_status_t s = (rc_hold_status_t)h->status;
+    switch (r->outcome) {
+    case HF_OUTCOME_OK:
+        if (s == RC_HOLD_HELD) {
+            h->change_ordinal = h->commit_results;
+            settle(rc, h, p, RC_HOLD_COMMITTED);
+        } else if (s == RC_HOLD_RELEASED) {
+            rc_violation(rc, RC_K_HOLD_SETTLED_TWICE, hkey, pos, "committed after it was released");
+        } else if (s != RC_HOLD_COMMITTED) {
+            illegal(rc, pos, hkey, r, "the hold was never held, or is being revoked");
+        }
+        return;
+    case HF_OUTCOME_NOT_FOUND:
+        if (s != RC_HOLD_NONE)
+            illegal(rc, pos, hkey, r, "the counter answered this hold before");
+        return;
+    case HF_OUTCOME_CONFLICT:
+        if (s != RC_HOLD_RELEASED && s != RC_HOLD_REFUSED)
+            illegal(rc, pos, hkey, r, "only a released or refused hold conflicts");
+        return;
+    case HF_OUTCOME_REVOKED:
+        if (s != RC_HOLD_REVOKING)
+            illegal(rc, pos, hkey, r, "the hold was not being revoked");
+        return;
+    default:
+        illegal(rc, pos, hkey, r, "not an answer to a commit");
+    }
+}
+
+static void on_release_answer(reconcile_t *rc, const rc_pos_t *pos, const char *hkey, rc_hold_t *h,
+                              rc_pair_t *p, const hf_counter_result_t *r)
+{
+    rc_hold_status_t s = (rc_hold_status_t)h->status;
+    switch (r->outcome) {
+    case HF_OUTCOME_OK:
+        if (s == RC_HOLD_HELD || s == RC_HOLD_REVOKING)
+            settle(rc, h, p, RC_HOLD_RELEASED);
+        else if (s == RC_HOLD_COMMITTED)
+            rc_violation(rc, RC_K_HOLD_SETTLED_TWICE, hkey, pos, "released after it was committed");
+        else if (s == RC_HOLD_NONE)
+            illegal(rc, pos, hkey, r, "the hold was never answered");
+        return;
+    case HF_OUTCOME_NOT_FOUND:
+        if (s != RC_HOLD_NONE)
+            illegal(rc, pos, hkey, r, "the counter answered this hold before");
+        return;
+    case HF_OUTCOME_CONFLICT:
+        if (s != RC_HOLD_COMMITTED)
+            illegal(rc, pos, hkey, r, "only a committed hold conflicts with a release");
+        return;
+    default:
+        illegal(rc, pos, hkey, r, "not an answer to a release");
+    }
+}
+
+static void on_shortfall(reconcile_t *rc, const rc_pos_t *pos, const char *hkey, rc_hold_t *h,
+                         rc_pair_t *p, const hf_counter_result_t *r)
+{
+    if (r->outcome != HF_OUTCOME_REVOKED || h->status != RC_HOLD_HELD) {
+        illegal(rc, pos, hkey, r, "only a HELD hold is revoked, once");
+        return;
+    }
+    h->status = RC_HOLD_REVOKING;
+    p->revoking_model += h->qty;
+    rc->n.holds_revoked++;
+}
+
+/* The counter's release of an expired reservation's hold: lag after expiry. */
+static void expiry_release_lag(reconcile_t *rc, const hf_counter_result_t *r)
+{
+    uint32_t idx;
+    if (!rc_map_find(&rc->res, r->reservation_id, strlen(r->reservation_id), &idx))
+        return;
+    const rc_res_t *res = rc_map_val(&rc->res, idx);
+    if (res->terminal == HF_LEDGER_EXPIRED)
+        rc_lag_add(&rc->counter_lag, r->applied_at_ms - res->expires_at_ms);
+}
+
+int reconcile_counter_result(reconcile_t *rc, const rc_pos_t *pos, const hf_counter_result_t *r)
+{
+    uint32_t pidx, hidx;
+    bool added = false;
+    char hkey[RC_KEY_LEN_MAX];
+    size_t hlen = rc_hold_key(hkey, r->reservation_id, r->attempt, r->warehouse_id, r->sku);
+    int err = rc_pair_get(rc, r->warehouse_id, r->sku, &pidx);
+    if (!err)
+        err = rc_map_upsert(&rc->holds, hkey, hlen, &hidx, &added);
+    if (err)
+        return err;
+    rc_hold_t *h = rc_map_val(&rc->holds, hidx);
+    rc_pair_t *p = pair_at(rc, pidx);
+    if (added) {
+        h->pair = pidx;
+        h->hold_outcome = -1;
+    }
+    int8_t before = h->status;
+    switch (r->command) {
+    case HF_CMD_HOLD:
+        on_hold_answer(rc, pos, hkey, h, p, r);
+        break;
+    case HF_CMD_COMMIT:
+        on_commit_answer(rc, pos, hkey, h, p, r);
+        break;
+    case HF_CMD_RELEASE:
+        on_release_answer(rc, pos, hkey, h, p, r);
+        break;
+    case HF_CMD_SHORTFALL:
+        on_shortfall(rc, pos, hkey, h, p, r);
+        break;
+    default:
+        illegal(rc, pos, hkey, r, "unknown command");
+    }
+    if (r->command == HF_CMD_RELEASE && h->status == RC_HOLD_RELEASED && before != h->status)
+        expiry_release_lag(rc, r);
+    return HF_OK;
+}
+
+/* ---- counter inputs: feeds and the commits among them, per topic */
+
+static void apply_feed(rc_stream_t *st, const hf_stock_feed_t *f, int64_t horizon_seq)
+{
+    st->feeds++;
+    /* The counter reads a topic partition in order: once a feed it would have
+     * applied lies beyond its last applied feed_seq, it has not got there. */
+    if (st->stopped || f->feed_seq <= st->max_seq)
+        return;
+    if (f->feed_seq > horizon_seq) {
+        st->stopped = true;
+        return;
+    }
+    switch (f->kind) {
+    case HF_FEED_COUNT:
+        st->on_hand = f->qty;
+        st->has_count = true;
+        break;
+    case HF_FEED_SAFETY_STOCK:
+        st->safety_stock = f->qty;
+        st->has_safety = true;
+        break;
+    case HF_FEED_RECEIVE:
+    case HF_FEED_ADJUST:
+    default:
+        st->on_hand += f->qty;
+        break;
+    }
+    st->max_seq = f->feed_seq;
+    st->applied++;
+}
+
+static int on_feed(reconcile_t *rc, rc_input_t input, const hf_stock_feed_t *f)
+{
+    uint32_t idx;
+    int err = rc_pair_get(rc, f->warehouse_id, f->sku, &idx);
+    if (err)
+        return err;
+    rc_pair_t *p = pair_at(rc, idx);
+    int32_t applied = p->in[input].applied;
+    apply_feed(&p->in[input], f, p->has_state ? p->state.feed_seq : 0);
+    rc->n.feeds++;
+    rc->n.feeds_applied += (size_t)(p->in[input].applied - applied);
+    return HF_OK;
+}
+
+/* The k-th CommitHold of a hold produced its k-th commit answer (each command
+ * not dead-lettered gets exactly one): the one that changed the pair sits here
+ * among this topic's feeds. */
+static void on_commit_command(reconcile_t *rc, rc_input_t input, const hf_commit_hold_t *c)
+{
+    char hkey[RC_KEY_LEN_MAX];
+    uint32_t idx;
+    size_t len = rc_hold_key(hkey, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
+    if (!rc_map_find(&rc->holds, hkey, len, &idx))
+        return;
+    rc_hold_t *h = rc_map_val(&rc->holds, idx);
+    if (++h->commit_cmds != h->change_ordinal)
+        return;
+    rc_stream_t *st = &pair_at(rc, h->pair)->in[input];
+    st->on_hand -= h->qty;
+    st->matched_commit_qty += h->qty;
+}
+
+int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *pos,
+                            const hf_record_t *rec)
+{
+    if (is_dead(rc, pos))
+        return HF_OK;
+    if (rec->type == HF_REC_STOCK_FEED)
+        return on_feed(rc, input, &rec->u.stock_feed);
+    if (rec->type == HF_REC_COMMIT_HOLD)
+        on_commit_command(rc, input, &rec->u.commit_hold);
+    return HF_OK;
+}
+
+/* ---- end state per pair */
+
+static void finish_on_hand(reconcile_t *rc, const char *key, const rc_pair_t *p)
+{
+    const hf_counter_state_t *c = &p->state;
+    int t = p->in[RC_IN_STOCK_FEED].feeds > 0 ? RC_IN_STOCK_FEED : RC_IN_COMMANDS;
+    const rc_stream_t *st = &p->in[t];
+    int64_t unordered = p->commit_qty - st->matched_commit_qty;
+    int64_t hi = st->on_hand, lo = st->on_hand - unordered;
+    if (!st->has_count)
+        hi = lo; /* no reset: commits subtract in any order */
+    if (lo == hi)
+        rc->n.pairs_on_hand_exact++;
+    else
+        rc->n.pairs_on_hand_bounded++;
+    if (c->on_hand < lo || c->on_hand > hi || unordered < 0) {
+        char want[64];
+        if (lo == hi)
+            snprintf(want, sizeof want, "%" PRId64, lo);
+        else
+            snprintf(want, sizeof want, "[%" PRId64 ", %" PRId64 "]", lo, hi);
+        rc_violation(rc, RC_K_ON_HAND_MISMATCH, key, NULL,
+                     "on_hand %" PRId64 ", feeds and commits give %s (%d feeds applied from %s, "
+                     "%" PRId64 " units committed)",
+                     c->on_hand, want, st->applied,
+                     t == RC_IN_STOCK_FEED ? "stock-feed" : "counter-commands", p->commit_qty);
+    }
+    int64_t safety = st->has_safety ? st->safety_stock : 0;
+    if (c->safety_stock != safety)
+        rc_violation(rc, RC_K_SAFETY_STOCK_MISMATCH, key, NULL,
+                     "safety_stock %" PRId64 ", the last applied SAFETY_STOCK feed says %" PRId64,
+                     c->safety_stock, safety);
+    if (c->version != p->ok_holds + p->changes + st->applied)
+        rc_violation(rc, RC_K_VERSION_MISMATCH, key, NULL,
+                     "version %" PRId64 " but %" PRId64 " holds + %" PRId64
+                     " commits/releases + %d feeds changed it",
+                     c->version, p->ok_holds, p->changes, st->applied);
+}
+
+static void finish_level_vs_state(reconcile_t *rc, const char *key, const rc_pair_t *p)
+{
+    const hf_counter_state_t *c = &p->state;
+    if (!p->has_level && !p->has_state)
+        return;
+    if (p->has_level != p->has_state || p->level_version != c->version ||
+        p->level_on_hand != c->on_hand || p->level_reserved != c->reserved ||
+        p->level_safety != c->safety_stock || p->level_shortfall != c->revoking)
+        rc_violation(rc, RC_K_STOCK_LEVEL_VS_STATE, key, NULL,
+                     "last StockLevel v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64
+                     "; changelog v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64 "%s",
+                     p->level_version, p->level_on_hand, p->level_reserved, c->version, c->on_hand,
+                     c->reserved,
+                     p->has_level ? (p->has_state ? "" : " (no CounterState)")
+                                  : " (no StockLevel)");
+}
+
+static void finish_pair(reconcile_t *rc, uint32_t idx)
+{
+    const rc_pair_t *p = pair_at(rc, idx);
+    char key[RC_KEY_LEN_MAX];
+    pair_name(rc, idx, key, sizeof key);
+    const hf_counter_state_t *c = &p->state; /* zero when the counter never wrote it */
+    rc->n.counter_reserved_units += c->reserved;
+    finish_level_vs_state(rc, key, p);
+    if (p->reserved_model != c->reserved)
+        rc_violation(rc, RC_K_RESERVED_MISMATCH, key, NULL,
+                     "reserved %" PRId64 " but open holds sum to %" PRId64, c->reserved,
+                     p->reserved_model);
+    if (p->revoking_model != c->revoking)
+        rc_violation(rc, RC_K_REVOKING_MISMATCH, key, NULL,
+                     "revoking %" PRId64 " but holds being revoked sum to %" PRId64, c->revoking,
+                     p->revoking_model);
+    if (p->in[RC_IN_COMMANDS].feeds > 0 && p->in[RC_IN_STOCK_FEED].feeds > 0) {
+        /* Which feeds were skipped depends on the interleaving of the topics. */
+        rc->n.pairs_feed_order_ambiguous++;
+        int64_t base = p->ok_holds + p->changes;
+        if (c->version < base || c->version > base + p->in[0].feeds + p->in[1].feeds)
+            rc_violation(rc, RC_K_VERSION_MISMATCH, key, NULL,
+                         "version %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", c->version, base,
+                         base + p->in[0].feeds + p->in[1].feeds);
+        return;
+    }
+    finish_on_hand(rc, key, p);
+}
+
+void rc_finish_pairs(reconcile_t *rc)
+{
+    for (uint32_t i = 0; i < rc->pairs.count; i++)
+        finish_pair(rc, i);
+    for (uint32_t i = 0; i < rc->holds.count; i++) {
+        const rc_hold_t *h = rc_map_val(&rc->holds, i);
+        rc->n.holds_open += h->status == RC_HOLD_HELD || h->status == RC_HOLD_REVOKING;
+    }
+}

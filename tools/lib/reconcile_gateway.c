@@ -1,0 +1,294 @@
+/* The gateway side of the reconciler: invariants 3 (one terminal ledger event
+ * per reservation, the legal graph, allocations summing to the lines),
+ * 4a (no idempotency key with two outcomes), 5 (expiry within the lag bound)
+ * and 7 (what the ledger holds is what the counters reserve).
+ *
+ * A reservation's ledger events share its partition (key reservation_id) and
+ * its single writer, so their order is the order of its transitions. Replies
+ * to one (reservation_id, idempotency_key) share a partition of one reply
+ * topic. Only the outcomes the gateway stores with the key (settled ones) must
+ * repeat: CONFLICT, NOT_FOUND and REJECTED_INVALID are answers to a request
+ * that was not applied (another body, too early, invalid) and may differ
+ * between retries by design. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reconcile_int.h"
+
+#define KIND_BIT(k) ((uint16_t)(1u << (k)))
+
+static bool terminal_kind(hf_ledger_kind_t k)
+{
+    return k == HF_LEDGER_COMMITTED || k == HF_LEDGER_RELEASED || k == HF_LEDGER_EXPIRED ||
+           k == HF_LEDGER_REJECTED;
+}
+
+/* NULL when the allocations cover every line exactly, else why not (in buf). */
+static const char *allocations_vs_lines(const hf_ledger_event_t *e, char *buf, size_t size)
+{
+    if (e->lines_count < 1 || e->lines_count > HF_LINES_MAX || e->allocations_count < 0 ||
+        e->allocations_count > HF_ALLOCATIONS_MAX) {
+        snprintf(buf, size, "%d lines, %d allocations", e->lines_count, e->allocations_count);
+        return buf;
+    }
+    for (int32_t i = 0; i < e->lines_count; i++) {
+        int64_t sum = 0;
+        for (int32_t a = 0; a < e->allocations_count; a++)
+            if (strcmp(e->allocations[a].sku, e->lines[i].sku) == 0)
+                sum += e->allocations[a].qty;
+        if (sum != e->lines[i].qty) {
+            snprintf(buf, size, "sku %s: %" PRId64 " allocated, %" PRId64 " requested",
+                     e->lines[i].sku, sum, e->lines[i].qty);
+            return buf;
+        }
+    }
+    for (int32_t a = 0; a < e->allocations_count; a++) {
+        bool known = false;
+        for (int32_t i = 0; i < e->lines_count && !known; i++)
+            known = strcmp(e->allocations[a].sku, e->lines[i].sku) == 0;
+        if (!known || e->allocations[a].qty <= 0) {
+            snprintf(buf, size, "allocation %s|%s qty %" PRId64 " matches no line",
+                     e->allocations[a].warehouse_id, e->allocations[a].sku, e->allocations[a].qty);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void check_expiry(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e,
+                         rc_res_t *r)
+{
+    int64_t lag = e->at_ms - e->expires_at_ms;
+    r->expires_at_ms = e->expires_at_ms;
+    rc_lag_add(&rc->gw_lag, lag);
+    if (lag > rc->lim.expiry_lag_max_ms)
+        rc_violation(rc, RC_K_EXPIRY_LATE, e->reservation_id, pos,
+                     "expired %" PRId64 " ms after expires_at_ms %" PRId64 " (bound %" PRId64 ")",
+                     lag, e->expires_at_ms, rc->lim.expiry_lag_max_ms);
+    else if (lag < 0)
+        rc_violation(rc, RC_K_EXPIRY_EARLY, e->reservation_id, pos,
+                     "expired %" PRId64 " ms before expires_at_ms %" PRId64, -lag,
+                     e->expires_at_ms);
+}
+
+static void on_terminal(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e,
+                        rc_res_t *r)
+{
+    const char *kind = hf_ledger_kind_name(e->kind);
+    bool held = r->kinds_seen & KIND_BIT(HF_LEDGER_HELD);
+    if (r->terminal >= 0) {
+        rc_violation(rc, RC_K_LEDGER_TERMINAL_TWICE, e->reservation_id, pos, "%s after %s", kind,
+                     hf_ledger_kind_name((hf_ledger_kind_t)r->terminal));
+        return;
+    }
+    r->terminal = (int8_t)e->kind;
+    if ((e->kind == HF_LEDGER_COMMITTED || e->kind == HF_LEDGER_EXPIRED) && !held)
+        rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
+                     "%s of a reservation that was never HELD", kind);
+    if (e->kind == HF_LEDGER_REJECTED && held)
+        rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
+                     "REJECTED after HELD");
+    if (e->kind == HF_LEDGER_EXPIRED)
+        check_expiry(rc, pos, e, r);
+}
+
+static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e, rc_res_t *r)
+{
+    if (terminal_kind(e->kind)) {
+        on_terminal(rc, pos, e, r);
+    } else if (e->kind == HF_LEDGER_HELD) {
+        if (r->terminal >= 0)
+            rc_violation(rc, RC_K_LEDGER_AFTER_TERMINAL, e->reservation_id, pos, "HELD after %s",
+                         hf_ledger_kind_name((hf_ledger_kind_t)r->terminal));
+        else if (r->kinds_seen & KIND_BIT(HF_LEDGER_HELD))
+            rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos, "HELD twice");
+        r->held_units = 0;
+        for (int32_t a = 0; a < e->allocations_count && a < HF_ALLOCATIONS_MAX; a++)
+            r->held_units += e->allocations[a].qty;
+        r->held_digest = rc_allocations_digest(e->allocations, e->allocations_count);
+    } else { /* LATE_PAYMENT: a payment for an expired (or revoked) reservation */
+        rc->n.late_payments++;
+        if (r->terminal != HF_LEDGER_EXPIRED && r->terminal != HF_LEDGER_RELEASED)
+            rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
+                         "LATE_PAYMENT of a reservation that is neither EXPIRED nor RELEASED");
+    }
+    char why[HF_TEXT_LEN_MAX + 1];
+    if ((e->kind == HF_LEDGER_HELD || e->kind == HF_LEDGER_COMMITTED) &&
+        allocations_vs_lines(e, why, sizeof why))
+        rc_violation(rc, RC_K_LEDGER_ALLOCATIONS, e->reservation_id, pos, "%s: %s",
+                     hf_ledger_kind_name(e->kind), why);
+    r->kinds_seen |= KIND_BIT(e->kind);
+}
+
+int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e)
+{
+    if ((unsigned)e->kind >= HF_LEDGER__COUNT) {
+        reconcile_foreign(rc, pos, "LedgerEvent with an unknown kind");
+        return HF_OK;
+    }
+    uint32_t idx;
+    bool added = false;
+    int err = rc_map_upsert(&rc->res, e->reservation_id, strlen(e->reservation_id), &idx, &added);
+    if (err)
+        return err;
+    rc_res_t *r = rc_map_val(&rc->res, idx);
+    if (added)
+        r->terminal = -1;
+    on_event(rc, pos, e, r);
+    return HF_OK;
+}
+
+/* ---- replies */
+
+static bool settled(hf_reply_outcome_t o)
+{
+    return o == HF_REPLY_HELD || o == HF_REPLY_COMMITTED || o == HF_REPLY_RELEASED ||
+           o == HF_REPLY_EXPIRED || o == HF_REPLY_REJECTED_INSUFFICIENT;
+}
+
+static void reply_vs_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r,
+                            uint64_t digest)
+{
+    uint32_t idx;
+    if ((r->outcome != HF_REPLY_HELD && r->outcome != HF_REPLY_COMMITTED) ||
+        !rc_map_find(&rc->res, r->reservation_id, strlen(r->reservation_id), &idx))
+        return;
+    const rc_res_t *res = rc_map_val(&rc->res, idx);
+    if ((res->kinds_seen & KIND_BIT(HF_LEDGER_HELD)) && res->held_digest != digest)
+        rc_violation(rc, RC_K_REPLY_VS_LEDGER, r->reservation_id, pos,
+                     "%s reply (key %s) names other allocations than the ledger's HELD event",
+                     hf_reply_outcome_name(r->outcome), r->idempotency_key);
+}
+
+int reconcile_reply(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r)
+{
+    rc->n.replies++;
+    if ((unsigned)r->outcome >= HF_REPLY__COUNT) {
+        reconcile_foreign(rc, pos, "Reply with an unknown outcome");
+        return HF_OK;
+    }
+    if (!settled(r->outcome))
+        return HF_OK;
+    char key[RC_KEY_LEN_MAX];
+    int n = snprintf(key, sizeof key, "%s|%s", r->reservation_id, r->idempotency_key);
+    uint32_t idx;
+    bool added = false;
+    int err = rc_map_upsert(&rc->replies, key, (size_t)n, &idx, &added);
+    if (err)
+        return err;
+    rc_reply_key_t *k = rc_map_val(&rc->replies, idx);
+    uint64_t digest = rc_allocations_digest(r->allocations, r->allocations_count);
+    reply_vs_ledger(rc, pos, r, digest);
+    if (added) {
+        k->outcome = (int8_t)r->outcome;
+        k->digest = digest;
+        k->partition = pos->partition;
+        k->offset = pos->offset;
+    } else if (k->outcome != (int8_t)r->outcome) {
+        rc_violation(rc, RC_K_IDEMPOTENCY_OUTCOME, key, pos,
+                     "%s, first answered %s at partition %d offset %" PRId64,
+                     hf_reply_outcome_name(r->outcome),
+                     hf_reply_outcome_name((hf_reply_outcome_t)k->outcome), k->partition,
+                     k->offset);
+    } else if (k->digest != digest) {
+        rc_violation(rc, RC_K_IDEMPOTENCY_ALLOCATIONS, key, pos,
+                     "%s with other allocations than at partition %d offset %" PRId64,
+                     hf_reply_outcome_name(r->outcome), k->partition, k->offset);
+    }
+    return HF_OK;
+}
+
+/* ---- end state: the ledger against the counters */
+
+/* The reservation_id of a hold key "rid|attempt|w|sku" (w and sku have no '|'). */
+static size_t hold_rid_len(const char *key, size_t len)
+{
+    int bars = 0;
+    for (size_t i = len; i > 0; i--)
+        if (key[i - 1] == '|' && ++bars == 3)
+            return i - 1;
+    return 0;
+}
+
+static void open_units_per_reservation(reconcile_t *rc)
+{
+    for (uint32_t i = 0; i < rc->holds.count; i++) {
+        const rc_hold_t *h = rc_map_val(&rc->holds, i);
+        if (h->status != RC_HOLD_HELD && h->status != RC_HOLD_REVOKING)
+            continue;
+        size_t len, rid_len;
+        const char *key = rc_map_key(&rc->holds, i, &len);
+        rid_len = hold_rid_len(key, len);
+        uint32_t idx;
+        if (rid_len && rc_map_find(&rc->res, key, rid_len, &idx))
+            ((rc_res_t *)rc_map_val(&rc->res, idx))->open_units += h->qty;
+        else
+            rc->n.open_units_without_reservation += h->qty;
+    }
+}
+
+static void count_terminal(reconcile_t *rc, const rc_res_t *r)
+{
+    switch (r->terminal) {
+    case HF_LEDGER_COMMITTED:
+        rc->n.committed++;
+        break;
+    case HF_LEDGER_RELEASED:
+        rc->n.released++;
+        break;
+    case HF_LEDGER_EXPIRED:
+        rc->n.expired++;
+        break;
+    case HF_LEDGER_REJECTED:
+        rc->n.rejected++;
+        break;
+    default:
+        break;
+    }
+}
+
+void rc_finish_reservations(reconcile_t *rc)
+{
+    open_units_per_reservation(rc);
+    for (uint32_t i = 0; i < rc->res.count; i++) {
+        const rc_res_t *r = rc_map_val(&rc->res, i);
+        bool held = (r->kinds_seen & KIND_BIT(HF_LEDGER_HELD)) && r->terminal < 0;
+        count_terminal(rc, r);
+        if (held) {
+            rc->n.held++;
+            rc->n.ledger_held_units += r->held_units;
+        }
+        if (r->open_units == (held ? r->held_units : 0))
+            continue;
+        rc->n.reservations_out_of_step++;
+        size_t len;
+        const char *rid = rc_map_key(&rc->res, i, &len);
+        char key[RC_KEY_LEN_MAX];
+        snprintf(key, sizeof key, "%.*s", (int)len, rid);
+        if (rc->quiescent)
+            rc_violation(rc, RC_K_RESERVATION_HOLDS, key, NULL,
+                         "ledger says %s with %" PRId64 " units, counters hold %" PRId64,
+                         held               ? "HELD"
+                         : r->terminal >= 0 ? hf_ledger_kind_name((hf_ledger_kind_t)r->terminal)
+                                            : "not held",
+                         held ? r->held_units : 0, r->open_units);
+    }
+    if (rc->quiescent && rc->n.ledger_held_units != rc->n.counter_reserved_units)
+        rc_violation(rc, RC_K_LEDGER_VS_COUNTERS, NULL, NULL,
+                     "reservations HELD in the ledger hold %" PRId64
+                     " units, the counters reserve %" PRId64 " (%" PRId64
+                     " of them by holds of no reservation)",
+                     rc->n.ledger_held_units, rc->n.counter_reserved_units,
+                     rc->n.open_units_without_reservation);
+}
+
+void reconcile_finish(reconcile_t *rc, bool quiescent)
+{
+    if (rc->finished)
+        return;
+    rc->finished = true;
+    rc->quiescent = quiescent;
+    rc_finish_pairs(rc);
+    rc_finish_reservations(rc);
+}

@@ -1,0 +1,140 @@
+/* The reconciler's private parts: a string-keyed table that grows with the data
+ * up to a cap, the per-key records it keeps (pair, hold, reservation, reply
+ * key), and the helpers the checker files share. Only tools/lib/reconcile*.c
+ * include this. */
+#ifndef HF_RECONCILE_INT_H
+#define HF_RECONCILE_INT_H
+
+#include "reconcile.h"
+
+/* ---- rc_map: open addressing over an entry array; entries are never removed,
+ * so an entry's index is stable (values may move when the table grows: hold an
+ * index, not a pointer, across an insert). */
+typedef struct {
+    uint32_t *slots; /* entry index + 1; 0 = empty */
+    size_t slots_cap;
+    char *keys;
+    size_t keys_len, keys_cap;
+    uint64_t *key_off;
+    uint16_t *key_len;
+    uint32_t *hash;
+    uint8_t *vals;
+    size_t val_size;
+    size_t count, cap, max;
+} rc_map_t;
+
+#define RC_KEY_LEN_MAX 512
+
+int rc_map_init(rc_map_t *m, size_t val_size, size_t max) HF_MUST_CHECK;
+void rc_map_free(rc_map_t *m);
+/* Finds or adds key; a new value is zeroed. HF_ERR_LIMIT at the cap. */
+int rc_map_upsert(rc_map_t *m, const char *key, size_t len, uint32_t *idx_out,
+                  bool *added) HF_MUST_CHECK;
+bool rc_map_find(const rc_map_t *m, const char *key, size_t len, uint32_t *idx_out);
+void *rc_map_val(const rc_map_t *m, uint32_t idx);
+const char *rc_map_key(const rc_map_t *m, uint32_t idx, size_t *len);
+
+/* ---- per-key records */
+
+/* What one counter input topic tells about a pair, replayed in partition order:
+ * the stock feeds the counter applied (feed_seq above the running maximum, not
+ * dead-lettered, not beyond the counter's last applied feed_seq) and the
+ * commits that changed the pair, at their place among the feeds. */
+typedef struct {
+    int64_t on_hand; /* COUNT sets it, deltas add, matched commits subtract */
+    int64_t max_seq;
+    int64_t safety_stock;
+    int64_t matched_commit_qty;
+    int32_t feeds;   /* candidate feeds (decoded, not dead-lettered) */
+    int32_t applied; /* of which the counter applied */
+    bool has_count, has_safety, stopped;
+} rc_stream_t;
+
+typedef struct {
+    bool has_state, has_level;
+    hf_counter_state_t state; /* last in the changelog */
+    int64_t level_version, level_on_hand, level_reserved, level_safety, level_shortfall;
+    int32_t level_partition;
+    int64_t level_offset;
+    /* from counter-results */
+    int64_t reserved_model, revoking_model;
+    int64_t ok_holds, changes, commit_qty;
+    rc_stream_t in[2]; /* by rc_input_t */
+} rc_pair_t;
+
+typedef enum {
+    RC_HOLD_NONE = 0, /* no Hold result seen */
+    RC_HOLD_HELD,
+    RC_HOLD_REFUSED,
+    RC_HOLD_COMMITTED,
+    RC_HOLD_RELEASED,
+    RC_HOLD_REVOKING,
+} rc_hold_status_t;
+
+typedef struct {
+    uint32_t pair;
+    int8_t status;       /* rc_hold_status_t */
+    int8_t hold_outcome; /* first Hold answer; -1 none */
+    int32_t commit_results, change_ordinal, commit_cmds;
+    int64_t qty;
+} rc_hold_t;
+
+typedef struct {
+    uint16_t kinds_seen; /* bit per hf_ledger_kind_t */
+    int8_t terminal;     /* hf_ledger_kind_t, -1 none */
+    int64_t held_units;
+    uint64_t held_digest;  /* allocations of the HELD event */
+    int64_t expires_at_ms; /* of the EXPIRED event */
+    int64_t open_units;    /* at the counters (finish) */
+} rc_res_t;
+
+typedef struct {
+    int8_t outcome; /* hf_reply_outcome_t of the first settled reply */
+    uint64_t digest;
+    int32_t partition;
+    int64_t offset;
+} rc_reply_key_t;
+
+/* Lag histogram: 10 ms buckets up to 120 s, the rest in the last one. */
+#define RC_LAG_BUCKET_MS 10
+#define RC_LAG_BUCKETS   12000
+typedef struct {
+    uint32_t *buckets;
+    size_t count;
+    int64_t max;
+} rc_lag_t;
+
+struct reconcile {
+    reconcile_limits_t lim;
+    rc_map_t pairs, holds, res, replies, dead;
+    rc_violation_t *shown;
+    size_t shown_count;
+    size_t total, by_kind[RC_K__COUNT];
+    bool quiescent, finished;
+    rc_counts_t n;
+    rc_lag_t gw_lag, counter_lag;
+};
+
+/* Records a violation; key and the position may be NULL. */
+void rc_violation(reconcile_t *rc, rc_kind_t kind, const char *key, const rc_pos_t *pos,
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* "w|sku" into out (RC_KEY_LEN_MAX). */
+size_t rc_pair_key(char *out, const char *warehouse_id, const char *sku);
+int rc_pair_get(reconcile_t *rc, const char *warehouse_id, const char *sku,
+                uint32_t *idx) HF_MUST_CHECK;
+/* "rid|attempt|w|sku" into out. */
+size_t rc_hold_key(char *out, const char *reservation_id, int32_t attempt, const char *warehouse_id,
+                   const char *sku);
+
+/* Order-independent digest of allocations (warehouse, sku, qty). */
+uint64_t rc_allocations_digest(const hf_allocation_t *a, int32_t count);
+
+void rc_lag_add(rc_lag_t *l, int64_t lag_ms);
+int64_t rc_lag_p99(const rc_lag_t *l);
+
+/* Finish steps (reconcile_counter.c, reconcile_gateway.c). */
+void rc_finish_pairs(reconcile_t *rc);
+void rc_finish_reservations(reconcile_t *rc);
+
+#endif
