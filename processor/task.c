@@ -453,21 +453,26 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     return err;
 }
 
-static void run_ticks(task_t *t)
+/* Runs the stage's timers in this transaction. A failed tick aborts the whole
+ * transaction (its timers may already be deleted in the buffer) and is retried. */
+static int run_ticks(task_t *t)
 {
     if (!t->def->tick || t->ctx.now_ms < t->next_tick_ms)
-        return;
-    t->next_tick_ms = t->ctx.now_ms + t->def->tick_interval_ms;
+        return HF_OK;
     t->ctx.msg = NULL;
     for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
         if (!t->owned[p])
             continue;
         t->ctx.partition = p;
         int err = t->def->tick(&t->ctx);
-        if (err)
-            log_error("task", "%s tick of partition %d failed: %s", t->def->name, p,
-                      hf_err_name(err));
+        if (err) {
+            snprintf(t->errstr, sizeof t->errstr, "%s tick of partition %d: %s", t->def->name, p,
+                     hf_err_name(err));
+            return err;
+        }
     }
+    t->next_tick_ms = t->ctx.now_ms + t->def->tick_interval_ms;
+    return HF_OK;
 }
 
 /* ---- the transaction */
@@ -761,7 +766,9 @@ static int apply_batch(task_t *t, size_t *applied)
         }
     }
     *applied = i;
-    run_ticks(t);
+    int err = run_ticks(t);
+    if (err)
+        return err;
     t->ctx.msg = NULL;
     if (t->def->batch_end && (i > 0 || t->written_count > 0))
         return t->def->batch_end(&t->ctx);

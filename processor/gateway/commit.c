@@ -3,8 +3,10 @@
  * a commit racing the expiry sweeper has exactly one winner: a commit at or
  * after expires_at_ms finds the reservation expired (and expires it if the
  * sweeper has not yet), answers EXPIRED and records a late_payment ledger event
- * with the configured policy. A retried webhook gets the first answer (by
- * idempotency key, and by payment_id). */
+ * with the configured policy. A commit of a reservation a stock shortfall
+ * released answers CONFLICT and flags the payment for refund the same way. A
+ * retried webhook gets the first answer (by idempotency key, and by payment_id,
+ * which also keeps a payment from being flagged twice). */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +22,25 @@ static int reply_stored(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
     return err ? err : gw_emit_reply(ctx, c->reply_to, &reply);
 }
 
+/* A payment for a reservation that can no longer be committed (expired, or
+ * released by a stock shortfall) is flagged for refund with a late_payment
+ * ledger event — once per payment_id: the reservation remembers the payment it
+ * flagged, so the provider retrying the webhook under a new idempotency key does
+ * not flag a second refund. */
+static int refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                          hf_reservation_state_t *rs, hf_reply_outcome_t outcome, const char *why)
+{
+    if (strcmp(rs->payment_id, c->payment_id) != 0) {
+        snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
+        int err = gw_store(ctx, rs);
+        if (!err)
+            err = gw_emit_ledger(ctx, rs, HF_LEDGER_LATE_PAYMENT, "refund");
+        if (err)
+            return err;
+    }
+    return reply_stored(ctx, c, hash, rs, outcome, why);
+}
+
 static int late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                         hf_reservation_state_t *rs)
 {
@@ -31,10 +52,7 @@ static int late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
     const char *why = env->late_policy == GW_LATE_RERESERVE
                           ? "late payment: re-reserve not available, flagged for refund"
                           : "late payment: flagged for refund";
-    hf_reservation_state_t late = *rs;
-    snprintf(late.payment_id, sizeof late.payment_id, "%s", c->payment_id);
-    int err = gw_emit_ledger(ctx, &late, HF_LEDGER_LATE_PAYMENT, "refund");
-    return err ? err : reply_stored(ctx, c, hash, rs, HF_REPLY_EXPIRED, why);
+    return refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED, why);
 }
 
 static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
@@ -92,6 +110,13 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
         if (strcmp(rs.payment_id, c->payment_id) == 0)
             return reply_stored(ctx, c, hash, &rs, HF_REPLY_COMMITTED, "already committed by this payment");
         return reply_stored(ctx, c, hash, &rs, HF_REPLY_CONFLICT, "already committed by another payment");
+    case GW_RES_RELEASED:
+        /* The stock was revoked under the shopper (a count found less than was
+         * held): the payment cannot buy anything, so it is refunded. */
+        if (strcmp(rs.reason, GW_REASON_SHORTFALL) == 0)
+            return refund_payment(ctx, c, hash, &rs, HF_REPLY_CONFLICT,
+                                  "reservation was released: stock_shortfall; payment flagged for refund");
+        break;
     case GW_RES_PENDING:
         /* Not stored: the same webhook retried once HELD must be able to commit. */
         return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,

@@ -1,10 +1,18 @@
 /* What happens on CounterResult: the counter's answer to one of this gateway's
  * commands. Hold answers feed the saga of a PENDING reservation (OK or REFUSED;
  * once all are in, saga.c decides). A SHORTFALL (a stock count revoked a hold)
- * releases the whole HELD reservation with reason stock_shortfall, or, while
- * PENDING, releases that hold so the saga re-routes its quantity. Duplicates and
- * answers for holds already released are ignored: the result stream and the
- * request stream are not ordered with each other, and results may repeat. */
+ * ends the whole reservation RELEASED with reason stock_shortfall, whether it
+ * was HELD or still PENDING (then its Reserve is answered RELEASED): the design
+ * gives revoked reservations back rather than re-routing them. A COMMITTED
+ * reservation whose hold was revoked before its CommitHold reached the counter
+ * (the counter answers that commit REVOKED and keeps the units reserved until
+ * released) cannot stand either: the revoked hold is released, the reservation
+ * ends RELEASED (stock_shortfall) and the payment is flagged for refund; either
+ * the SHORTFALL or the REVOKED answer, whichever comes first, does it. Holds of
+ * that reservation the counters already committed stay committed (the counter
+ * cannot undo a commit). Duplicates and answers for holds already released are
+ * ignored: the result stream and the request stream are not ordered with each
+ * other, and results may repeat. */
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +43,27 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
     return gw_saga_settle(ctx, rs);
 }
 
+/* The sale of a COMMITTED reservation is undone by a revoked hold (see the top
+ * of the file). A second revoked hold of the same reservation is only released. */
+static int revoke_committed(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
+{
+    int err = gw_release_one(ctx, rs, i, GW_REASON_SHORTFALL);
+    if (err || rs->status != GW_RES_COMMITTED)
+        return err ? err : gw_store(ctx, rs);
+    log_warn("gateway", "%s: committed by payment %s but a hold was revoked; released, refund",
+             rs->reservation_id, rs->payment_id);
+    rs->status = GW_RES_RELEASED;
+    snprintf(rs->reason, sizeof rs->reason, "%s", GW_REASON_SHORTFALL);
+    err = gw_store(ctx, rs);
+    if (!err)
+        err = gw_emit_ledger(ctx, rs, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+    if (err)
+        return err;
+    hf_reservation_state_t flag = *rs; /* the refund concerns the payment, not holds */
+    flag.allocations_count = 0;
+    return gw_emit_ledger(ctx, &flag, HF_LEDGER_LATE_PAYMENT, "refund");
+}
+
 static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
 {
     hf_hold_ref_t *h = &rs->allocations[i];
@@ -42,14 +71,35 @@ static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
         return HF_OK; /* already released: the counter learns from that release */
     log_warn("gateway", "%s: hold at %s|%s revoked by a stock shortfall (reservation %s)",
              rs->reservation_id, h->warehouse_id, h->sku, gw_res_status_name(rs->status));
-    if (rs->status == GW_RES_HELD)
-        return gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, "stock_shortfall");
-    if (rs->status != GW_RES_PENDING)
-        return HF_OK; /* committed: the sale stands; the counter answers the commit REVOKED */
-    int err = gw_release_one(ctx, rs, i, "stock_shortfall");
-    if (err)
-        return err;
-    return gw_all_answered(rs) ? gw_saga_settle(ctx, rs) : gw_store(ctx, rs);
+    switch (rs->status) {
+    case GW_RES_HELD:
+        return gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+    case GW_RES_PENDING: {
+        int err = gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+        return err ? err
+                   : gw_answer_reserve(ctx, rs, HF_REPLY_RELEASED,
+                                       "stock_shortfall: a stock count revoked a hold before "
+                                       "the reservation was held");
+    }
+    case GW_RES_COMMITTED:
+    case GW_RES_RELEASED: /* an earlier revoked hold already undid the commit */
+        return revoke_committed(ctx, rs, i);
+    default:
+        return HF_OK; /* expired or rejected: every hold was released */
+    }
+}
+
+static int on_commit_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i,
+                            const hf_counter_result_t *r)
+{
+    if (r->outcome == HF_OUTCOME_OK)
+        return HF_OK;
+    bool revoked = r->outcome == HF_OUTCOME_REVOKED; /* a shortfall raced the commit */
+    hf_log(revoked ? HF_LOG_WARN : HF_LOG_ERROR, "gateway", "%s: commit of hold %s|%s answered %s",
+           rs->reservation_id, r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
+    if (!revoked || rs->allocations[i].status != GW_HOLD_OK)
+        return HF_OK; /* handled when its SHORTFALL came */
+    return revoke_committed(ctx, rs, i);
 }
 
 int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
@@ -75,10 +125,7 @@ int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
     case HF_CMD_SHORTFALL:
         return on_shortfall(ctx, &rs, i);
     case HF_CMD_COMMIT:
-        if (r->outcome != HF_OUTCOME_OK)
-            log_error("gateway", "%s: commit of hold %s|%s answered %s", rs.reservation_id,
-                      r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
-        return HF_OK;
+        return on_commit_result(ctx, &rs, i, r);
     case HF_CMD_RELEASE:
     case HF_CMD__COUNT:
         break;

@@ -30,6 +30,9 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
                                HF_REPLY_NOT_FOUND, "no such reservation");
     if (err)
         return err;
+    if (rs.status == GW_RES_PENDING) /* not stored: the same retry once HELD must extend */
+        return gw_reply_simple(ctx, x->reservation_id, x->idempotency_key, x->reply_to,
+                               HF_REPLY_CONFLICT, "reservation is not held yet");
     hf_reply_outcome_t outcome = HF_REPLY_HELD;
     const char *msg = "";
     if (rs.status == GW_RES_HELD && stage_now_ms(ctx) >= rs.expires_at_ms) {

@@ -51,6 +51,10 @@ bool gw_res_terminal(int32_t status);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
+/* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
+ * because a stock count revoked one of its holds. */
+#define GW_REASON_SHORTFALL "stock_shortfall"
+
 /* What the gateway needs from the outside world, created once per process from
  * the task's configuration (gateway_env.c), or injected by unit tests. */
 typedef struct {
@@ -146,6 +150,10 @@ void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key
                    hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
                    hf_reply_t *out);
 int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply) HF_MUST_CHECK;
+/* Answers the Reserve of rs (stored under its idempotency key, then emitted),
+ * e.g. when the reservation ends before it was ever held. */
+int gw_answer_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
+                      hf_reply_outcome_t outcome, const char *message) HF_MUST_CHECK;
 /* Replies without a reservation (invalid, not found, conflict): not stored. */
 int gw_reply_simple(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
                     const char *reply_to, hf_reply_outcome_t outcome,

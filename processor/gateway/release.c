@@ -18,16 +18,6 @@ static int reply_stored(stage_ctx_t *ctx, const hf_release_t *r, int64_t hash,
     return err ? err : gw_emit_reply(ctx, r->reply_to, &reply);
 }
 
-/* The Reserve still waiting for its answer gets one: the reservation is gone. */
-static int answer_pending_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
-{
-    hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_RELEASED, "released before it was held",
-                  stage_now_ms(ctx), &reply);
-    int err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
-    return err ? err : gw_emit_reply(ctx, rs->reply_to, &reply);
-}
-
 int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_release_t *r = &rec->u.release;
@@ -55,7 +45,7 @@ int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
     case GW_RES_PENDING:
         err = gw_finish(ctx, &rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, reason);
         if (!err)
-            err = answer_pending_reserve(ctx, &rs);
+            err = gw_answer_reserve(ctx, &rs, HF_REPLY_RELEASED, "released before it was held");
         return err ? err : reply_stored(ctx, r, hash, &rs, HF_REPLY_RELEASED, "");
     case GW_RES_HELD:
         if (stage_now_ms(ctx) >= rs.expires_at_ms) {

@@ -77,7 +77,12 @@ static void on_terminal(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_ev
 {
     const char *kind = hf_ledger_kind_name(e->kind);
     bool held = r->kinds_seen & KIND_BIT(HF_LEDGER_HELD);
-    if (r->terminal >= 0) {
+    /* The one exception, a documented business rule: a sale reversed because a
+     * stock count revoked one of its holds (COMMITTED, then RELEASED with reason
+     * stock_shortfall, and the payment flagged for refund). Only once. */
+    bool reversal = r->terminal == HF_LEDGER_COMMITTED && e->kind == HF_LEDGER_RELEASED &&
+                    strcmp(e->reason, "stock_shortfall") == 0;
+    if (r->terminal >= 0 && !reversal) {
         rc_violation(rc, RC_K_LEDGER_TERMINAL_TWICE, e->reservation_id, pos, "%s after %s", kind,
                      hf_ledger_kind_name((hf_ledger_kind_t)r->terminal));
         return;

@@ -1,0 +1,1794 @@
+/* Unit tests of the gateway stage's handlers (processor/gateway/), driven the
+ * way the task loop drives them: per record set the Kafka key (the
+ * reservation_id), call the handler from gateway_stage()->handlers, write the
+ * buffer (one transaction per record), and call the tick per partition. Like
+ * test_counter_handlers.c this file defines every function of processor/stage.h
+ * itself (a fake stage over a real state store and the real codec); the routing
+ * view and configuration are injected with gateway_env_set, and a small model of
+ * the counters answers the Holds the gateway emits, so a test decides which
+ * answers arrive, in which order, or not at all. (nm: task.o is not linked.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "gateway/gateway.h"
+#include "hf_limits.h"
+#include "log.h"
+#include "stage.h"
+#include "state.h"
+#include "topics.h"
+
+#define T0                1700000000000LL
+#define TTL_DEFAULT_MS    (15 * 60 * 1000LL)
+#define RESULT_TIMEOUT_MS 5000
+#define RETENTION_MS      (24 * 3600 * 1000LL)
+#define PARTITIONS        4
+
+/* ======================================================================
+ * The counters' model: answers Holds, applies commits and releases.
+ * ====================================================================== */
+
+enum { MH_HELD, MH_REFUSED, MH_COMMITTED, MH_RELEASED, MH_REVOKING };
+
+typedef struct {
+    hf_wh_t w;
+    hf_sku_t sku;
+    int64_t available, reserved, committed;
+} m_pair_t;
+
+typedef struct {
+    hf_id_t rid;
+    int32_t attempt;
+    hf_wh_t w;
+    hf_sku_t sku;
+    int64_t qty;
+    int status;
+    hf_outcome_t outcome;
+    int64_t available_at;
+} m_hold_t;
+
+#define M_PAIRS_MAX   256
+#define M_HOLDS_MAX   512
+#define M_RESULTS_MAX 512
+
+/* ======================================================================
+ * The fake stage: everything a handler can reach through stage.h.
+ * ====================================================================== */
+
+typedef struct {
+    int topic_id; /* hf_topic_id_t, or -1 when emitted with stage_emit_to */
+    char topic[HF_TOPIC_LEN_MAX + 1];
+    char key[HF_STATE_KEY_LEN_MAX];
+    size_t key_len;
+    hf_record_t rec;
+} emitted_t;
+
+struct stage_ctx {
+    char dir[64];
+    state_t *st;
+    state_buf_t *buf;
+    int32_t partition;
+    char key[HF_STATE_KEY_LEN_MAX];
+    size_t key_len;
+    int64_t now_ms;
+    emitted_t *emits;
+    size_t emits_count, emits_cap;
+    char reject_reason[HF_TEXT_LEN_MAX * 2];
+    uint8_t valbuf[HF_RECORD_LEN_MAX];
+    char errstr[512];
+    /* environment */
+    gateway_env_t env;
+    hf_availability_t view[40];
+    size_t view_count;
+    int64_t view_staleness_ms;
+    /* counters */
+    m_pair_t pairs[M_PAIRS_MAX];
+    size_t pairs_count;
+    m_hold_t holds[M_HOLDS_MAX];
+    size_t holds_count;
+    size_t cmd_cursor;                          /* emits below it were seen by the counters */
+    hf_counter_result_t results[M_RESULTS_MAX]; /* answers not yet delivered */
+    size_t results_count;
+};
+
+int64_t stage_now_ms(const stage_ctx_t *ctx)
+{
+    return ctx->now_ms;
+}
+const struct hf_config *stage_config(const stage_ctx_t *ctx)
+{
+    return NULL;
+}
+int32_t stage_partition(const stage_ctx_t *ctx)
+{
+    return ctx->partition;
+}
+void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
+{
+    ctx->partition = partition;
+}
+
+const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
+{
+    *key_len = ctx->key_len;
+    return ctx->key;
+}
+
+int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
+{
+    size_t len = 0;
+    int err = state_get(ctx->st, ctx->buf, ctx->partition, key, key_len, ctx->valbuf,
+                        sizeof ctx->valbuf, &len);
+    if (err)
+        return err;
+    if (codec_decode(ctx->valbuf, len, rec, ctx->errstr, sizeof ctx->errstr) != HF_OK)
+        return HF_ERR_CORRUPT;
+    return HF_OK;
+}
+
+int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                  size_t val_len)
+{
+    if (key_len > HF_STATE_KEY_LEN_MAX)
+        return HF_ERR_LIMIT;
+    return state_put(ctx->buf, ctx->partition, key, key_len, val, val_len);
+}
+
+int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
+{
+    size_t len = 0;
+    int err =
+        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
+    if (err)
+        return err;
+    return stage_put_raw(ctx, key, key_len, ctx->valbuf, len);
+}
+
+int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
+{
+    return state_del(ctx->buf, ctx->partition, key, key_len);
+}
+
+state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse)
+{
+    return state_iter_new(ctx->st, ctx->buf, ctx->partition, prefix, prefix_len, reverse);
+}
+
+static int emit(stage_ctx_t *ctx, int topic_id, const char *topic, const char *key, size_t key_len,
+                const hf_record_t *rec)
+{
+    size_t len = 0; /* the task encodes every output; one that does not encode is a failure */
+    int err =
+        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
+    if (err)
+        return err;
+    if (key_len > HF_STATE_KEY_LEN_MAX || strlen(topic) > HF_TOPIC_LEN_MAX)
+        return HF_ERR_LIMIT;
+    if (ctx->emits_count == ctx->emits_cap) {
+        size_t cap = ctx->emits_cap ? ctx->emits_cap * 2 : 64;
+        emitted_t *e = realloc(ctx->emits, cap * sizeof *e);
+        if (!e)
+            return HF_ERR_NOMEM;
+        ctx->emits = e;
+        ctx->emits_cap = cap;
+    }
+    emitted_t *e = &ctx->emits[ctx->emits_count++];
+    e->topic_id = topic_id;
+    snprintf(e->topic, sizeof e->topic, "%s", topic);
+    memcpy(e->key, key, key_len);
+    e->key_len = key_len;
+    e->rec = *rec;
+    return HF_OK;
+}
+
+int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t key_len,
+               const hf_record_t *rec)
+{
+    return emit(ctx, (int)topic, topic_name(topic), key, key_len, rec);
+}
+
+int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
+                  const hf_record_t *rec)
+{
+    return emit(ctx, -1, topic, key, key_len, rec);
+}
+
+int stage_reject(stage_ctx_t *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->reject_reason, sizeof ctx->reject_reason, fmt, ap);
+    va_end(ap);
+    return HF_ERR_INVAL;
+}
+
+int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn)
+{
+    fail_msg("the gateway has no batch_end");
+    return HF_ERR_INVAL;
+}
+
+/* ======================================================================
+ * Environment: six warehouses, a view the test fills, a controllable clock.
+ * ====================================================================== */
+
+static const struct {
+    const char *id;
+    double lat, lon;
+} wh_table[] = {
+    {"W1", 40.71, -74.01},  /* New York */
+    {"W2", 41.88, -87.63},  /* Chicago */
+    {"W3", 34.05, -118.24}, /* Los Angeles */
+    {"W4", 32.78, -96.80},  /* Dallas */
+    {"W5", 33.75, -84.39},  /* Atlanta */
+    {"W6", 47.61, -122.33}, /* Seattle */
+};
+#define WH_COUNT (sizeof wh_table / sizeof wh_table[0])
+
+static int fake_availability(void *opaque, const char *sku, hf_availability_t *out)
+{
+    stage_ctx_t *fx = opaque;
+    for (size_t i = 0; i < fx->view_count; i++)
+        if (strcmp(fx->view[i].sku, sku) == 0) {
+            *out = fx->view[i];
+            return HF_OK;
+        }
+    return HF_ERR_NOTFOUND;
+}
+
+static int64_t fake_staleness(void *opaque)
+{
+    return ((stage_ctx_t *)opaque)->view_staleness_ms;
+}
+
+/* The view says sku has avail[i] at W(i+1) (n entries). */
+static void view_set(stage_ctx_t *fx, const char *sku, const int64_t *avail, size_t n)
+{
+    hf_availability_t *a = NULL;
+    for (size_t i = 0; i < fx->view_count; i++)
+        if (strcmp(fx->view[i].sku, sku) == 0)
+            a = &fx->view[i];
+    if (!a) {
+        assert_true(fx->view_count < sizeof fx->view / sizeof fx->view[0]);
+        a = &fx->view[fx->view_count++];
+    }
+    memset(a, 0, sizeof *a);
+    snprintf(a->sku, sizeof a->sku, "%s", sku);
+    for (size_t i = 0; i < n; i++) {
+        hf_wh_available_t *w = &a->warehouses[a->warehouses_count++];
+        snprintf(w->warehouse_id, sizeof w->warehouse_id, "%s", wh_table[i].id);
+        w->available = avail[i];
+        a->total += avail[i];
+    }
+    a->in_stock = a->total > 0;
+}
+
+/* ======================================================================
+ * Fixture and driving helpers.
+ * ====================================================================== */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    stage_ctx_t *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/hf_test_gateway.XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    if (state_open(fx->dir, NULL, &fx->st, fx->errstr, sizeof fx->errstr) != HF_OK)
+        fail_msg("state_open: %s", fx->errstr);
+    fx->buf = state_buf_new(fx->st);
+    assert_non_null(fx->buf);
+    fx->now_ms = T0;
+    gateway_env_t *e = &fx->env;
+    for (size_t i = 0; i < WH_COUNT; i++) {
+        route_warehouse_t *w = &e->routes.warehouses[e->routes.warehouses_count++];
+        snprintf(w->id, sizeof w->id, "%s", wh_table[i].id);
+        w->lat = wh_table[i].lat;
+        w->lon = wh_table[i].lon;
+        w->cost_per_unit = 1.0;
+    }
+    e->routes.weight_distance = 0.45;
+    e->routes.weight_cost = 0.25;
+    e->routes.weight_fill = 0.30;
+    e->ttl_default_ms = TTL_DEFAULT_MS;
+    char errstr[128];
+    assert_int_equal(gateway_parse_campaigns("flash=120000", e, errstr, sizeof errstr), HF_OK);
+    e->hold_max_factor_pct = 200;
+    e->idempotency_retention_ms = RETENTION_MS;
+    e->late_policy = GW_LATE_REFUND;
+    e->result_timeout_ms = RESULT_TIMEOUT_MS;
+    e->view_stale_max_ms = 10000;
+    e->availability = fake_availability;
+    e->staleness_ms = fake_staleness;
+    e->opaque = fx;
+    gateway_env_set(e);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    stage_ctx_t *fx = *state;
+    gateway_env_set(NULL);
+    state_buf_destroy(fx->buf);
+    state_close(fx->st);
+    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(fx->emits);
+    free(fx);
+    return 0;
+}
+
+/* Reservations live in different partitions, as they would after murmur2. */
+static int32_t partition_of(const char *key)
+{
+    uint32_t h = 0;
+    for (const char *p = key; *p; p++)
+        h = h * 31 + (unsigned char)*p;
+    return (int32_t)(h % PARTITIONS);
+}
+
+static const stage_handler_t *handler_for(hf_rec_type_t type)
+{
+    const stage_def_t *def = gateway_stage();
+    for (size_t i = 0; i < def->handlers_count; i++)
+        if (def->handlers[i].type == type)
+            return &def->handlers[i];
+    return NULL;
+}
+
+static void fx_commit_txn(stage_ctx_t *fx)
+{
+    if (state_buf_write(fx->st, fx->buf, fx->errstr, sizeof fx->errstr) != HF_OK)
+        fail_msg("state_buf_write: %s", fx->errstr);
+}
+
+/* Applies rec under Kafka key `key` in a transaction of its own; a rejection
+ * must leave no write and no output behind. */
+static int fx_apply_key(stage_ctx_t *fx, const char *key, const hf_record_t *rec)
+{
+    size_t n = strlen(key);
+    assert_true(n < sizeof fx->key);
+    memcpy(fx->key, key, n);
+    fx->key_len = n;
+    fx->partition = partition_of(key);
+    fx->reject_reason[0] = '\0';
+    size_t emits_before = fx->emits_count;
+    const stage_handler_t *h = handler_for(rec->type);
+    assert_non_null(h);
+    int err = h->handle(fx, rec);
+    if (err == HF_ERR_INVAL) {
+        assert_int_equal(state_buf_count(fx->buf), 0);
+        assert_int_equal(fx->emits_count, emits_before);
+        assert_true(fx->reject_reason[0] != '\0');
+        state_buf_clear(fx->buf);
+        return err;
+    }
+    assert_int_equal(err, HF_OK);
+    fx_commit_txn(fx);
+    return err;
+}
+
+static const char *rec_rid(const hf_record_t *rec)
+{
+    switch (rec->type) {
+    case HF_REC_RESERVE:
+        return rec->u.reserve.reservation_id;
+    case HF_REC_COMMIT:
+        return rec->u.commit.reservation_id;
+    case HF_REC_RELEASE:
+        return rec->u.release.reservation_id;
+    case HF_REC_EXTEND:
+        return rec->u.extend.reservation_id;
+    case HF_REC_COUNTER_RESULT:
+        return rec->u.counter_result.reservation_id;
+    default:
+        fail_msg("not a gateway input: %d", (int)rec->type);
+    }
+    return NULL;
+}
+
+static int fx_apply(stage_ctx_t *fx, const hf_record_t *rec)
+{
+    return fx_apply_key(fx, rec_rid(rec), rec);
+}
+
+/* The sweeper at fx->now_ms, every partition, one transaction. */
+static void fx_tick(stage_ctx_t *fx)
+{
+    for (int32_t p = 0; p < PARTITIONS; p++) {
+        fx->partition = p;
+        assert_int_equal(gateway_stage()->tick(fx), HF_OK);
+    }
+    fx_commit_txn(fx);
+}
+
+/* ---- record builders */
+
+static hf_record_t reserve_lines(const char *rid, const char *ikey, const char *const *skus,
+                                 const int64_t *qtys, int n, int64_t ttl_ms)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "%s", ikey);
+    q->lines_count = n;
+    for (int i = 0; i < n && i < HF_LINES_MAX; i++) {
+        snprintf(q->lines[i].sku, sizeof q->lines[i].sku, "%s", skus[i]);
+        q->lines[i].qty = qtys[i];
+    }
+    q->ship_to = (hf_geo_t){40.73, -73.99}; /* Manhattan: W1 is nearest, then W5/W2 */
+    q->ttl_ms = ttl_ms;
+    q->sent_at_ms = T0;
+    return r;
+}
+
+static hf_record_t reserve_rec(const char *rid, const char *ikey, const char *sku, int64_t qty,
+                               int64_t ttl_ms)
+{
+    return reserve_lines(rid, ikey, &sku, &qty, 1, ttl_ms);
+}
+
+static hf_record_t commit_rec(const char *rid, const char *ikey, const char *payment)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_COMMIT;
+    snprintf(r.u.commit.reservation_id, sizeof r.u.commit.reservation_id, "%s", rid);
+    snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "%s", ikey);
+    snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "%s", payment);
+    return r;
+}
+
+static hf_record_t release_rec(const char *rid, const char *ikey)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RELEASE;
+    snprintf(r.u.release.reservation_id, sizeof r.u.release.reservation_id, "%s", rid);
+    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "%s", ikey);
+    return r;
+}
+
+static hf_record_t extend_rec(const char *rid, const char *ikey, int64_t by_ms)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_EXTEND;
+    snprintf(r.u.extend.reservation_id, sizeof r.u.extend.reservation_id, "%s", rid);
+    snprintf(r.u.extend.idempotency_key, sizeof r.u.extend.idempotency_key, "%s", ikey);
+    r.u.extend.extend_by_ms = by_ms;
+    return r;
+}
+
+/* ---- outputs */
+
+static size_t count_of(const stage_ctx_t *fx, size_t from, int topic_id, hf_rec_type_t type)
+{
+    size_t n = 0;
+    for (size_t i = from; i < fx->emits_count; i++)
+        n += fx->emits[i].topic_id == topic_id && fx->emits[i].rec.type == type;
+    return n;
+}
+
+static size_t replies_since(const stage_ctx_t *fx, size_t from)
+{
+    return count_of(fx, from, -1, HF_REC_REPLY);
+}
+
+/* The only reply emitted since `from` (fails unless exactly one). */
+static hf_reply_t one_reply(const stage_ctx_t *fx, size_t from)
+{
+    const hf_reply_t *r = NULL;
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].topic_id == -1 && fx->emits[i].rec.type == HF_REC_REPLY) {
+            if (r)
+                fail_msg("more than one reply since %zu", from);
+            r = &fx->emits[i].rec.u.reply;
+        }
+    if (!r)
+        fail_msg("no reply since %zu", from);
+    return *r;
+}
+
+static size_t ledger_count(const stage_ctx_t *fx, size_t from, const char *rid,
+                           hf_ledger_kind_t kind)
+{
+    size_t n = 0;
+    for (size_t i = from; i < fx->emits_count; i++) {
+        const emitted_t *e = &fx->emits[i];
+        if (e->topic_id == HF_T_LEDGER && e->rec.u.ledger_event.kind == kind &&
+            strcmp(e->rec.u.ledger_event.reservation_id, rid) == 0)
+            n++;
+    }
+    return n;
+}
+
+static hf_ledger_event_t last_ledger(const stage_ctx_t *fx, const char *rid, hf_ledger_kind_t kind)
+{
+    for (size_t i = fx->emits_count; i-- > 0;) {
+        const emitted_t *e = &fx->emits[i];
+        if (e->topic_id == HF_T_LEDGER && e->rec.u.ledger_event.kind == kind &&
+            strcmp(e->rec.u.ledger_event.reservation_id, rid) == 0)
+            return e->rec.u.ledger_event;
+    }
+    fail_msg("no %s ledger event for %s", hf_ledger_kind_name(kind), rid);
+    hf_ledger_event_t none = {0};
+    return none;
+}
+
+/* Every ledger event of rid since `from`, all kinds. */
+static size_t ledger_total(const stage_ctx_t *fx, size_t from, const char *rid)
+{
+    size_t n = 0;
+    for (int k = 0; k < HF_LEDGER__COUNT; k++)
+        n += ledger_count(fx, from, rid, (hf_ledger_kind_t)k);
+    return n;
+}
+
+static size_t commands_since(const stage_ctx_t *fx, size_t from, hf_rec_type_t type)
+{
+    return count_of(fx, from, HF_T_COUNTER_COMMANDS, type);
+}
+
+/* The n-th Hold emitted since from. */
+static hf_hold_t nth_hold(const stage_ctx_t *fx, size_t from, size_t n)
+{
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].topic_id == HF_T_COUNTER_COMMANDS &&
+            fx->emits[i].rec.type == HF_REC_HOLD && n-- == 0)
+            return fx->emits[i].rec.u.hold;
+    fail_msg("fewer Holds than asked since %zu", from);
+    hf_hold_t none = {0};
+    return none;
+}
+
+/* ---- the counters' model */
+
+static m_pair_t *m_pair(stage_ctx_t *fx, const char *w, const char *sku)
+{
+    for (size_t i = 0; i < fx->pairs_count; i++)
+        if (strcmp(fx->pairs[i].w, w) == 0 && strcmp(fx->pairs[i].sku, sku) == 0)
+            return &fx->pairs[i];
+    assert_true(fx->pairs_count < M_PAIRS_MAX);
+    m_pair_t *p = &fx->pairs[fx->pairs_count++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->w, sizeof p->w, "%s", w);
+    snprintf(p->sku, sizeof p->sku, "%s", sku);
+    return p;
+}
+
+/* The counters have avail[i] of sku at W(i+1); the view says the same. */
+static void stock(stage_ctx_t *fx, const char *sku, const int64_t *avail, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        m_pair(fx, wh_table[i].id, sku)->available = avail[i];
+    view_set(fx, sku, avail, n);
+}
+
+static m_hold_t *m_hold(stage_ctx_t *fx, const char *rid, int32_t attempt, const char *w,
+                        const char *sku)
+{
+    for (size_t i = 0; i < fx->holds_count; i++) {
+        m_hold_t *h = &fx->holds[i];
+        if (h->attempt == attempt && strcmp(h->rid, rid) == 0 && strcmp(h->w, w) == 0 &&
+            strcmp(h->sku, sku) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+static void m_result(stage_ctx_t *fx, const char *rid, int32_t attempt, const char *w,
+                     const char *sku, hf_cmd_t cmd, hf_outcome_t outcome, int64_t qty,
+                     int64_t available)
+{
+    assert_true(fx->results_count < M_RESULTS_MAX);
+    hf_counter_result_t *r = &fx->results[fx->results_count++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->reservation_id, sizeof r->reservation_id, "%s", rid);
+    r->attempt = attempt;
+    snprintf(r->warehouse_id, sizeof r->warehouse_id, "%s", w);
+    snprintf(r->sku, sizeof r->sku, "%s", sku);
+    r->command = cmd;
+    r->outcome = outcome;
+    r->qty = qty;
+    r->available = available;
+    r->applied_at_ms = fx->now_ms;
+}
+
+static void m_on_hold(stage_ctx_t *fx, const hf_hold_t *c)
+{
+    m_hold_t *h = m_hold(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
+    if (!h) { /* a repeat re-answers the original; a new hold is decided now */
+        assert_true(fx->holds_count < M_HOLDS_MAX);
+        h = &fx->holds[fx->holds_count++];
+        memset(h, 0, sizeof *h);
+        snprintf(h->rid, sizeof h->rid, "%s", c->reservation_id);
+        h->attempt = c->attempt;
+        snprintf(h->w, sizeof h->w, "%s", c->warehouse_id);
+        snprintf(h->sku, sizeof h->sku, "%s", c->sku);
+        h->qty = c->qty;
+        m_pair_t *p = m_pair(fx, c->warehouse_id, c->sku);
+        if (c->qty <= p->available) {
+            p->available -= c->qty;
+            p->reserved += c->qty;
+            h->status = MH_HELD;
+            h->outcome = HF_OUTCOME_OK;
+        } else {
+            h->status = MH_REFUSED;
+            h->outcome = HF_OUTCOME_INSUFFICIENT;
+        }
+        h->available_at = p->available;
+    }
+    m_result(fx, h->rid, h->attempt, h->w, h->sku, HF_CMD_HOLD, h->outcome, h->qty,
+             h->available_at);
+}
+
+static void m_on_commit(stage_ctx_t *fx, const hf_commit_hold_t *c)
+{
+    m_hold_t *h = m_hold(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
+    hf_outcome_t o = HF_OUTCOME_NOT_FOUND;
+    if (h && h->status == MH_HELD) {
+        m_pair_t *p = m_pair(fx, h->w, h->sku);
+        p->reserved -= h->qty;
+        p->committed += h->qty;
+        h->status = MH_COMMITTED;
+        o = HF_OUTCOME_OK;
+    } else if (h && h->status == MH_COMMITTED) {
+        o = HF_OUTCOME_OK;
+    } else if (h && h->status == MH_REVOKING) {
+        o = HF_OUTCOME_REVOKED;
+    } else if (h) {
+        o = HF_OUTCOME_CONFLICT;
+    }
+    m_result(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku, HF_CMD_COMMIT, o,
+             h ? h->qty : 0, 0);
+}
+
+static void m_on_release(stage_ctx_t *fx, const hf_release_hold_t *c)
+{
+    m_hold_t *h = m_hold(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
+    hf_outcome_t o = HF_OUTCOME_NOT_FOUND;
+    if (h && (h->status == MH_HELD || h->status == MH_REVOKING)) {
+        m_pair_t *p = m_pair(fx, h->w, h->sku);
+        p->reserved -= h->qty;
+        if (h->status == MH_HELD) /* revoked units are gone from on_hand */
+            p->available += h->qty;
+        h->status = MH_RELEASED;
+        o = HF_OUTCOME_OK;
+    } else if (h) {
+        o = h->status == MH_COMMITTED ? HF_OUTCOME_CONFLICT : HF_OUTCOME_OK;
+    }
+    m_result(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku, HF_CMD_RELEASE, o,
+             h ? h->qty : 0, 0);
+}
+
+/* The counters apply every command emitted since they last looked; their
+ * answers wait in fx->results until delivered. Each emitted command must be
+ * keyed by its pair. */
+static void counters_apply(stage_ctx_t *fx)
+{
+    for (; fx->cmd_cursor < fx->emits_count; fx->cmd_cursor++) {
+        const emitted_t *e = &fx->emits[fx->cmd_cursor];
+        if (e->topic_id != HF_T_COUNTER_COMMANDS)
+            continue;
+        const hf_record_t *r = &e->rec;
+        char key[HF_STATE_KEY_LEN_MAX];
+        int n = 0;
+        switch (r->type) {
+        case HF_REC_HOLD:
+            n = snprintf(key, sizeof key, "%s|%s", r->u.hold.warehouse_id, r->u.hold.sku);
+            m_on_hold(fx, &r->u.hold);
+            break;
+        case HF_REC_COMMIT_HOLD:
+            n = snprintf(key, sizeof key, "%s|%s", r->u.commit_hold.warehouse_id,
+                         r->u.commit_hold.sku);
+            m_on_commit(fx, &r->u.commit_hold);
+            break;
+        case HF_REC_RELEASE_HOLD:
+            n = snprintf(key, sizeof key, "%s|%s", r->u.release_hold.warehouse_id,
+                         r->u.release_hold.sku);
+            m_on_release(fx, &r->u.release_hold);
+            break;
+        default:
+            fail_msg("unexpected %s on the commands topic", hf_rec_type_name(r->type));
+        }
+        assert_int_equal(e->key_len, (size_t)n);
+        assert_memory_equal(e->key, key, (size_t)n);
+    }
+}
+
+/* Delivers the queued answers to the gateway (each its own transaction). */
+static void deliver_results(stage_ctx_t *fx)
+{
+    size_t n = fx->results_count;
+    hf_counter_result_t *batch = malloc(n * sizeof *batch + 1);
+    assert_non_null(batch);
+    memcpy(batch, fx->results, n * sizeof *batch);
+    fx->results_count = 0;
+    for (size_t i = 0; i < n; i++) {
+        hf_record_t rec = {.type = HF_REC_COUNTER_RESULT, .u.counter_result = batch[i]};
+        assert_int_equal(fx_apply(fx, &rec), HF_OK);
+    }
+    free(batch);
+}
+
+/* Counters and gateway talk until nothing more is said. */
+static void settle(stage_ctx_t *fx)
+{
+    for (int round = 0; round < 100; round++) {
+        counters_apply(fx);
+        if (fx->results_count == 0)
+            return;
+        deliver_results(fx);
+    }
+    fail_msg("the saga did not settle in 100 rounds");
+}
+
+/* Drops the queued answers (lost on their way). */
+static void drop_results(stage_ctx_t *fx)
+{
+    fx->results_count = 0;
+}
+
+/* Sum of reserved units of sku over every warehouse. */
+static int64_t reserved_total(stage_ctx_t *fx, const char *sku)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < fx->pairs_count; i++)
+        if (strcmp(fx->pairs[i].sku, sku) == 0)
+            sum += fx->pairs[i].reserved;
+    return sum;
+}
+
+/* The stock feed revokes rid's hold at w|sku: the counter marks it REVOKING and
+ * queues a SHORTFALL result. */
+static void revoke_hold(stage_ctx_t *fx, const char *rid, const char *w, const char *sku)
+{
+    m_hold_t *h = NULL;
+    for (size_t i = 0; i < fx->holds_count; i++)
+        if (strcmp(fx->holds[i].rid, rid) == 0 && strcmp(fx->holds[i].w, w) == 0 &&
+            strcmp(fx->holds[i].sku, sku) == 0 && fx->holds[i].status == MH_HELD)
+            h = &fx->holds[i];
+    assert_non_null(h);
+    h->status = MH_REVOKING;
+    m_result(fx, rid, h->attempt, w, sku, HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, h->qty, 0);
+}
+
+static hf_reservation_state_t load_rs(stage_ctx_t *fx, const char *rid)
+{
+    fx->partition = partition_of(rid);
+    hf_reservation_state_t rs;
+    int err = gw_load(fx, rid, &rs);
+    if (err)
+        fail_msg("reservation %s: %s", rid, hf_err_name(err));
+    return rs;
+}
+
+static bool idem_exists(stage_ctx_t *fx, const char *rid, const char *ikey)
+{
+    fx->partition = partition_of(rid);
+    char key[GW_KEY_MAX];
+    size_t len = gw_idem_key(key, rid, ikey);
+    hf_record_t rec;
+    return stage_get(fx, key, len, &rec) == HF_OK;
+}
+
+/* Reserves qty of sku and runs the saga to its end; returns the reply. */
+static hf_reply_t reserve_held(stage_ctx_t *fx, const char *rid, const char *sku, int64_t qty,
+                               int64_t ttl_ms)
+{
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec(rid, "k", sku, qty, ttl_ms);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    return rep;
+}
+
+static hf_reply_t call(stage_ctx_t *fx, const hf_record_t *rec)
+{
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, rec), HF_OK);
+    return one_reply(fx, from);
+}
+
+static const int64_t plenty[6] = {100, 100, 100, 100, 100, 100};
+
+/* ======================================================================
+ * Validation
+ * ====================================================================== */
+
+static void expect_invalid(stage_ctx_t *fx, const hf_record_t *rec, const char *needle)
+{
+    size_t from = fx->emits_count;
+    hf_reply_t rep = call(fx, rec);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+    if (!strstr(rep.message, needle))
+        fail_msg("message \"%s\" does not say \"%s\"", rep.message, needle);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, rep.reservation_id), 0);
+}
+
+static void
+test_reserve_with_qty_zero_or_above_max_is_rejected_invalid_naming_line_and_bounds(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t z = reserve_rec("v1", "k", "SKU-A", 0, 0);
+    expect_invalid(fx, &z, "line 0 (SKU-A): qty 0 must be in [1, 1000000]");
+    hf_record_t neg = reserve_rec("v1", "k", "SKU-A", -3, 0);
+    expect_invalid(fx, &neg, "qty -3");
+    hf_record_t big = reserve_rec("v1", "k", "SKU-A", HF_QTY_MAX + 1, 0);
+    expect_invalid(fx, &big, "qty 1000001 must be in [1, 1000000]");
+    /* The rejected id stays free: nothing was recorded. */
+    hf_reply_t ok = reserve_held(fx, "v1", "SKU-A", 1, 0);
+    assert_string_equal(ok.reservation_id, "v1");
+}
+
+static void
+test_reserve_with_no_lines_too_many_lines_or_a_repeated_sku_is_rejected_invalid(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t none = reserve_rec("v2", "k", "SKU-A", 1, 0);
+    none.u.reserve.lines_count = 0;
+    expect_invalid(fx, &none, "a reserve needs 1..32 lines, got 0");
+    hf_record_t many = reserve_rec("v2", "k", "SKU-A", 1, 0);
+    many.u.reserve.lines_count = HF_LINES_MAX + 1;
+    expect_invalid(fx, &many, "a reserve needs 1..32 lines, got 33");
+    const char *skus[] = {"SKU-A", "SKU-A"};
+    const int64_t qtys[] = {1, 2};
+    hf_record_t dup = reserve_lines("v2", "k", skus, qtys, 2, 0);
+    expect_invalid(fx, &dup, "sku SKU-A appears in two lines");
+    hf_record_t bad = reserve_rec("v2", "k", "SKU|A", 1, 0);
+    expect_invalid(fx, &bad, "line 0: sku must be non-empty, printable, without '|'");
+}
+
+static void test_reserve_of_an_unknown_sku_is_rejected_invalid_and_records_nothing(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    const char *skus[] = {"SKU-A", "SKU-NOPE"};
+    const int64_t qtys[] = {1, 1};
+    hf_record_t r = reserve_lines("v3", "k", skus, qtys, 2, 0);
+    expect_invalid(fx, &r, "unknown sku SKU-NOPE");
+    hf_reservation_state_t rs;
+    fx->partition = partition_of("v3");
+    assert_int_equal(gw_load(fx, "v3", &rs), HF_ERR_NOTFOUND);
+    assert_false(idem_exists(fx, "v3", "k"));
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+static void
+test_reserve_ttl_outside_bounds_is_rejected_and_the_bounds_themselves_are_accepted(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    const int64_t bad[] = {HF_TTL_MIN_MS - 1, -1, HF_TTL_MAX_MS + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hf_record_t r = reserve_rec("v4", "k", "SKU-A", 1, bad[i]);
+        expect_invalid(fx, &r, "must be 0 (default) or in [1000, 86400000]");
+    }
+    fx->now_ms = T0;
+    hf_reply_t lo = reserve_held(fx, "v4", "SKU-A", 1, HF_TTL_MIN_MS);
+    assert_int_equal(lo.expires_at_ms, T0 + HF_TTL_MIN_MS);
+    hf_reply_t hi = reserve_held(fx, "v5", "SKU-A", 1, HF_TTL_MAX_MS);
+    assert_int_equal(hi.expires_at_ms, T0 + HF_TTL_MAX_MS);
+}
+
+static void test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    /* No usable reservation_id: nothing to key a reply by, so the task
+     * dead-letters the record with the reason. */
+    hf_record_t nokey = reserve_rec("", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply_key(fx, "x", &nokey), HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "reservation_id must be non-empty"));
+    hf_record_t piped = reserve_rec("a|b", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &piped), HF_ERR_INVAL);
+    hf_record_t miskeyed = reserve_rec("v6", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply_key(fx, "v7", &miskeyed), HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "record key must be the reservation_id \"v6\""));
+
+    hf_record_t noikey = reserve_rec("v6", "", "SKU-A", 1, 0);
+    expect_invalid(fx, &noikey, "idempotency_key must be non-empty");
+    reserve_held(fx, "v6", "SKU-A", 1, 0);
+    hf_record_t nopay = commit_rec("v6", "c", "");
+    expect_invalid(fx, &nopay, "payment_id must be non-empty");
+    hf_record_t c_noikey = commit_rec("v6", "", "pay");
+    expect_invalid(fx, &c_noikey, "idempotency_key must be non-empty");
+    hf_record_t x_noikey = release_rec("v6", "");
+    expect_invalid(fx, &x_noikey, "idempotency_key must be non-empty");
+    hf_record_t e_noikey = extend_rec("v6", "", 1000);
+    expect_invalid(fx, &e_noikey, "idempotency_key must be non-empty");
+    hf_record_t e_zero = extend_rec("v6", "e", 0);
+    expect_invalid(fx, &e_zero, "extend_by_ms must be positive");
+    assert_int_equal(load_rs(fx, "v6").status, GW_RES_HELD);
+}
+
+static void test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid(void **state)
+{
+    stage_ctx_t *fx = *state;
+    /* 32 lines, each only coverable by three warehouses: 96 holds > 64. */
+    const char *skus[HF_LINES_MAX];
+    int64_t qtys[HF_LINES_MAX];
+    static char names[HF_LINES_MAX][16];
+    const int64_t thirds[6] = {4, 4, 4, 0, 0, 0};
+    for (int i = 0; i < HF_LINES_MAX; i++) {
+        snprintf(names[i], sizeof names[i], "SKU-%02d", i);
+        skus[i] = names[i];
+        qtys[i] = 12;
+        stock(fx, names[i], thirds, 6);
+    }
+    hf_record_t r = reserve_lines("v8", "k", skus, qtys, HF_LINES_MAX, 0);
+    expect_invalid(fx, &r, "the reservation needs more than 64 holds");
+    assert_int_equal(reserved_total(fx, "SKU-00"), 0);
+}
+
+/* ======================================================================
+ * Idempotency
+ * ====================================================================== */
+
+static void
+test_retried_reserve_with_the_same_body_gets_the_stored_reply_and_no_second_hold(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t first = reserve_held(fx, "i1", "SKU-A", 2, 0);
+    fx->now_ms += 3000;
+    size_t from = fx->emits_count;
+    hf_record_t again = reserve_rec("i1", "k", "SKU-A", 2, 0);
+    again.u.reserve.sent_at_ms = T0 + 3000; /* not part of the body */
+    snprintf(again.u.reserve.reply_to, sizeof again.u.reserve.reply_to, "my-replies");
+    hf_reply_t second = call(fx, &again);
+    assert_memory_equal(&first, &second, sizeof first);
+    assert_string_equal(fx->emits[fx->emits_count - 1].topic, "my-replies");
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "i1"), 0);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 2);
+}
+
+static void test_retried_reserve_while_pending_emits_nothing_and_the_answer_comes_once(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("i2", "k", "SKU-A", 1, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(replies_since(fx, from), 0);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+}
+
+static void
+test_same_idempotency_key_with_another_body_is_conflict_and_changes_nothing(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "i3", "SKU-A", 2, 0);
+    hf_reservation_state_t before = load_rs(fx, "i3");
+    size_t from = fx->emits_count;
+    hf_record_t other = reserve_rec("i3", "k", "SKU-A", 3, 0);
+    hf_reply_t rep = call(fx, &other);
+    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(rep.message, "different request body"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    hf_reservation_state_t after = load_rs(fx, "i3");
+    assert_memory_equal(&before, &after, sizeof before);
+
+    /* A commit key reused for another payment is a conflict too. */
+    hf_record_t c1 = commit_rec("i3", "c", "pay-1");
+    assert_int_equal(call(fx, &c1).outcome, HF_REPLY_COMMITTED);
+    hf_record_t c2 = commit_rec("i3", "c", "pay-2");
+    assert_int_equal(call(fx, &c2).outcome, HF_REPLY_CONFLICT);
+    assert_string_equal(load_rs(fx, "i3").payment_id, "pay-1");
+}
+
+static void test_reserve_reusing_a_reservation_id_under_another_key_is_conflict(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "i4", "SKU-A", 1, 0);
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("i4", "other-key", "SKU-A", 1, 0);
+    hf_reply_t rep = call(fx, &r);
+    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(rep.message, "reservation_id is already used"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+}
+
+static void test_commit_is_idempotent_by_key_and_by_payment_id(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "i5", "SKU-A", 2, 0);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("i5", "c1", "pay-1");
+    hf_reply_t a = call(fx, &c);
+    assert_int_equal(a.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(a.allocations_count, 1);
+    hf_reply_t b = call(fx, &c); /* the webhook retried */
+    assert_memory_equal(&a, &b, sizeof a);
+    hf_record_t c2 = commit_rec("i5", "c2", "pay-1"); /* same payment, another key */
+    hf_reply_t d = call(fx, &c2);
+    assert_int_equal(d.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+    assert_int_equal(ledger_count(fx, from, "i5", HF_LEDGER_COMMITTED), 1);
+    hf_record_t c3 = commit_rec("i5", "c3", "pay-2"); /* another payment */
+    hf_reply_t e = call(fx, &c3);
+    assert_int_equal(e.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(e.message, "another payment"));
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(m_pair(fx, "W1", "SKU-A")->committed, 2);
+}
+
+/* ======================================================================
+ * The saga
+ * ====================================================================== */
+
+static void test_all_holds_ok_make_it_held_with_expires_at_now_plus_ttl_computed_once(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {2, 3};
+    hf_record_t r = reserve_lines("s1", "k", skus, qtys, 2, 60000);
+    size_t from = fx->emits_count;
+    fx->now_ms = T0;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2);
+    assert_int_equal(load_rs(fx, "s1").status, GW_RES_PENDING);
+    assert_int_equal(load_rs(fx, "s1").expires_at_ms, T0 + 60000);
+    fx->now_ms = T0 + 700; /* the results take their time: expires_at does not move */
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_int_equal(rep.expires_at_ms, T0 + 60000);
+    assert_int_equal(rep.allocations_count, 2);
+    assert_string_equal(rep.allocations[0].warehouse_id, "W1");
+    hf_ledger_event_t held = last_ledger(fx, "s1", HF_LEDGER_HELD);
+    assert_int_equal(held.expires_at_ms, T0 + 60000);
+    assert_int_equal(held.allocations_count, 2);
+    assert_int_equal(ledger_total(fx, from, "s1"), 1);
+    assert_int_equal(load_rs(fx, "s1").status, GW_RES_HELD);
+    assert_int_equal(reserved_total(fx, "SKU-A") + reserved_total(fx, "SKU-B"), 5);
+    /* A retry much later gets the same expiry. */
+    fx->now_ms = T0 + 30000;
+    assert_int_equal(call(fx, &r).expires_at_ms, T0 + 60000);
+}
+
+static void test_ttl_is_the_requests_then_the_campaigns_then_the_default(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    assert_int_equal(reserve_held(fx, "s2", "SKU-A", 1, 0).expires_at_ms, T0 + TTL_DEFAULT_MS);
+    hf_record_t c = reserve_rec("s3", "k", "SKU-A", 1, 0);
+    snprintf(c.u.reserve.campaign, sizeof c.u.reserve.campaign, "flash");
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).expires_at_ms, T0 + 120000);
+    hf_record_t own = reserve_rec("s4", "k", "SKU-A", 1, 5000);
+    snprintf(own.u.reserve.campaign, sizeof own.u.reserve.campaign, "flash");
+    from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &own), HF_OK);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).expires_at_ms, T0 + 5000);
+}
+
+static void
+test_insufficient_result_reroutes_to_another_warehouse_with_a_bumped_attempt(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    m_pair(fx, "W1", "SKU-A")->available = 0; /* the view still says 100 */
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("s5", "k", "SKU-A", 5, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_hold_t h0 = nth_hold(fx, from, 0), h1 = nth_hold(fx, from, 1);
+    assert_string_equal(h0.warehouse_id, "W1");
+    assert_int_equal(h0.attempt, 0);
+    assert_string_not_equal(h1.warehouse_id, "W1");
+    assert_int_equal(h1.attempt, 1);
+    assert_int_equal(h1.qty, 5);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_int_equal(rep.allocations_count, 1);
+    assert_string_equal(rep.allocations[0].warehouse_id, h1.warehouse_id);
+    assert_int_equal(load_rs(fx, "s5").reroutes, 1);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 5);
+}
+
+static void test_partial_insufficient_reroutes_only_the_missing_quantity(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t split[6] = {3, 3, 3, 0, 0, 0};
+    stock(fx, "SKU-A", split, 6);
+    m_pair(fx, "W2", "SKU-A")->available = 1; /* the view still says 3 */
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("s6", "k", "SKU-A", 5, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    /* W1 3 + W2 2; W2 refuses (1 left); the missing 2 go to W3, W1 is kept. */
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 3);
+    hf_hold_t h0 = nth_hold(fx, from, 0), h1 = nth_hold(fx, from, 1), h2 = nth_hold(fx, from, 2);
+    assert_string_equal(h0.warehouse_id, "W1");
+    assert_int_equal(h0.qty, 3);
+    assert_string_equal(h1.warehouse_id, "W2");
+    assert_int_equal(h1.qty, 2);
+    assert_string_equal(h2.warehouse_id, "W3");
+    assert_int_equal(h2.qty, 2);
+    assert_int_equal(h2.attempt, 1);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_int_equal(rep.allocations_count, 2);
+    assert_int_equal(rep.allocations[0].qty + rep.allocations[1].qty, 5);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 5);
+}
+
+static void
+test_reroutes_are_bounded_then_every_hold_is_released_and_the_reserve_rejected(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    for (size_t i = 0; i < WH_COUNT; i++) /* the view says 100 everywhere; the counters 0 */
+        m_pair(fx, wh_table[i].id, "SKU-B")->available = 0;
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {2, 1};
+    hf_record_t r = reserve_lines("s7", "k", skus, qtys, 2, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    /* SKU-A once, SKU-B in the first round and in each of HF_REROUTES_MAX re-routes. */
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1 + 1 + HF_REROUTES_MAX);
+    for (size_t i = 1; i < 1 + 1 + HF_REROUTES_MAX; i++)
+        assert_string_equal(nth_hold(fx, from, i).sku, "SKU-B");
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_int_equal(rep.allocations_count, 0);
+    /* Never a partial reservation: SKU-A's OK hold got its ReleaseHold. */
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(reserved_total(fx, "SKU-B"), 0);
+    assert_int_equal(ledger_count(fx, from, "s7", HF_LEDGER_REJECTED), 1);
+    assert_int_equal(ledger_total(fx, from, "s7"), 1);
+    hf_reservation_state_t rs = load_rs(fx, "s7");
+    assert_int_equal(rs.status, GW_RES_REJECTED);
+    assert_int_equal(rs.reroutes, HF_REROUTES_MAX);
+    /* A retry gets the stored rejection. */
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+}
+
+static void
+test_rejection_when_the_network_cannot_cover_releases_the_ok_holds_of_other_lines(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    const int64_t two[6] = {2, 0, 0, 0, 0, 0};
+    stock(fx, "SKU-B", two, 6);
+    m_pair(fx, "W1", "SKU-B")->available = 1; /* the view is behind */
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {4, 2};
+    hf_record_t r = reserve_lines("s8", "k", skus, qtys, 2, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(reserved_total(fx, "SKU-B"), 0);
+}
+
+static void
+test_reserve_the_view_cannot_cover_is_rejected_insufficient_without_any_hold(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t few[6] = {1, 1, 1, 0, 0, 0};
+    stock(fx, "SKU-A", few, 6);
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("s9", "k", "SKU-A", 4, 0);
+    hf_reply_t rep = call(fx, &r);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_non_null(strstr(rep.message, "4 asked, 3 available"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_count(fx, from, "s9", HF_LEDGER_REJECTED), 1);
+    assert_int_equal(load_rs(fx, "s9").status, GW_RES_REJECTED);
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT); /* stored */
+}
+
+static void test_stale_view_degrades_to_the_nearest_warehouse(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t far_only[6] = {0, 0, 100, 0, 0, 0};
+    stock(fx, "SKU-A", far_only, 6);
+    m_pair(fx, "W1", "SKU-A")->available = 10; /* the stale view does not know */
+    fx->view_staleness_ms = 60000;
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("s10", "k", "SKU-A", 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, "W1");
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    /* Never caught up at all: the same. */
+    fx->view_staleness_ms = -1;
+    from = fx->emits_count;
+    hf_record_t r2 = reserve_rec("s11", "k", "SKU-UNSEEN", 1, 0);
+    assert_int_equal(fx_apply(fx, &r2), HF_OK);
+    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, "W1");
+}
+
+/* ======================================================================
+ * Guarded transitions
+ * ====================================================================== */
+
+static void test_commit_of_held_sends_commit_holds_and_one_committed_ledger_event(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "g1", "SKU-A", 3, 0);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("g1", "c", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+    hf_ledger_event_t e = last_ledger(fx, "g1", HF_LEDGER_COMMITTED);
+    assert_string_equal(e.payment_id, "pay-1");
+    assert_int_equal(e.allocations_count, 1);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(m_pair(fx, "W1", "SKU-A")->committed, 3);
+    assert_int_equal(load_rs(fx, "g1").status, GW_RES_COMMITTED);
+}
+
+/* Drives rid's reservation through every request kind and checks none moves
+ * it, emits a counter command or a ledger event. */
+static void expect_frozen(stage_ctx_t *fx, const char *rid, int32_t status)
+{
+    size_t from = fx->emits_count;
+    hf_record_t reqs[] = {commit_rec(rid, "fz-c", "pay-frozen"), release_rec(rid, "fz-x"),
+                          extend_rec(rid, "fz-e", 60000)};
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        hf_reply_t rep = call(fx, &reqs[i]);
+        assert_true(rep.outcome != HF_REPLY_HELD && rep.outcome != HF_REPLY_COMMITTED);
+        if (status != GW_RES_RELEASED)
+            assert_true(rep.outcome != HF_REPLY_RELEASED);
+    }
+    fx->now_ms += 2 * TTL_DEFAULT_MS;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, rid).status, status);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD) +
+                         commands_since(fx, from, HF_REC_COMMIT_HOLD) +
+                         commands_since(fx, from, HF_REC_RELEASE_HOLD),
+                     0);
+    size_t events = ledger_total(fx, from, rid),
+           late = ledger_count(fx, from, rid, HF_LEDGER_LATE_PAYMENT);
+    assert_int_equal(events, late); /* only a refund flag, never a transition */
+}
+
+static void test_terminal_states_never_move(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "t-com", "SKU-A", 1, 0);
+    hf_record_t c = commit_rec("t-com", "c", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    expect_frozen(fx, "t-com", GW_RES_COMMITTED);
+
+    reserve_held(fx, "t-rel", "SKU-A", 1, 0);
+    hf_record_t x = release_rec("t-rel", "x");
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
+    expect_frozen(fx, "t-rel", GW_RES_RELEASED);
+
+    reserve_held(fx, "t-exp", "SKU-A", 1, 1000);
+    fx->now_ms += 1000;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "t-exp").status, GW_RES_EXPIRED);
+    expect_frozen(fx, "t-exp", GW_RES_EXPIRED);
+
+    const int64_t none[6] = {0};
+    stock(fx, "SKU-Z", none, 6);
+    hf_record_t z = reserve_rec("t-rej", "k", "SKU-Z", 1, 0);
+    assert_int_equal(call(fx, &z).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    expect_frozen(fx, "t-rej", GW_RES_REJECTED);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+static void test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_stored(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("g2", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    hf_record_t c = commit_rec("g2", "c", "pay-1");
+    hf_record_t e = extend_rec("g2", "e", 60000);
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(call(fx, &e).outcome, HF_REPLY_CONFLICT);
+    settle(fx);
+    /* The same webhook and extension retried once HELD now succeed. */
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    hf_record_t r2 = reserve_rec("g3", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r2), HF_OK);
+    hf_record_t e2 = extend_rec("g3", "e", 60000);
+    assert_int_equal(call(fx, &e2).outcome, HF_REPLY_CONFLICT);
+    settle(fx);
+    assert_int_equal(call(fx, &e2).outcome, HF_REPLY_HELD);
+}
+
+static void test_commit_after_expiry_expires_and_flags_a_late_payment(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t held = reserve_held(fx, "g4", "SKU-A", 2, 10000);
+    fx->now_ms = held.expires_at_ms; /* the sweeper has not run yet */
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("g4", "c", "pay-late");
+    hf_reply_t rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_EXPIRED);
+    assert_non_null(strstr(rep.message, "refund"));
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    assert_int_equal(ledger_count(fx, from, "g4", HF_LEDGER_EXPIRED), 1);
+    hf_ledger_event_t late = last_ledger(fx, "g4", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(late.payment_id, "pay-late");
+    assert_string_equal(late.reason, "refund");
+    assert_int_equal(load_rs(fx, "g4").status, GW_RES_EXPIRED);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+static void test_late_payment_is_flagged_for_refund_once_per_payment_id(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "g5", "SKU-A", 1, 1000);
+    fx->now_ms += 1000;
+    fx_tick(fx);
+    size_t from = fx->emits_count;
+    hf_record_t c1 = commit_rec("g5", "c1", "pay-1");
+    hf_record_t c2 = commit_rec("g5", "c2", "pay-1"); /* the provider retried under a new key */
+    assert_int_equal(call(fx, &c1).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(call(fx, &c1).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(call(fx, &c2).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 1);
+    hf_record_t c3 = commit_rec("g5", "c3", "pay-2"); /* a second payment: its own refund */
+    assert_int_equal(call(fx, &c3).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 2);
+}
+
+static void
+test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("g6", "k", "SKU-A", 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    hf_record_t x = release_rec("g6", "x");
+    assert_int_equal(fx_apply(fx, &x), HF_OK);
+    assert_int_equal(replies_since(fx, from), 2); /* the reserve's and the release's */
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    settle(fx); /* the Hold reaches the counter before its ReleaseHold */
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(replies_since(fx, from), 2); /* the late OK result answers nothing */
+    assert_int_equal(ledger_count(fx, from, "g6", HF_LEDGER_RELEASED), 1);
+    assert_int_equal(ledger_count(fx, from, "g6", HF_LEDGER_HELD), 0);
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_RELEASED);
+}
+
+static void test_release_of_held_gives_the_holds_back_with_a_released_ledger_event(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "g7", "SKU-A", 2, 0);
+    size_t from = fx->emits_count;
+    hf_record_t x = release_rec("g7", "x");
+    snprintf(x.u.release.reason, sizeof x.u.release.reason, "cart emptied");
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    hf_ledger_event_t e = last_ledger(fx, "g7", HF_LEDGER_RELEASED);
+    assert_string_equal(e.reason, "cart emptied");
+    assert_int_equal(e.allocations_count, 1);
+    assert_int_equal(ledger_total(fx, from, "g7"), 1);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+/* ======================================================================
+ * The sweeper
+ * ====================================================================== */
+
+static void
+test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t a = reserve_held(fx, "w1", "SKU-A", 2, 5000);
+    hf_reply_t b = reserve_held(fx, "w2", "SKU-A", 3, 20000);
+    size_t from = fx->emits_count;
+    fx->now_ms = a.expires_at_ms - 1;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    assert_int_equal(load_rs(fx, "w1").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "w2").status, GW_RES_HELD);
+    hf_ledger_event_t e = last_ledger(fx, "w1", HF_LEDGER_EXPIRED);
+    assert_string_equal(e.reason, "expired");
+    assert_int_equal(e.allocations_count, 1);
+    assert_int_equal(e.allocations[0].qty, 2);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 3);
+    fx->now_ms = b.expires_at_ms + 10;
+    fx_tick(fx);
+    fx_tick(fx); /* fired timers are gone: nothing twice */
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(ledger_count(fx, from, "w1", HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(ledger_count(fx, from, "w2", HF_LEDGER_EXPIRED), 1);
+}
+
+static void test_sweeper_resends_overdue_holds_with_the_same_attempt(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("w3", "k", "SKU-A", 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    counters_apply(fx);
+    drop_results(fx); /* the answer is lost */
+    fx->now_ms = T0 + RESULT_TIMEOUT_MS - 1;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1);
+    fx->now_ms = T0 + RESULT_TIMEOUT_MS;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2);
+    hf_hold_t h0 = nth_hold(fx, from, 0), h1 = nth_hold(fx, from, 1);
+    assert_int_equal(h1.attempt, h0.attempt);
+    assert_string_equal(h1.warehouse_id, h0.warehouse_id);
+    assert_int_equal(h1.qty, h0.qty);
+    settle(fx); /* the counter answers the repeat with its first answer */
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 2);
+    assert_int_equal(ledger_count(fx, from, "w3", HF_LEDGER_HELD), 1);
+}
+
+static void test_sweeper_rolls_back_after_result_retries_max(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    fx->now_ms = T0;
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {2, 1};
+    hf_record_t r = reserve_lines("w4", "k", skus, qtys, 2, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    counters_apply(fx);
+    /* SKU-A's answer arrives, SKU-B's never does. */
+    assert_int_equal(fx->results_count, 2);
+    fx->results_count = 1;
+    deliver_results(fx);
+    int resends = 0;
+    for (int i = 0; i < 200 && load_rs(fx, "w4").status == GW_RES_PENDING; i++) {
+        fx->now_ms += 1000;
+        size_t before = commands_since(fx, from, HF_REC_HOLD);
+        fx_tick(fx);
+        resends += (int)(commands_since(fx, from, HF_REC_HOLD) - before);
+        counters_apply(fx);
+        drop_results(fx);
+    }
+    assert_int_equal(resends, HF_RESULT_RETRIES_MAX);
+    assert_int_equal(load_rs(fx, "w4").status, GW_RES_REJECTED);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_non_null(strstr(rep.message, "did not answer"));
+    assert_int_equal(ledger_count(fx, from, "w4", HF_LEDGER_REJECTED), 1);
+    assert_int_equal(ledger_total(fx, from, "w4"), 1);
+    /* Both holds released: the OK one and the unanswered one. */
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 2);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(reserved_total(fx, "SKU-B"), 0);
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+}
+
+static void test_sweeper_forgets_idempotency_records_after_retention(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    reserve_held(fx, "w5", "SKU-A", 1, 0);
+    hf_record_t c = commit_rec("w5", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    fx->now_ms = T0 + RETENTION_MS - 1;
+    fx_tick(fx);
+    assert_true(idem_exists(fx, "w5", "k"));
+    assert_true(idem_exists(fx, "w5", "c"));
+    fx->now_ms = T0 + RETENTION_MS + 1;
+    fx_tick(fx);
+    assert_false(idem_exists(fx, "w5", "k"));
+    assert_false(idem_exists(fx, "w5", "c"));
+    assert_int_equal(load_rs(fx, "w5").status, GW_RES_COMMITTED); /* the reservation stays */
+    /* A retry after retention still cannot commit twice. */
+    size_t from = fx->emits_count;
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+}
+
+/* ======================================================================
+ * Stock shortfall
+ * ====================================================================== */
+
+static void
+test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {2, 3};
+    hf_record_t r = reserve_lines("f1", "k", skus, qtys, 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "f1").status, GW_RES_HELD);
+    size_t from = fx->emits_count;
+    revoke_hold(fx, "f1", "W1", "SKU-A");
+    deliver_results(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 2);
+    hf_reservation_state_t rs = load_rs(fx, "f1");
+    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_string_equal(rs.reason, "stock_shortfall");
+    hf_ledger_event_t e = last_ledger(fx, "f1", HF_LEDGER_RELEASED);
+    assert_string_equal(e.reason, "stock_shortfall");
+    assert_int_equal(e.allocations_count, 2);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A") + reserved_total(fx, "SKU-B"), 0);
+    /* A repeated SHORTFALL changes nothing. */
+    from = fx->emits_count;
+    m_result(fx, "f1", 0, "W1", "SKU-A", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 2, 0);
+    deliver_results(fx);
+    assert_int_equal(fx->emits_count, from);
+}
+
+static void
+test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {2, 3};
+    hf_record_t r = reserve_lines("f2", "k", skus, qtys, 2, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    counters_apply(fx);
+    /* SKU-A's OK arrives, then its hold is revoked, before SKU-B's answer. */
+    hf_counter_result_t b_answer = fx->results[1];
+    fx->results_count = 1;
+    deliver_results(fx);
+    revoke_hold(fx, "f2", "W1", "SKU-A");
+    deliver_results(fx);
+    hf_reservation_state_t rs = load_rs(fx, "f2");
+    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_string_equal(rs.reason, "stock_shortfall");
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_RELEASED);
+    assert_non_null(strstr(rep.message, "stock_shortfall"));
+    assert_int_equal(ledger_count(fx, from, "f2", HF_LEDGER_RELEASED), 1);
+    assert_string_equal(last_ledger(fx, "f2", HF_LEDGER_RELEASED).reason, "stock_shortfall");
+    assert_int_equal(ledger_count(fx, from, "f2", HF_LEDGER_HELD), 0);
+    /* SKU-B's late OK: its hold was released too; nothing else happens. */
+    fx->results[fx->results_count++] = b_answer;
+    deliver_results(fx);
+    settle(fx);
+    assert_int_equal(replies_since(fx, from), 1);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2); /* no re-route */
+    assert_int_equal(reserved_total(fx, "SKU-A") + reserved_total(fx, "SKU-B"), 0);
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_RELEASED); /* the stored answer */
+}
+
+static void
+test_commit_racing_a_shortfall_ends_released_and_flags_the_payment_for_refund(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "f3", "SKU-A", 2, 0);
+    /* The count revokes the hold; the gateway commits before it hears of it. */
+    revoke_hold(fx, "f3", "W1", "SKU-A");
+    hf_counter_result_t shortfall = fx->results[0];
+    drop_results(fx);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("f3", "c", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    counters_apply(fx); /* the counter answers the CommitHold REVOKED */
+    assert_int_equal(fx->results[0].outcome, HF_OUTCOME_REVOKED);
+    fx->results[fx->results_count++] = shortfall;
+    settle(fx);
+    hf_reservation_state_t rs = load_rs(fx, "f3");
+    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_string_equal(rs.reason, "stock_shortfall");
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(m_pair(fx, "W1", "SKU-A")->committed, 0);
+    assert_string_equal(last_ledger(fx, "f3", HF_LEDGER_RELEASED).reason, "stock_shortfall");
+    hf_ledger_event_t refund = last_ledger(fx, "f3", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(refund.reason, "refund");
+    assert_string_equal(refund.payment_id, "pay-1");
+    assert_int_equal(ledger_count(fx, from, "f3", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_int_equal(ledger_count(fx, from, "f3", HF_LEDGER_RELEASED), 1);
+    /* The same webhook under another key: no second refund, no commit. */
+    hf_record_t c2 = commit_rec("f3", "c2", "pay-1");
+    assert_int_equal(call(fx, &c2).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(ledger_count(fx, from, "f3", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+}
+
+static void test_commit_revoked_by_the_counter_alone_also_ends_released_with_a_refund(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "f4", "SKU-A", 2, 0);
+    revoke_hold(fx, "f4", "W1", "SKU-A");
+    drop_results(fx); /* only the REVOKED answer to the commit arrives first */
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("f4", "c", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "f4").status, GW_RES_RELEASED);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(ledger_count(fx, from, "f4", HF_LEDGER_LATE_PAYMENT), 1);
+    /* The SHORTFALL arriving after changes nothing. */
+    size_t after = fx->emits_count;
+    m_result(fx, "f4", 0, "W1", "SKU-A", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 2, 0);
+    deliver_results(fx);
+    assert_int_equal(fx->emits_count, after);
+}
+
+static void
+test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refund(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "f5", "SKU-A", 2, 0);
+    revoke_hold(fx, "f5", "W1", "SKU-A");
+    settle(fx);
+    assert_int_equal(load_rs(fx, "f5").status, GW_RES_RELEASED);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("f5", "c", "pay-1");
+    hf_reply_t rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(rep.message, "stock_shortfall"));
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+    hf_ledger_event_t refund = last_ledger(fx, "f5", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(refund.payment_id, "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(ledger_count(fx, from, "f5", HF_LEDGER_LATE_PAYMENT), 1);
+    /* A release by the shopper is not a refund case. */
+    reserve_held(fx, "f6", "SKU-A", 1, 0);
+    hf_record_t x = release_rec("f6", "x");
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
+    from = fx->emits_count;
+    hf_record_t c6 = commit_rec("f6", "c", "pay-6");
+    assert_int_equal(call(fx, &c6).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(ledger_total(fx, from, "f6"), 0);
+}
+
+/* ======================================================================
+ * Extension
+ * ====================================================================== */
+
+static void test_extension_is_capped_at_the_max_total_hold_time(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t held = reserve_held(fx, "e1", "SKU-A", 1, 10000);
+    assert_int_equal(held.expires_at_ms, T0 + 10000);
+    hf_record_t x1 = extend_rec("e1", "x1", 4000);
+    hf_reply_t a = call(fx, &x1);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_int_equal(a.expires_at_ms, T0 + 14000);
+    hf_record_t x2 = extend_rec("e1", "x2", 60000);
+    hf_reply_t b = call(fx, &x2);
+    assert_int_equal(b.outcome, HF_REPLY_HELD);
+    assert_int_equal(b.expires_at_ms, T0 + 20000); /* 200% of the TTL from creation */
+    assert_non_null(strstr(b.message, "maximum hold time"));
+    hf_record_t x3 = extend_rec("e1", "x3", 1000);
+    assert_int_equal(call(fx, &x3).expires_at_ms, T0 + 20000);
+    /* The old expiry timers fire harmlessly; the new one expires it. */
+    size_t from = fx->emits_count;
+    fx->now_ms = T0 + 14000;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "e1").status, GW_RES_HELD);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    fx->now_ms = T0 + 20000;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "e1").status, GW_RES_EXPIRED);
+    hf_record_t x4 = extend_rec("e1", "x4", 1000);
+    assert_int_equal(call(fx, &x4).outcome, HF_REPLY_EXPIRED);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    char errstr[256] = "";
+    if (codec_init(errstr, sizeof errstr) != HF_OK) {
+        fprintf(stderr, "codec_init: %s\n", errstr);
+        return 1;
+    }
+    log_set_level(HF_LOG_ERROR); /* shortfalls and rollbacks log warnings by design */
+    const struct CMUnitTest tests[] = {
+        T(test_reserve_with_qty_zero_or_above_max_is_rejected_invalid_naming_line_and_bounds),
+        T(test_reserve_with_no_lines_too_many_lines_or_a_repeated_sku_is_rejected_invalid),
+        T(test_reserve_of_an_unknown_sku_is_rejected_invalid_and_records_nothing),
+        T(test_reserve_ttl_outside_bounds_is_rejected_and_the_bounds_themselves_are_accepted),
+        T(test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason),
+        T(test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid),
+        T(test_retried_reserve_with_the_same_body_gets_the_stored_reply_and_no_second_hold),
+        T(test_retried_reserve_while_pending_emits_nothing_and_the_answer_comes_once),
+        T(test_same_idempotency_key_with_another_body_is_conflict_and_changes_nothing),
+        T(test_reserve_reusing_a_reservation_id_under_another_key_is_conflict),
+        T(test_commit_is_idempotent_by_key_and_by_payment_id),
+        T(test_all_holds_ok_make_it_held_with_expires_at_now_plus_ttl_computed_once),
+        T(test_ttl_is_the_requests_then_the_campaigns_then_the_default),
+        T(test_insufficient_result_reroutes_to_another_warehouse_with_a_bumped_attempt),
+        T(test_partial_insufficient_reroutes_only_the_missing_quantity),
+        T(test_reroutes_are_bounded_then_every_hold_is_released_and_the_reserve_rejected),
+        T(test_rejection_when_the_network_cannot_cover_releases_the_ok_holds_of_other_lines),
+        T(test_reserve_the_view_cannot_cover_is_rejected_insufficient_without_any_hold),
+        T(test_stale_view_degrades_to_the_nearest_warehouse),
+        T(test_commit_of_held_sends_commit_holds_and_one_committed_ledger_event),
+        T(test_terminal_states_never_move),
+        T(test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_stored),
+        T(test_commit_after_expiry_expires_and_flags_a_late_payment),
+        T(test_late_payment_is_flagged_for_refund_once_per_payment_id),
+        T(test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once),
+        T(test_release_of_held_gives_the_holds_back_with_a_released_ledger_event),
+        T(test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event),
+        T(test_sweeper_resends_overdue_holds_with_the_same_attempt),
+        T(test_sweeper_rolls_back_after_result_retries_max),
+        T(test_sweeper_forgets_idempotency_records_after_retention),
+        T(test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall),
+        T(test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall),
+        T(test_commit_racing_a_shortfall_ends_released_and_flags_the_payment_for_refund),
+        T(test_commit_revoked_by_the_counter_alone_also_ends_released_with_a_refund),
+        T(test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refund),
+        T(test_extension_is_capped_at_the_max_total_hold_time),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    codec_shutdown();
+    return failed;
+}
