@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -35,8 +36,45 @@ void harness_sleep_ms(int ms)
     }
 }
 
+/* Children still running: a failed assertion longjmps out of a test before its
+ * harness_stop, so leftovers are killed when the next test starts and at exit. */
+#define HARNESS_CHILDREN_MAX 64
+static pid_t children[HARNESS_CHILDREN_MAX];
+
+static void child_add(pid_t pid)
+{
+    for (int i = 0; i < HARNESS_CHILDREN_MAX; i++)
+        if (children[i] == 0) {
+            children[i] = pid;
+            return;
+        }
+}
+
+static void child_forget(pid_t pid)
+{
+    for (int i = 0; i < HARNESS_CHILDREN_MAX; i++)
+        if (children[i] == pid)
+            children[i] = 0;
+}
+
+static void children_kill(void)
+{
+    for (int i = 0; i < HARNESS_CHILDREN_MAX; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+}
+
 void harness_init(harness_t *h, const char *name)
 {
+    static bool at_exit_registered;
+    if (!at_exit_registered) {
+        atexit(children_kill);
+        at_exit_registered = true;
+    }
+    children_kill();
     char errstr[512];
     memset(h, 0, sizeof *h);
     snprintf(h->name, sizeof h->name, "%s", name);
@@ -103,12 +141,14 @@ pid_t harness_start_with(harness_t *h, const char *instance, const char *stages,
         fprintf(stderr, "exec %s: %s\n", h->holdfast_bin, strerror(errno));
         _exit(127);
     }
+    child_add(pid);
     return pid;
 }
 
 int harness_stop(pid_t pid)
 {
     int status = 0;
+    child_forget(pid);
     kill(pid, SIGTERM);
     for (int i = 0; i < 300; i++) {
         if (waitpid(pid, &status, WNOHANG) == pid)
@@ -123,6 +163,7 @@ int harness_stop(pid_t pid)
 void harness_kill9(pid_t pid)
 {
     int status;
+    child_forget(pid);
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
 }
