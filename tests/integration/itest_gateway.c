@@ -47,8 +47,9 @@ static void start(gw_t *g, const char *name, const char *extra_config)
           f);
     fclose(f);
     assert_non_null(getcwd(cwd, sizeof cwd));
-    snprintf(g->cfg, sizeof g->cfg, "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000%s%s}",
-             cwd, wpath, extra_config ? ", " : "", extra_config ? extra_config : "");
+    snprintf(g->cfg, sizeof g->cfg,
+             "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000%s%s}", cwd, wpath,
+             extra_config ? ", " : "", extra_config ? extra_config : "");
     g->pid = harness_start_with(&g->h, "g1", "counter,gateway", g->cfg);
     char errstr[256];
     assert_int_equal(client_new(g->h.bootstrap, NULL, &g->c, errstr, sizeof errstr), HF_OK);
@@ -334,7 +335,8 @@ static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
     hf_record_t c3 = commit("t3", "c3", "pay-race");
     hf_reply_t o3 = call(&g, &c3);
     assert_true(o3.outcome == HF_REPLY_COMMITTED || o3.outcome == HF_REPLY_EXPIRED);
-    wait_ledger(&g, "t3", o3.outcome == HF_REPLY_COMMITTED ? HF_LEDGER_COMMITTED : HF_LEDGER_EXPIRED);
+    wait_ledger(&g, "t3",
+                o3.outcome == HF_REPLY_COMMITTED ? HF_LEDGER_COMMITTED : HF_LEDGER_EXPIRED);
     harness_sleep_ms(1500); /* give a wrong second winner the time to show up */
     ledger_t l3 = ledger_of(&g, "t3");
     assert_int_equal(l3.by_kind[HF_LEDGER_COMMITTED] + l3.by_kind[HF_LEDGER_EXPIRED], 1);
@@ -362,7 +364,8 @@ static void test_split_reroute_and_rollback(void **state)
     harness_flush(&g.h);
     hf_counter_state_t c = {0};
     int64_t deadline = harness_now_ms() + WAIT_MS;
-    while (!(harness_counter(&g.h, "W2", "SKU-Q", &c) && c.on_hand == 0) && harness_now_ms() < deadline)
+    while (!(harness_counter(&g.h, "W2", "SKU-Q", &c) && c.on_hand == 0) &&
+           harness_now_ms() < deadline)
         harness_sleep_ms(200);
     hf_record_t q1 = reserve("q1", "k", "SKU-Q", 9, 0);
     hf_reply_t b = call(&g, &q1);
@@ -381,7 +384,8 @@ static void test_split_reroute_and_rollback(void **state)
     harness_send(&g.h, HF_T_STOCK_FEED, harness_pair(key, "W2", "SKU-R"), &cnt2);
     harness_flush(&g.h);
     deadline = harness_now_ms() + WAIT_MS;
-    while (!(harness_counter(&g.h, "W2", "SKU-R", &c) && c.on_hand == 0) && harness_now_ms() < deadline)
+    while (!(harness_counter(&g.h, "W2", "SKU-R", &c) && c.on_hand == 0) &&
+           harness_now_ms() < deadline)
         harness_sleep_ms(200);
     hf_record_t x1 = reserve("x1", "k", "SKU-R", 9, 0);
     hf_reply_t x = call(&g, &x1);
@@ -416,8 +420,8 @@ static void test_200_concurrent_reserves_for_the_last_10_units(void **state)
         held += rep.outcome == HF_REPLY_HELD;
         rejected += rep.outcome == HF_REPLY_REJECTED_INSUFFICIENT;
     }
-    print_message("200 reserves for 10 units: %zu replies, %zu held, %zu rejected\n", replies,
-                  held, rejected);
+    print_message("200 reserves for 10 units: %zu replies, %zu held, %zu rejected\n", replies, held,
+                  rejected);
     assert_int_equal(replies, N);
     assert_int_equal(held, 10);
     assert_int_equal(rejected, N - 10);
@@ -440,20 +444,20 @@ static size_t wire_reserve(uint8_t *b, size_t cap, int lines)
     b[n++] = 0x01;
     for (int i = 0; i < 8; i++)
         b[n++] = (uint8_t)(fp >> (8 * i));
-#define LONG(v)                                                                 \
-    do {                                                                        \
-        uint64_t z = ((uint64_t)(v) << 1) ^ (uint64_t)((int64_t)(v) >> 63);    \
-        while (z >= 0x80) {                                                     \
-            b[n++] = (uint8_t)(z | 0x80);                                       \
-            z >>= 7;                                                            \
-        }                                                                       \
-        b[n++] = (uint8_t)z;                                                    \
+#define LONG(v)                                                                                    \
+    do {                                                                                           \
+        uint64_t z = ((uint64_t)(v) << 1) ^ (uint64_t)((int64_t)(v) >> 63);                        \
+        while (z >= 0x80) {                                                                        \
+            b[n++] = (uint8_t)(z | 0x80);                                                          \
+            z >>= 7;                                                                               \
+        }                                                                                          \
+        b[n++] = (uint8_t)z;                                                                       \
     } while (0)
-#define STR(s)                          \
-    do {                                \
-        LONG(strlen(s));                \
-        memcpy(b + n, s, strlen(s));    \
-        n += strlen(s);                 \
+#define STR(s)                                                                                     \
+    do {                                                                                           \
+        LONG(strlen(s));                                                                           \
+        memcpy(b + n, s, strlen(s));                                                               \
+        n += strlen(s);                                                                            \
     } while (0)
     STR("big");
     STR("k");
@@ -594,6 +598,129 @@ static void test_kill9_mid_5000_reservations(void **state)
     stop(&g);
 }
 
+/* ---- appended: shortfall and lost results */
+
+typedef struct {
+    const char *rid;
+    size_t count;
+    hf_reply_t last;
+} replies_t;
+
+static void count_replies(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    replies_t *r = opaque;
+    if (rec->type == HF_REC_REPLY && strcmp(rec->u.reply.reservation_id, r->rid) == 0) {
+        r->count++;
+        r->last = rec->u.reply;
+    }
+}
+
+static void send_count(gw_t *g, const char *wh, const char *sku, int64_t qty)
+{
+    char key[128];
+    hf_record_t cnt = harness_feed(wh, sku, HF_FEED_COUNT, qty, ++g->feed_seq);
+    harness_send(&g->h, HF_T_STOCK_FEED, harness_pair(key, wh, sku), &cnt);
+    harness_flush(&g->h);
+}
+
+/* A cycle count below what is held revokes the hold: the counter tells the
+ * gateway (SHORTFALL), the gateway ends the reservation RELEASED with reason
+ * stock_shortfall and gives the hold back, so nothing stays reserved; a payment
+ * arriving afterwards is refused and flagged for refund. */
+static void
+test_stock_count_revoking_a_held_reservation_releases_it_as_stock_shortfall(void **state)
+{
+    gw_t g;
+    start(&g, "gw-shortfall", NULL);
+    stock(&g, "SKU-F", (int64_t[]){5, 0, 0}, (int64_t[]){5, 0, 0});
+    hf_record_t r = reserve("f1", "k", "SKU-F", 3, 0);
+    hf_reply_t held = call(&g, &r);
+    assert_int_equal(held.outcome, HF_REPLY_HELD);
+    assert_string_equal(held.allocations[0].warehouse_id, "W1");
+    wait_reserved(&g, "SKU-F", 3);
+
+    send_count(&g, "W1", "SKU-F", 1); /* 1 on hand, 3 held */
+    wait_ledger(&g, "f1", HF_LEDGER_RELEASED);
+    ledger_t l = ledger_of(&g, "f1");
+    assert_string_equal(l.last.reason, "stock_shortfall");
+    assert_int_equal(l.by_kind[HF_LEDGER_HELD], 1);
+    assert_int_equal(l.by_kind[HF_LEDGER_RELEASED], 1);
+    wait_reserved(&g, "SKU-F", 0);
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&g.h, "W1", "SKU-F", &c) && c.revoking == 0 && c.reserved == 0) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(c.on_hand, 1);
+    assert_int_equal(c.reserved, 0);
+    assert_int_equal(c.revoking, 0);
+
+    hf_record_t pay = commit("f1", "c1", "pay-f1");
+    hf_reply_t rep = call(&g, &pay);
+    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(rep.message, "stock_shortfall"));
+    wait_ledger(&g, "f1", HF_LEDGER_LATE_PAYMENT);
+    assert_int_equal(ledger_of(&g, "f1").by_kind[HF_LEDGER_COMMITTED], 0);
+    stop(&g);
+}
+
+/* The gateway runs without any counter: its Hold goes unanswered, the sweeper
+ * asks again after result_timeout_ms (same attempt). A counter started later
+ * answers the original and the repeats alike; the reservation is HELD exactly
+ * once, with one reply, one held ledger event and the units reserved once. */
+static void test_lost_counter_result_is_requested_again_and_the_reserve_is_held_once(void **state)
+{
+    gw_t g;
+    start(&g, "gw-lost", "\"result_timeout_ms\": 1500");
+    stock(&g, "SKU-O", (int64_t[]){10, 0, 0}, (int64_t[]){10, 0, 0});
+    /* The same instance name: static membership hands the partitions back at once. */
+    assert_int_equal(harness_stop(g.pid), 0);
+    g.pid = harness_start_with(&g.h, "g1", "gateway", g.cfg);
+
+    char errstr[256];
+    hf_record_t r = reserve("o1", "k", "SKU-O", 4, 0);
+    assert_int_equal(client_send(g.c, &r, errstr, sizeof errstr), HF_OK);
+    holds_t hc = {"o1", 0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (hc.holds < 2 && harness_now_ms() < deadline) {
+        harness_sleep_ms(300);
+        hc.holds = 0;
+        harness_read(&g.h, HF_T_COUNTER_COMMANDS, count_holds, &hc);
+    }
+    assert_true(hc.holds >= 2); /* asked again */
+    replies_t none = {.rid = "o1"};
+    harness_read(&g.h, HF_T_REPLIES, count_replies, &none);
+    assert_int_equal(none.count, 0);
+
+    pid_t counter = harness_start_with(&g.h, "g1", "counter", g.cfg);
+    hf_reply_t rep;
+    int got = 0;
+    deadline = harness_now_ms() + WAIT_MS;
+    while (got != 1 && harness_now_ms() < deadline) {
+        got = client_poll(g.c, 1000, &rep, errstr, sizeof errstr);
+        if (got == 1 && strcmp(rep.reservation_id, "o1") != 0)
+            got = 0;
+    }
+    assert_int_equal(got, 1);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_int_equal(rep.allocations_count, 1);
+    assert_int_equal(rep.allocations[0].qty, 4);
+    wait_reserved(&g, "SKU-O", 4);
+    harness_sleep_ms(2000); /* room for a wrong second answer to show */
+    replies_t all = {.rid = "o1"};
+    harness_read(&g.h, HF_T_REPLIES, count_replies, &all);
+    assert_int_equal(all.count, 1);
+    ledger_t l = ledger_of(&g, "o1");
+    assert_int_equal(l.by_kind[HF_LEDGER_HELD], 1);
+    assert_int_equal(l.by_kind[HF_LEDGER_REJECTED], 0);
+    assert_int_equal(reserved_of(&g, "W1", "SKU-O"), 4);
+    hc.holds = 0;
+    harness_read(&g.h, HF_T_COUNTER_COMMANDS, count_holds, &hc);
+    print_message("lost result: %zu Holds sent for one reservation, held once\n", hc.holds);
+    assert_int_equal(harness_stop(counter), 0);
+    stop(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,7 +730,8 @@ int main(void)
         cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
         cmocka_unit_test(test_invalid_requests_get_clear_rejections),
         cmocka_unit_test(test_kill9_mid_5000_reservations),
-        cmocka_unit_test(test_stock_count_revoking_a_held_reservation_releases_it_as_stock_shortfall),
+        cmocka_unit_test(
+            test_stock_count_revoking_a_held_reservation_releases_it_as_stock_shortfall),
         cmocka_unit_test(test_lost_counter_result_is_requested_again_and_the_reserve_is_held_once),
     };
     return cmocka_run_group_tests_name("gateway stage on a real broker", tests, NULL, NULL);
