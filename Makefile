@@ -131,7 +131,13 @@ test-fuzz-corpus: deps-check $(FUZZ_REPLAY_BINS)
 test-integration: deps-check san $(BUILD)/holdfast $(BUILD)/hfctl $(ITEST_BINS)
 	@bash tests/integration/run.sh $(ITEST_BINS)
 
-test: test-unit test-fuzz-corpus test-integration
+# Structure of docker-compose.yml, Dockerfile, .dockerignore; nothing is built or run
+# (no Docker engine here). Needs python3 with PyYAML (tools/deps.sh python).
+.PHONY: test-docker
+test-docker:
+	@bash tests/docker/test_compose.sh
+
+test: test-unit test-fuzz-corpus test-integration test-docker
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 30

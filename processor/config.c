@@ -60,8 +60,14 @@ typedef struct {
     int min, max;
 } config_field_t;
 
-#define STR_FIELD(f) {#f, offsetof(hf_config_t, f), sizeof(((hf_config_t *)0)->f), 0, 0}
-#define INT_FIELD(f, lo, hi) {#f, offsetof(hf_config_t, f), 0, lo, hi}
+#define STR_FIELD(f)                                                                               \
+    {                                                                                              \
+#f, offsetof(hf_config_t, f), sizeof(((hf_config_t *)0)->f), 0, 0                          \
+    }
+#define INT_FIELD(f, lo, hi)                                                                       \
+    {                                                                                              \
+#f, offsetof(hf_config_t, f), 0, lo, hi                                                    \
+    }
 static const config_field_t config_fields[] = {
     STR_FIELD(bootstrap),
     STR_FIELD(app_id),
@@ -102,8 +108,8 @@ static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr
         char *dst = (char *)cfg + f->offset;
         if (f->size) {
             if (!json_is_string(v) || json_string_length(v) >= f->size) {
-                snprintf(errstr, errstr_size, "config '%s' must be a string shorter than %zu",
-                         key, f->size);
+                snprintf(errstr, errstr_size, "config '%s' must be a string shorter than %zu", key,
+                         f->size);
                 return HF_ERR_CONFIG;
             }
             snprintf(dst, f->size, "%s", json_string_value(v));
@@ -111,8 +117,8 @@ static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr
         }
         if (!json_is_integer(v) || json_integer_value(v) < f->min ||
             json_integer_value(v) > f->max) {
-            snprintf(errstr, errstr_size, "config '%s' must be an integer in [%d, %d]", key,
-                     f->min, f->max);
+            snprintf(errstr, errstr_size, "config '%s' must be an integer in [%d, %d]", key, f->min,
+                     f->max);
             return HF_ERR_CONFIG;
         }
         *(int *)(void *)dst = (int)json_integer_value(v);

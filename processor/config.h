@@ -12,17 +12,17 @@
 #define HF_CONFIG_STR_MAX 256
 
 typedef struct hf_config {
-    char bootstrap[HF_CONFIG_STR_MAX];   /* "127.0.0.1:9092" */
-    char app_id[64];                     /* prefix of group and transactional ids */
-    char topic_prefix[49];               /* prepended to every topic name */
-    char instance_id[64];                /* stable per process: fences its predecessor */
-    char state_dir[HF_CONFIG_STR_MAX];   /* one RocksDB per stage below it */
-    char stages[HF_CONFIG_STR_MAX];      /* "counter" or "counter,gateway,..." */
-    int threads_per_stage;               /* worker threads (tasks) per stage */
-    int batch_records_max;               /* records per transaction */
-    int batch_time_max_ms;               /* max time gathering one batch */
-    int idle_poll_ms;                    /* first poll's wait when idle */
-    int transaction_timeout_ms;          /* broker aborts a stuck transaction after it */
+    char bootstrap[HF_CONFIG_STR_MAX]; /* "127.0.0.1:9092" */
+    char app_id[64];                   /* prefix of group and transactional ids */
+    char topic_prefix[49];             /* prepended to every topic name */
+    char instance_id[64];              /* stable per process: fences its predecessor */
+    char state_dir[HF_CONFIG_STR_MAX]; /* one RocksDB per stage below it */
+    char stages[HF_CONFIG_STR_MAX];    /* "counter" or "counter,gateway,..." */
+    int threads_per_stage;             /* worker threads (tasks) per stage */
+    int batch_records_max;             /* records per transaction */
+    int batch_time_max_ms;             /* max time gathering one batch */
+    int idle_poll_ms;                  /* first poll's wait when idle */
+    int transaction_timeout_ms;        /* broker aborts a stuck transaction after it */
     /* Extra librdkafka properties for every task client, "name=value,name=value". */
     char kafka_overrides[HF_CONFIG_STR_MAX];
     /* Sold-out signals (aggregator): SOLD_OUT once the network total has stayed at
@@ -33,14 +33,14 @@ typedef struct hf_config {
     char signal_overrides_file[HF_CONFIG_STR_MAX]; /* JSON {sku: {low, high, dwell_ms}} */
     /* Gateway (reservations, idempotency, routing). */
     char warehouses_file[HF_CONFIG_STR_MAX]; /* JSON warehouses: id, lat, lon, cost */
-    int ttl_default_ms;                      /* hold TTL when neither request nor campaign set one */
-    char campaign_ttls[HF_CONFIG_STR_MAX];   /* "flash=300000,vip=1800000" */
-    int hold_max_factor_pct;                 /* max total hold time = factor% x TTL (extensions) */
-    int idempotency_retention_ms;            /* how long a key's outcome is kept */
-    char late_payment_policy[16];            /* "refund" (flag) or "rereserve" */
-    int result_timeout_ms;                   /* unanswered holds are asked again after it */
-    int view_stale_max_ms;                   /* beyond it routing degrades to the nearest warehouse */
-    int route_weight_distance_pct;           /* routing score weights, percent */
+    int ttl_default_ms;                    /* hold TTL when neither request nor campaign set one */
+    char campaign_ttls[HF_CONFIG_STR_MAX]; /* "flash=300000,vip=1800000" */
+    int hold_max_factor_pct;               /* max total hold time = factor% x TTL (extensions) */
+    int idempotency_retention_ms;          /* how long a key's outcome is kept */
+    char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
+    int result_timeout_ms;                 /* unanswered holds are asked again after it */
+    int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
+    int route_weight_distance_pct;         /* routing score weights, percent */
     int route_weight_cost_pct;
     int route_weight_fill_pct;
 } hf_config_t;

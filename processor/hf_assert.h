@@ -6,15 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define hf_assert(cond)                                                            \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr,                                                        \
-                    "{\"level\":\"fatal\",\"msg\":\"assertion failed\","          \
-                    "\"cond\":\"%s\",\"file\":\"%s\",\"line\":%d}\n",               \
-                    #cond, __FILE__, __LINE__);                                    \
-            abort();                                                               \
-        }                                                                          \
+#define hf_assert(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr,                                                                        \
+                    "{\"level\":\"fatal\",\"msg\":\"assertion failed\","                           \
+                    "\"cond\":\"%s\",\"file\":\"%s\",\"line\":%d}\n",                              \
+                    #cond, __FILE__, __LINE__);                                                    \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -4,8 +4,8 @@
 const char *hf_err_name(int err)
 {
     switch (err) {
-#define HF_ERR_NAME(name, code, str)                                               \
-    case code:                                                                     \
+#define HF_ERR_NAME(name, code, str)                                                               \
+    case code:                                                                                     \
         return "HF_ERR_" #name;
         HF_ERR_MAP(HF_ERR_NAME)
 #undef HF_ERR_NAME
@@ -16,8 +16,8 @@ const char *hf_err_name(int err)
 const char *hf_err_str(int err)
 {
     switch (err) {
-#define HF_ERR_STR(name, code, str)                                                \
-    case code:                                                                     \
+#define HF_ERR_STR(name, code, str)                                                                \
+    case code:                                                                                     \
         return str;
         HF_ERR_MAP(HF_ERR_STR)
 #undef HF_ERR_STR

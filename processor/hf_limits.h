@@ -5,23 +5,23 @@
 #define HF_LIMITS_H
 
 /* Identifiers. Retail ids (UUIDs, SKU codes, warehouse codes) fit easily. */
-#define HF_ID_LEN_MAX 64        /* reservation_id, idempotency_key, payment_id */
-#define HF_SKU_LEN_MAX 64       /* sku */
-#define HF_WAREHOUSE_LEN_MAX 32 /* warehouse_id */
-#define HF_TOPIC_LEN_MAX 128    /* reply_to, dead-letter source topic */
-#define HF_TEXT_LEN_MAX 256     /* reasons and human-readable messages */
+#define HF_ID_LEN_MAX        64  /* reservation_id, idempotency_key, payment_id */
+#define HF_SKU_LEN_MAX       64  /* sku */
+#define HF_WAREHOUSE_LEN_MAX 32  /* warehouse_id */
+#define HF_TOPIC_LEN_MAX     128 /* reply_to, dead-letter source topic */
+#define HF_TEXT_LEN_MAX      256 /* reasons and human-readable messages */
 
 /* Request shape. A checkout with more than 32 distinct SKUs is a bulk order,
  * which goes through another channel. */
-#define HF_LINES_MAX 32
+#define HF_LINES_MAX       32
 /* One line can be split over at most 8 warehouses; allocations of a whole
  * reservation are bounded by lines x splits. */
-#define HF_SPLITS_MAX 8
+#define HF_SPLITS_MAX      8
 #define HF_ALLOCATIONS_MAX 64
 /* The network has ~50 warehouses; availability vectors carry up to 64. */
-#define HF_WAREHOUSES_MAX 64
+#define HF_WAREHOUSES_MAX  64
 /* A shortfall revokes at most this many holds per result batch record. */
-#define HF_REVOKE_MAX 64
+#define HF_REVOKE_MAX      64
 
 /* Quantities: one line never asks for more than a million units; counters are
  * int64 and checked for overflow before arithmetic. */
@@ -30,34 +30,34 @@
 /* A full state key: tag + warehouse + sku + reservation + attempt, with room. */
 #define HF_STATE_KEY_LEN_MAX 256
 /* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB. */
-#define HF_RECORD_LEN_MAX 16384
+#define HF_RECORD_LEN_MAX    16384
 
 /* Task loop: records per transaction. Larger batches amortise the commit (a
  * round trip to the transaction coordinator) but add latency under load. */
-#define HF_BATCH_RECORDS_MAX 2000
+#define HF_BATCH_RECORDS_MAX      2000
 /* Outputs one input record may produce (a COUNT shortfall revokes many holds). */
 #define HF_OUTPUTS_PER_RECORD_MAX (HF_REVOKE_MAX + 4)
 /* Partitions one task may own. */
-#define HF_PARTITIONS_MAX 256
+#define HF_PARTITIONS_MAX         256
 /* Retries of an abortable transaction before the task gives up and exits. */
-#define HF_TXN_RETRIES_MAX 20
+#define HF_TXN_RETRIES_MAX        20
 
 _Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
 _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct warehouses");
 
 /* Gateway saga. A reservation re-routes its missing quantity at most this many
  * times before it releases everything and rejects: each round costs two hops. */
-#define HF_REROUTES_MAX 3
+#define HF_REROUTES_MAX              3
 /* Unanswered holds are asked again (same attempt: the counter dedups) at most
  * this many times before the reservation gives up and rolls back. */
-#define HF_RESULT_RETRIES_MAX 5
+#define HF_RESULT_RETRIES_MAX        5
 /* Timers one sweep of one partition fires; the rest wait for the next tick. */
-#define HF_SWEEP_TIMERS_MAX 2000
+#define HF_SWEEP_TIMERS_MAX          2000
 /* Campaigns with their own TTL in the configuration. */
-#define HF_CAMPAIGNS_MAX 32
+#define HF_CAMPAIGNS_MAX             32
 /* TTL bounds a request may ask for. */
-#define HF_TTL_MIN_MS 1000LL
-#define HF_TTL_MAX_MS (24LL * 3600 * 1000)
+#define HF_TTL_MIN_MS                1000LL
+#define HF_TTL_MAX_MS                (24LL * 3600 * 1000)
 /* Warehouses file size (JSON) the router loads. */
 #define HF_WAREHOUSES_FILE_BYTES_MAX (1 << 20)
 

@@ -32,9 +32,10 @@ struct kafka_reader {
 
 static void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    hf_log_level_t lv = level <= 3 ? HF_LOG_ERROR : level <= 4 ? HF_LOG_WARN
-                        : level <= 6                          ? HF_LOG_INFO
-                                                              : HF_LOG_DEBUG;
+    hf_log_level_t lv = level <= 3   ? HF_LOG_ERROR
+                        : level <= 4 ? HF_LOG_WARN
+                        : level <= 6 ? HF_LOG_INFO
+                                     : HF_LOG_DEBUG;
     if (log_enabled(lv))
         hf_log(lv, "librdkafka", "%s: %s: %s", rd_kafka_name(rk), fac, buf);
 }
@@ -103,8 +104,7 @@ static rd_kafka_conf_t *conf_base(const kafka_conf_t *conf, const char *const *d
 }
 
 /* Maps a librdkafka transactional error object to hf_err_t and frees it. */
-static int txn_error(rd_kafka_error_t *error, const char *what, char *errstr,
-                     size_t errstr_size)
+static int txn_error(rd_kafka_error_t *error, const char *what, char *errstr, size_t errstr_size)
 {
     if (!error)
         return HF_OK;
@@ -150,7 +150,8 @@ bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_
     rd_kafka_headers_t *hdrs = NULL;
     const void *val = NULL;
     size_t len = 0;
-    if (!msg->handle || rd_kafka_message_headers(msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+    if (!msg->handle ||
+        rd_kafka_message_headers(msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
         rd_kafka_header_get_last(hdrs, name, &val, &len) != RD_KAFKA_RESP_ERR_NO_ERROR || !val)
         return false;
     if (len >= out_size)
@@ -182,9 +183,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         tps[i].partition = parts->elems[i].partition;
     }
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        int rc = kc->rebalance.on_assign
-                     ? kc->rebalance.on_assign(kc->rebalance.opaque, tps, n)
-                     : HF_OK;
+        int rc =
+            kc->rebalance.on_assign ? kc->rebalance.on_assign(kc->rebalance.opaque, tps, n) : HF_OK;
         if (rc != HF_OK) {
             /* A stage that cannot restore its state must not consume: stop the
              * process so a supervisor restarts it rather than serve stale state. */
@@ -208,16 +208,11 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
     /* read_committed + manual offsets committed inside transactions is the EOS
      * contract; range keeps co-partitioned topics' partition p on one task. */
     const char *const defaults[] = {
-        "isolation.level=read_committed",
-        "enable.auto.commit=false",
-        "enable.auto.offset.store=false",
-        "auto.offset.reset=earliest",
-        "partition.assignment.strategy=range",
-        "session.timeout.ms=10000",
-        "heartbeat.interval.ms=1000",
-        "fetch.wait.max.ms=10",
-        "fetch.error.backoff.ms=50",
-        NULL,
+        "isolation.level=read_committed",      "enable.auto.commit=false",
+        "enable.auto.offset.store=false",      "auto.offset.reset=earliest",
+        "partition.assignment.strategy=range", "session.timeout.ms=10000",
+        "heartbeat.interval.ms=1000",          "fetch.wait.max.ms=10",
+        "fetch.error.backoff.ms=50",           NULL,
     };
     int err = HF_ERR_CONFIG;
     kafka_consumer_t *kc = calloc(1, sizeof *kc);
@@ -343,12 +338,8 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
     /* murmur2_random puts a key where Java clients put it; linger 1 ms lets a
      * transaction's records share batches without adding visible latency. */
     const char *const defaults[] = {
-        "partitioner=murmur2_random",
-        "linger.ms=1",
-        "acks=all",
-        "enable.idempotence=true",
-        "queue.buffering.max.messages=200000",
-        NULL,
+        "partitioner=murmur2_random",          "linger.ms=1", "acks=all", "enable.idempotence=true",
+        "queue.buffering.max.messages=200000", NULL,
     };
     int err = HF_ERR_CONFIG;
     kafka_producer_t *kp = calloc(1, sizeof *kp);
@@ -391,18 +382,20 @@ void kafka_producer_destroy(kafka_producer_t *kp)
     free(kp);
 }
 
-uint64_t kafka_producer_failed_count(const kafka_producer_t *kp) { return kp->failed_count; }
+uint64_t kafka_producer_failed_count(const kafka_producer_t *kp)
+{
+    return kp->failed_count;
+}
 
 int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr, size_t errstr_size)
 {
-    return txn_error(rd_kafka_init_transactions(kp->rk, timeout_ms), "init_transactions",
-                     errstr, errstr_size);
+    return txn_error(rd_kafka_init_transactions(kp->rk, timeout_ms), "init_transactions", errstr,
+                     errstr_size);
 }
 
 int kafka_txn_begin(kafka_producer_t *kp, char *errstr, size_t errstr_size)
 {
-    return txn_error(rd_kafka_begin_transaction(kp->rk), "begin_transaction", errstr,
-                     errstr_size);
+    return txn_error(rd_kafka_begin_transaction(kp->rk), "begin_transaction", errstr, errstr_size);
 }
 
 int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kafka_tp_t *tps,
@@ -424,8 +417,8 @@ int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size)
     /* A retriable failure (timeout) leaves the commit's outcome unknown: calling
      * commit again is the documented way to learn it. */
     for (int attempt = 0;; attempt++) {
-        int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction",
-                            errstr, errstr_size);
+        int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction", errstr,
+                            errstr_size);
         if (err != HF_ERR_TIMEOUT || attempt >= HF_TXN_RETRIES_MAX)
             return err;
     }
@@ -456,12 +449,11 @@ int kafka_produce(kafka_producer_t *kp, const char *topic, int32_t partition, co
         int32_t part = partition < 0 ? RD_KAFKA_PARTITION_UA : partition;
         rd_kafka_resp_err_t kerr;
         if (hdrs)
-            kerr = rd_kafka_producev(kp->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
-                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                     RD_KAFKA_V_KEY(key, key_len),
-                                     RD_KAFKA_V_VALUE((void *)value, value_len),
-                                     RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(offset_out),
-                                     RD_KAFKA_V_END);
+            kerr = rd_kafka_producev(
+                kp->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_len),
+                RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_HEADERS(hdrs),
+                RD_KAFKA_V_OPAQUE(offset_out), RD_KAFKA_V_END);
         else
             kerr = rd_kafka_producev(kp->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
@@ -561,9 +553,8 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
 }
 
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
-                             int64_t start_offset, int timeout_ms, kafka_record_fn fn,
-                             void *opaque, int64_t *next_offset_out, char *errstr,
-                             size_t errstr_size)
+                             int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
+                             int64_t *next_offset_out, char *errstr, size_t errstr_size)
 {
     int64_t low = 0, high = 0;
     rd_kafka_resp_err_t kerr;
@@ -665,8 +656,8 @@ bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t pa
            RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
-                          int32_t *count_out, char *errstr, size_t errstr_size)
+int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms, int32_t *count_out,
+                          char *errstr, size_t errstr_size)
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rd->rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
@@ -691,6 +682,5 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
 int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count)
 {
     /* The partitioner ignores its topic argument. */
-    return rd_kafka_msg_partitioner_murmur2_random(NULL, key, key_len, partition_count, NULL,
-                                                   NULL);
+    return rd_kafka_msg_partitioner_murmur2_random(NULL, key, key_len, partition_count, NULL, NULL);
 }

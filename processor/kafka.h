@@ -14,7 +14,7 @@
 #include "hf_err.h"
 
 #define KAFKA_OFFSET_BEGINNING (-2)
-#define KAFKA_OFFSET_END (-1)
+#define KAFKA_OFFSET_END       (-1)
 
 typedef struct kafka_consumer kafka_consumer_t;
 typedef struct kafka_producer kafka_producer_t;
@@ -61,8 +61,8 @@ typedef struct {
 
 /* Extra librdkafka properties, "name=value" strings, applied last. */
 typedef struct {
-    const char *bootstrap;       /* e.g. 127.0.0.1:9092 */
-    const char *client_id;       /* appears in broker logs */
+    const char *bootstrap;        /* e.g. 127.0.0.1:9092 */
+    const char *client_id;        /* appears in broker logs */
     const char *const *overrides; /* NULL-terminated, may be NULL */
 } kafka_conf_t;
 
@@ -73,8 +73,7 @@ typedef struct {
 int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
                        const char *group_instance_id, const char *const *topics,
                        size_t topics_count, const kafka_rebalance_t *rebalance,
-                       kafka_consumer_t **kc_out, char *errstr,
-                       size_t errstr_size) HF_MUST_CHECK;
+                       kafka_consumer_t **kc_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 /* Returns 1 with *msg set, 0 on timeout, or an error. */
 int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;
@@ -129,8 +128,8 @@ typedef int (*kafka_record_fn)(void *opaque, const kafka_msg_t *msg);
  * stops and is returned. *next_offset_out = the offset after the last record or
  * control marker read. */
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
-                             int64_t start_offset, int timeout_ms, kafka_record_fn fn,
-                             void *opaque, int64_t *next_offset_out, char *errstr,
+                             int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
+                             int64_t *next_offset_out, char *errstr,
                              size_t errstr_size) HF_MUST_CHECK;
 
 /* Follows every partition of topic from its beginning (read_committed). */
@@ -147,8 +146,8 @@ bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t pa
                                int timeout_ms);
 
 /* Partition count of a topic, or an error if it does not exist. */
-int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
-                          int32_t *count_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms, int32_t *count_out,
+                          char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* The partition Java clients and librdkafka's murmur2_random pick for a key. */
 int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count);
@@ -164,8 +163,8 @@ typedef struct {
 
 /* Creates each topic that is missing. Existing topics are left as they are and
  * their partition count is written to existing_partitions[i] (0 when created). */
-int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs,
-                        size_t count, int32_t *existing_partitions, char *errstr,
+int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs, size_t count,
+                        int32_t *existing_partitions, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;
 
 #endif

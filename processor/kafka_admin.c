@@ -125,9 +125,8 @@ static int topics_wait_ready(rd_kafka_t *rk, const kafka_topic_spec_t *specs, si
     return HF_ERR_TIMEOUT;
 }
 
-int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs,
-                        size_t count, int32_t *existing_partitions, char *errstr,
-                        size_t errstr_size)
+int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs, size_t count,
+                        int32_t *existing_partitions, char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     if (rd_kafka_conf_set(c, "bootstrap.servers", conf->bootstrap, errstr, errstr_size) !=

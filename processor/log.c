@@ -15,7 +15,10 @@
 static int log_level = -1;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
-void log_set_level(hf_log_level_t level) { log_level = (int)level; }
+void log_set_level(hf_log_level_t level)
+{
+    log_level = (int)level;
+}
 
 int log_enabled(hf_log_level_t level)
 {
@@ -64,9 +67,8 @@ void hf_log(hf_log_level_t level, const char *comp, const char *fmt, ...)
     long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 
     char line[LOG_LINE_MAX];
-    size_t len = (size_t)snprintf(line, sizeof line,
-                                  "{\"ts_ms\":%lld,\"level\":\"%s\",\"comp\":\"", now_ms,
-                                  level_names[level]);
+    size_t len = (size_t)snprintf(line, sizeof line, "{\"ts_ms\":%lld,\"level\":\"%s\",\"comp\":\"",
+                                  now_ms, level_names[level]);
     len = json_escape(line, len, sizeof line, comp);
     len += (size_t)snprintf(line + len, sizeof line - len, "\",\"msg\":\"");
     len = json_escape(line, len, sizeof line - 4, msg);

@@ -14,13 +14,13 @@ int log_enabled(hf_log_level_t level);
 void hf_log(hf_log_level_t level, const char *comp, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define log_debug(comp, ...)                                                       \
-    do {                                                                           \
-        if (log_enabled(HF_LOG_DEBUG))                                             \
-            hf_log(HF_LOG_DEBUG, comp, __VA_ARGS__);                               \
+#define log_debug(comp, ...)                                                                       \
+    do {                                                                                           \
+        if (log_enabled(HF_LOG_DEBUG))                                                             \
+            hf_log(HF_LOG_DEBUG, comp, __VA_ARGS__);                                               \
     } while (0)
-#define log_info(comp, ...) hf_log(HF_LOG_INFO, comp, __VA_ARGS__)
-#define log_warn(comp, ...) hf_log(HF_LOG_WARN, comp, __VA_ARGS__)
+#define log_info(comp, ...)  hf_log(HF_LOG_INFO, comp, __VA_ARGS__)
+#define log_warn(comp, ...)  hf_log(HF_LOG_WARN, comp, __VA_ARGS__)
 #define log_error(comp, ...) hf_log(HF_LOG_ERROR, comp, __VA_ARGS__)
 
 #endif

@@ -19,7 +19,7 @@
 #include "task.h"
 #include "topics.h"
 
-#define MAIN_STAGES_MAX 4
+#define MAIN_STAGES_MAX  4
 #define MAIN_THREADS_MAX (MAIN_STAGES_MAX * 16)
 
 static atomic_bool stop_flag;
@@ -30,7 +30,10 @@ typedef struct {
     char errstr[512];
 } worker_t;
 
-static void on_signal(int sig) { atomic_store(&stop_flag, true); }
+static void on_signal(int sig)
+{
+    atomic_store(&stop_flag, true);
+}
 
 static void *worker_main(void *arg)
 {
@@ -46,7 +49,8 @@ static void *worker_main(void *arg)
     } else {
         task_stats_t s;
         task_stats(t, &s);
-        log_info("main", "%s task %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters",
+        log_info("main",
+                 "%s task %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters",
                  w->opts.def->name, w->opts.thread_index, (unsigned long long)s.records,
                  (unsigned long long)s.transactions, (unsigned long long)s.aborts,
                  (unsigned long long)s.dead_letters);
@@ -57,14 +61,18 @@ static void *worker_main(void *arg)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: holdfast run [--config FILE] [--stages LIST] [--instance ID] [--state-dir DIR]\n"
-                 "  --config FILE   JSON object overriding defaults (see docs/ARCHITECTURE.md)\n"
-                 "  --stages LIST   comma-separated, of: %s (default: counter)\n"
-                 "  --instance ID   stable id of this process; a restart with the same id fences the old one\n"
-                 "  --state-dir DIR RocksDB state root (default ./.state)\n"
-                 "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID,\n"
-                 "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL\n",
-            stages_names());
+    fprintf(
+        out,
+        "usage: holdfast run [--config FILE] [--stages LIST] [--instance ID] [--state-dir DIR]\n"
+        "  --config FILE   JSON object overriding defaults (see docs/ARCHITECTURE.md)\n"
+        "  --stages LIST   comma-separated, of: %s (default: counter)\n"
+        "  --instance ID   stable id of this process; a restart with the same id fences the old "
+        "one\n"
+        "  --state-dir DIR RocksDB state root (default ./.state)\n"
+        "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, "
+        "HOLDFAST_APP_ID,\n"
+        "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL\n",
+        stages_names());
 }
 
 static int parse_args(int argc, char **argv, hf_config_t *cfg, char *errstr, size_t errstr_size)
@@ -99,9 +107,8 @@ static int parse_args(int argc, char **argv, hf_config_t *cfg, char *errstr, siz
 }
 
 /* Opens one state DB per stage and fills one worker per task thread. */
-static int plan_workers(const hf_config_t *cfg, state_t **dbs, size_t *dbs_count,
-                        worker_t *workers, size_t *workers_count, char *errstr,
-                        size_t errstr_size)
+static int plan_workers(const hf_config_t *cfg, state_t **dbs, size_t *dbs_count, worker_t *workers,
+                        size_t *workers_count, char *errstr, size_t errstr_size)
 {
     char list[HF_CONFIG_STR_MAX];
     snprintf(list, sizeof list, "%s", cfg->stages);

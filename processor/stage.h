@@ -30,7 +30,7 @@ typedef struct {
 } stage_handler_t;
 
 typedef struct {
-    const char *name; /* "counter"; also the consumer group suffix */
+    const char *name;                  /* "counter"; also the consumer group suffix */
     const hf_topic_id_t *input_topics; /* co-partitioned; the first is primary */
     size_t input_topics_count;
     hf_topic_id_t changelog_topic;
@@ -69,7 +69,7 @@ int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t ke
                const hf_record_t *rec) HF_MUST_CHECK;
 /* The same to a topic named at run time (a request's reply_to). */
 int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
-               const hf_record_t *rec) HF_MUST_CHECK;
+                  const hf_record_t *rec) HF_MUST_CHECK;
 
 /* Sets the dead-letter reason and returns HF_ERR_INVAL, for `return
  * stage_reject(ctx, "qty %lld is not positive", qty);`. */
@@ -78,8 +78,7 @@ int stage_reject(stage_ctx_t *ctx, const char *fmt, ...) __attribute__((format(p
 /* Calls fn for every state key written in this transaction so far (in the
  * current partition or all partitions), e.g. to emit one coalesced record per
  * changed counter. */
-typedef int (*stage_key_fn)(stage_ctx_t *ctx, int32_t partition, const char *key,
-                            size_t key_len);
+typedef int (*stage_key_fn)(stage_ctx_t *ctx, int32_t partition, const char *key, size_t key_len);
 int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn) HF_MUST_CHECK;
 /* Switches the partition that stage_get/put/iter act on (used by batch_end). */
 void stage_set_partition(stage_ctx_t *ctx, int32_t partition);

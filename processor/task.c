@@ -19,15 +19,15 @@
 
 /* A batch stops taking records once it has this many outputs; the rest of the
  * gathered records go into the next transaction. */
-#define TASK_OUTPUTS_SOFT_MAX 20000
+#define TASK_OUTPUTS_SOFT_MAX      20000
 /* Hard bounds of one transaction's memory. */
-#define TASK_ARENA_BYTES_MAX (256u << 20)
-#define TASK_WRITTEN_KEYS_MAX (1u << 20)
-#define TASK_INPUT_TOPICS_MAX 4
+#define TASK_ARENA_BYTES_MAX       (256u << 20)
+#define TASK_WRITTEN_KEYS_MAX      (1u << 20)
+#define TASK_INPUT_TOPICS_MAX      4
 /* Restore writes its buffer every this many changelog records. */
 #define TASK_RESTORE_CHUNK_RECORDS 5000
 /* librdkafka properties a config may override. */
-#define TASK_KAFKA_OVERRIDES_MAX 16
+#define TASK_KAFKA_OVERRIDES_MAX   16
 
 typedef struct {
     uint8_t *data;
@@ -36,7 +36,7 @@ typedef struct {
 
 typedef struct {
     uint32_t topic_off, key_off, key_len, val_off, val_len;
-    int32_t partition; /* -1 = by key */
+    int32_t partition;               /* -1 = by key */
     uint32_t reason_off, source_off; /* dead letters only; 0 = none */
 } out_t;
 
@@ -74,7 +74,7 @@ struct task {
     const char *overrides[TASK_KAFKA_OVERRIDES_MAX + 1];
 
     bool owned[HF_PARTITIONS_MAX];
-    bool revoked; /* set by on_revoke, consumed by gather */
+    bool revoked;                          /* set by on_revoke, consumed by gather */
     int64_t input_next[HF_PARTITIONS_MAX]; /* primary input topic, for state */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
     int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
@@ -156,7 +156,8 @@ static int written_grow(task_t *t)
     t->written_cap = cap / 2;
     for (size_t i = 0; i < t->written_count; i++) {
         const written_t *e = &t->written[i];
-        size_t s = key_hash(e->partition, (char *)t->arena.data + e->key_off, e->key_len) & (cap - 1);
+        size_t s =
+            key_hash(e->partition, (char *)t->arena.data + e->key_off, e->key_len) & (cap - 1);
         while (slots[s])
             s = (s + 1) & (cap - 1);
         slots[s] = (uint32_t)i + 1;
@@ -170,8 +171,8 @@ static int written_grow(task_t *t)
 /* Remembers that key was written in this transaction and its latest value (NULL =
  * deleted): the final value goes to the changelog once, however often it was
  * written. */
-static int written_add(task_t *t, int32_t partition, const char *key, size_t len,
-                       const void *val, size_t val_len)
+static int written_add(task_t *t, int32_t partition, const char *key, size_t len, const void *val,
+                       size_t val_len)
 {
     if (t->written_count + 1 > t->written_cap) {
         if (t->written_count >= TASK_WRITTEN_KEYS_MAX)
@@ -219,10 +220,22 @@ static void batch_reset(task_t *t)
 
 /* ---- stage.h: what handlers call */
 
-int64_t stage_now_ms(const stage_ctx_t *ctx) { return ctx->now_ms; }
-const struct hf_config *stage_config(const stage_ctx_t *ctx) { return ctx->t->o.cfg; }
-int32_t stage_partition(const stage_ctx_t *ctx) { return ctx->partition; }
-void stage_set_partition(stage_ctx_t *ctx, int32_t partition) { ctx->partition = partition; }
+int64_t stage_now_ms(const stage_ctx_t *ctx)
+{
+    return ctx->now_ms;
+}
+const struct hf_config *stage_config(const stage_ctx_t *ctx)
+{
+    return ctx->t->o.cfg;
+}
+int32_t stage_partition(const stage_ctx_t *ctx)
+{
+    return ctx->partition;
+}
+void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
+{
+    ctx->partition = partition;
+}
 
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
 {
@@ -234,8 +247,8 @@ int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *re
 {
     task_t *t = ctx->t;
     size_t len = 0;
-    int err = state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf,
-                        sizeof t->valbuf, &len);
+    int err =
+        state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf, sizeof t->valbuf, &len);
     if (err)
         return err;
     err = codec_decode(t->valbuf, len, rec, t->errstr, sizeof t->errstr);
@@ -282,8 +295,8 @@ state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len
     return state_iter_new(ctx->t->st, ctx->t->buf, ctx->partition, prefix, prefix_len, reverse);
 }
 
-static int out_add(task_t *t, const char *topic, int32_t partition, const void *key,
-                   size_t key_len, const void *val, size_t val_len, out_t **out)
+static int out_add(task_t *t, const char *topic, int32_t partition, const void *key, size_t key_len,
+                   const void *val, size_t val_len, out_t **out)
 {
     if (t->outs_count == t->outs_cap) {
         size_t cap = t->outs_cap ? t->outs_cap * 2 : 1024;
@@ -489,9 +502,9 @@ static int produce_outputs(task_t *t)
             hdrs[nh++] = (kafka_header_t){"hf.source", (const char *)a + o->source_off};
             hdrs[nh++] = (kafka_header_t){"hf.stage", t->def->name};
         }
-        int err = kafka_produce(t->kp, (const char *)a + o->topic_off, o->partition,
-                                a + o->key_off, o->key_len, a + o->val_off, o->val_len, hdrs, nh,
-                                NULL, t->errstr, sizeof t->errstr);
+        int err = kafka_produce(t->kp, (const char *)a + o->topic_off, o->partition, a + o->key_off,
+                                o->key_len, a + o->val_off, o->val_len, hdrs, nh, NULL, t->errstr,
+                                sizeof t->errstr);
         if (err)
             return err;
     }
@@ -526,8 +539,8 @@ static int send_offsets(task_t *t)
             if (t->batch_next[ti][p] < 0)
                 continue;
             if (n == sizeof tps / sizeof tps[0]) {
-                int err = kafka_txn_send_offsets(t->kp, t->kc, tps, next, n, t->errstr,
-                                                 sizeof t->errstr);
+                int err =
+                    kafka_txn_send_offsets(t->kp, t->kc, tps, next, n, t->errstr, sizeof t->errstr);
                 if (err)
                     return err;
                 n = 0;
@@ -573,7 +586,8 @@ static int commit_batch(task_t *t)
         err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
     if (err)
         return err;
-    log_debug("task", "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms",
+    log_debug("task",
+              "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms",
               t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
               (long long)(t2 - t1), (long long)(now_ms() - t2));
     t->stats.transactions++;
@@ -674,7 +688,8 @@ static int restore_partition(task_t *t, int32_t p)
     t->cl_next[p] = next;
     t->cl_last[p] = next - 1;
     t->stats.restored_records += r.records;
-    log_info("task", "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
+    log_info("task",
+             "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
              t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
              (long long)(now_ms() - started_ms));
     return HF_OK;
@@ -869,7 +884,10 @@ fail:
     return err;
 }
 
-void task_stats(const task_t *t, task_stats_t *out) { *out = t->stats; }
+void task_stats(const task_t *t, task_stats_t *out)
+{
+    *out = t->stats;
+}
 
 void task_destroy(task_t *t)
 {

@@ -23,8 +23,8 @@ typedef struct task task_t;
 typedef struct {
     const hf_config_t *cfg;
     const stage_def_t *def;
-    state_t *st;            /* shared by the stage's tasks in this process */
-    int thread_index;       /* part of the transactional.id */
+    state_t *st;             /* shared by the stage's tasks in this process */
+    int thread_index;        /* part of the transactional.id */
     const atomic_bool *stop; /* task_run returns soon after it becomes true */
 } task_opts_t;
 

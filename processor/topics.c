@@ -25,7 +25,10 @@ void topics_set_prefix(const char *prefix)
     names_ready = 1;
 }
 
-const char *topics_prefix(void) { return prefix_buf; }
+const char *topics_prefix(void)
+{
+    return prefix_buf;
+}
 
 const char *topic_name(hf_topic_id_t id)
 {

@@ -6,21 +6,21 @@
 #ifndef HF_TOPICS_H
 #define HF_TOPICS_H
 
-#define HF_TOPIC_MAP(X)                                                            \
-    X(COUNTER_COMMANDS, "holdfast.counter-commands")                               \
-    X(STOCK_FEED, "holdfast.stock-feed")                                           \
-    X(COUNTER_RESULTS, "holdfast.counter-results")                                 \
-    X(STOCK_LEVELS, "holdfast.stock-levels")                                       \
-    X(COUNTER_CHANGELOG, "holdfast.counter-changelog")                             \
-    X(REQUESTS, "holdfast.requests")                                               \
-    X(REPLIES, "holdfast.replies")                                                 \
-    X(LEDGER, "holdfast.ledger")                                                   \
-    X(GATEWAY_CHANGELOG, "holdfast.gateway-changelog")                             \
-    X(AVAILABILITY, "holdfast.availability")                                       \
-    X(SIGNALS, "holdfast.signals")                                                 \
-    X(AGGREGATOR_CHANGELOG, "holdfast.aggregator-changelog")                       \
-    X(DEAD_LETTERS, "holdfast.dead-letters")                                       \
-    X(BENCH_RELAY, "holdfast.bench-relay")                                         \
+#define HF_TOPIC_MAP(X)                                                                            \
+    X(COUNTER_COMMANDS, "holdfast.counter-commands")                                               \
+    X(STOCK_FEED, "holdfast.stock-feed")                                                           \
+    X(COUNTER_RESULTS, "holdfast.counter-results")                                                 \
+    X(STOCK_LEVELS, "holdfast.stock-levels")                                                       \
+    X(COUNTER_CHANGELOG, "holdfast.counter-changelog")                                             \
+    X(REQUESTS, "holdfast.requests")                                                               \
+    X(REPLIES, "holdfast.replies")                                                                 \
+    X(LEDGER, "holdfast.ledger")                                                                   \
+    X(GATEWAY_CHANGELOG, "holdfast.gateway-changelog")                                             \
+    X(AVAILABILITY, "holdfast.availability")                                                       \
+    X(SIGNALS, "holdfast.signals")                                                                 \
+    X(AGGREGATOR_CHANGELOG, "holdfast.aggregator-changelog")                                       \
+    X(DEAD_LETTERS, "holdfast.dead-letters")                                                       \
+    X(BENCH_RELAY, "holdfast.bench-relay")                                                         \
     X(BENCH_RELAY_CHANGELOG, "holdfast.bench-relay-changelog")
 
 typedef enum {

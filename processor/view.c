@@ -14,8 +14,8 @@
 #include "hf_assert.h"
 #include "log.h"
 
-#define VIEW_PARTITIONS_MAX 256
-#define VIEW_ENTRIES_MAX (64u << 20) /* hash slots; far above 2M SKUs */
+#define VIEW_PARTITIONS_MAX       256
+#define VIEW_ENTRIES_MAX          (64u << 20) /* hash slots; far above 2M SKUs */
 #define VIEW_LIVENESS_INTERVAL_MS 500
 
 typedef struct {
@@ -119,8 +119,8 @@ static int apply(view_t *v, const hf_availability_t *a)
             return HF_ERR_NOMEM;
         v->size++;
     }
-    view_wh_t *whs = realloc(e->whs, (size_t)(a->warehouses_count ? a->warehouses_count : 1) *
-                                         sizeof *whs);
+    view_wh_t *whs =
+        realloc(e->whs, (size_t)(a->warehouses_count ? a->warehouses_count : 1) * sizeof *whs);
     if (!whs)
         return HF_ERR_NOMEM;
     e->whs = whs;
@@ -300,4 +300,7 @@ int view_wait_ready(view_t *v, int timeout_ms)
     return ready ? HF_OK : HF_ERR_TIMEOUT;
 }
 
-size_t view_size(const view_t *v) { return v->size; }
+size_t view_size(const view_t *v)
+{
+    return v->size;
+}

@@ -16,7 +16,7 @@ _Static_assert(sizeof(hf_ledger_kind_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(hf_signal_kind_t) == sizeof(int), "enum size");
 
 #define MEMBER_SIZE(T, f) sizeof(((T *)0)->f)
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define COUNT_OF(a)       (sizeof(a) / sizeof((a)[0]))
 
 /* clang-format off */
 #define F_SCALAR(T, f, k) {.name = #f, .kind = (k), .offset = offsetof(T, f)}

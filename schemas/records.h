@@ -19,26 +19,26 @@ typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
 
 /* Record types. The order is this build's internal numbering only; on the wire a
  * record is identified by its schema fingerprint. Append only. */
-#define HF_REC_MAP(X)                                                              \
-    X(HOLD, Hold, hf_hold_t, hold)                                                 \
-    X(COMMIT_HOLD, CommitHold, hf_commit_hold_t, commit_hold)                      \
-    X(RELEASE_HOLD, ReleaseHold, hf_release_hold_t, release_hold)                  \
-    X(STOCK_FEED, StockFeed, hf_stock_feed_t, stock_feed)                          \
-    X(COUNTER_RESULT, CounterResult, hf_counter_result_t, counter_result)          \
-    X(STOCK_LEVEL, StockLevel, hf_stock_level_t, stock_level)                      \
-    X(COUNTER_STATE, CounterState, hf_counter_state_t, counter_state)              \
-    X(HOLD_STATE, HoldState, hf_hold_state_t, hold_state)                          \
-    X(RESERVE, Reserve, hf_reserve_t, reserve)                                     \
-    X(COMMIT, Commit, hf_commit_t, commit)                                         \
-    X(RELEASE, Release, hf_release_t, release)                                     \
-    X(REPLY, Reply, hf_reply_t, reply)                                             \
-    X(LEDGER_EVENT, LedgerEvent, hf_ledger_event_t, ledger_event)                  \
-    X(AVAILABILITY, Availability, hf_availability_t, availability)                  \
-    X(SIGNAL, Signal, hf_signal_t, signal)                                         \
-    X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)                      \
-    X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)                              \
-    X(RESERVATION_STATE, ReservationState, hf_reservation_state_t, reservation_state) \
-    X(IDEMPOTENCY_RECORD, IdempotencyRecord, hf_idempotency_record_t, idempotency_record) \
+#define HF_REC_MAP(X)                                                                              \
+    X(HOLD, Hold, hf_hold_t, hold)                                                                 \
+    X(COMMIT_HOLD, CommitHold, hf_commit_hold_t, commit_hold)                                      \
+    X(RELEASE_HOLD, ReleaseHold, hf_release_hold_t, release_hold)                                  \
+    X(STOCK_FEED, StockFeed, hf_stock_feed_t, stock_feed)                                          \
+    X(COUNTER_RESULT, CounterResult, hf_counter_result_t, counter_result)                          \
+    X(STOCK_LEVEL, StockLevel, hf_stock_level_t, stock_level)                                      \
+    X(COUNTER_STATE, CounterState, hf_counter_state_t, counter_state)                              \
+    X(HOLD_STATE, HoldState, hf_hold_state_t, hold_state)                                          \
+    X(RESERVE, Reserve, hf_reserve_t, reserve)                                                     \
+    X(COMMIT, Commit, hf_commit_t, commit)                                                         \
+    X(RELEASE, Release, hf_release_t, release)                                                     \
+    X(REPLY, Reply, hf_reply_t, reply)                                                             \
+    X(LEDGER_EVENT, LedgerEvent, hf_ledger_event_t, ledger_event)                                  \
+    X(AVAILABILITY, Availability, hf_availability_t, availability)                                 \
+    X(SIGNAL, Signal, hf_signal_t, signal)                                                         \
+    X(DEAD_LETTER, DeadLetter, hf_dead_letter_t, dead_letter)                                      \
+    X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)                                              \
+    X(RESERVATION_STATE, ReservationState, hf_reservation_state_t, reservation_state)              \
+    X(IDEMPOTENCY_RECORD, IdempotencyRecord, hf_idempotency_record_t, idempotency_record)          \
     X(EXTEND, Extend, hf_extend_t, extend)
 
 typedef enum {
@@ -74,9 +74,9 @@ typedef enum {
 
 /* Avro enum "FeedKind". */
 typedef enum {
-    HF_FEED_RECEIVE = 0, /* qty > 0 arrived: on_hand += qty */
-    HF_FEED_ADJUST,      /* signed correction: on_hand += qty */
-    HF_FEED_COUNT,       /* cycle count: on_hand = qty */
+    HF_FEED_RECEIVE = 0,  /* qty > 0 arrived: on_hand += qty */
+    HF_FEED_ADJUST,       /* signed correction: on_hand += qty */
+    HF_FEED_COUNT,        /* cycle count: on_hand = qty */
     HF_FEED_SAFETY_STOCK, /* safety_stock = qty (a gate for new holds) */
     HF_FEED__COUNT
 } hf_feed_kind_t;
@@ -228,9 +228,9 @@ typedef struct {
     int32_t lines_count;
     hf_line_t lines[HF_LINES_MAX];
     hf_geo_t ship_to;
-    int64_t ttl_ms;        /* 0 = the campaign's or the default TTL */
-    hf_id_t campaign;      /* "" = none */
-    hf_topic_t reply_to;   /* "" = holdfast.replies */
+    int64_t ttl_ms;      /* 0 = the campaign's or the default TTL */
+    hf_id_t campaign;    /* "" = none */
+    hf_topic_t reply_to; /* "" = holdfast.replies */
     int64_t sent_at_ms;
 } hf_reserve_t;
 

@@ -195,8 +195,7 @@ static int state_key_check(int32_t partition, const void *key, size_t key_len)
 
 static size_t state_offsets_key(int32_t partition, uint8_t out[STATE_KEY_LEN_MAX])
 {
-    return state_key_encode(partition, state_offsets_suffix, sizeof(state_offsets_suffix),
-                            out);
+    return state_key_encode(partition, state_offsets_suffix, sizeof(state_offsets_suffix), out);
 }
 
 /* Copies "what: rocksdb's message" into errstr and frees the message. */
@@ -214,8 +213,7 @@ static rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compress
     rocksdb_block_based_table_options_t *bbo = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_cache(bbo, cache);
     /* The table options take ownership of the policy. */
-    rocksdb_block_based_options_set_filter_policy(
-        bbo, rocksdb_filterpolicy_create_bloom_full(10));
+    rocksdb_block_based_options_set_filter_policy(bbo, rocksdb_filterpolicy_create_bloom_full(10));
     /* Index and filter blocks live in (and are bounded by) the shared cache. */
     rocksdb_block_based_options_set_cache_index_and_filter_blocks(bbo, 1);
     rocksdb_block_based_options_set_pin_l0_filter_and_index_blocks_in_cache(bbo, 1);
@@ -245,8 +243,8 @@ static rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compress
 
 /* Opens with LZ4, or without compression if this RocksDB was built without LZ4
  * (open then fails with "Compression type LZ4 is not linked with the binary"). */
-static int state_db_open(state_t *st, const char *path, rocksdb_cache_t *cache,
-                         char *errstr, size_t errstr_size)
+static int state_db_open(state_t *st, const char *path, rocksdb_cache_t *cache, char *errstr,
+                         size_t errstr_size)
 {
     static const int compressions[] = {rocksdb_lz4_compression, rocksdb_no_compression};
     char *rerr = NULL;
@@ -383,8 +381,8 @@ size_t state_buf_count(const state_buf_t *buf)
     return (size_t)n;
 }
 
-int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
-              const void *val, size_t val_len)
+int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len, const void *val,
+              size_t val_len)
 {
     hf_assert(buf != NULL);
     uint8_t sk[STATE_KEY_LEN_MAX];
@@ -442,8 +440,7 @@ fail:
 /* ---- reads */
 
 /* Copies a found value out; the needed size goes to *val_len either way. */
-static int state_copy_out(const char *v, size_t v_len, void *val, size_t val_size,
-                          size_t *val_len)
+static int state_copy_out(const char *v, size_t v_len, void *val, size_t val_size, size_t *val_len)
 {
     *val_len = v_len;
     if (v_len > val_size)
@@ -454,8 +451,8 @@ static int state_copy_out(const char *v, size_t v_len, void *val, size_t val_siz
 }
 
 /* DB only; a pinned read avoids copying the value twice. */
-static int state_get_db(state_t *st, const uint8_t *sk, size_t sk_len, void *val,
-                        size_t val_size, size_t *val_len)
+static int state_get_db(state_t *st, const uint8_t *sk, size_t sk_len, void *val, size_t val_size,
+                        size_t *val_len)
 {
     char *rerr = NULL;
     int err = HF_OK;
@@ -480,14 +477,14 @@ fail:
     return err;
 }
 
-static int state_get_buf(state_t *st, state_buf_t *buf, const uint8_t *sk, size_t sk_len,
-                         void *val, size_t val_size, size_t *val_len)
+static int state_get_buf(state_t *st, state_buf_t *buf, const uint8_t *sk, size_t sk_len, void *val,
+                         size_t val_size, size_t *val_len)
 {
     char *rerr = NULL;
     int err = HF_OK;
     size_t v_len = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db(
-        buf->wb, st->db, st->ropts, (const char *)sk, sk_len, &v_len, &rerr);
+    char *v = rocksdb_writebatch_wi_get_from_batch_and_db(buf->wb, st->db, st->ropts,
+                                                          (const char *)sk, sk_len, &v_len, &rerr);
     if (rerr != NULL) {
         rocksdb_free(rerr);
         err = HF_ERR_IO;
@@ -505,8 +502,8 @@ fail:
     return err;
 }
 
-int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key,
-              size_t key_len, void *val, size_t val_size, size_t *val_len)
+int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+              void *val, size_t val_size, size_t *val_len)
 {
     hf_assert(st != NULL && val_len != NULL);
     hf_assert(val != NULL || val_size == 0);
@@ -540,8 +537,7 @@ int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_nex
     size_t sk_len = state_offsets_key(partition, sk);
     state_put_be64(v, (uint64_t)input_next_offset);
     state_put_be64(v + 8, (uint64_t)changelog_next_offset);
-    rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len, (const char *)v,
-                              sizeof(v));
+    rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len, (const char *)v, sizeof(v));
     return HF_OK;
 fail:
     return err;
@@ -602,8 +598,7 @@ int state_drop_partition(state_t *st, int32_t partition, char *errstr, size_t er
     state_put_be32(lo, (uint32_t)partition);
     state_put_be32(hi, (uint32_t)partition + 1u);
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-    rocksdb_writebatch_delete_range(wb, (const char *)lo, sizeof(lo), (const char *)hi,
-                                    sizeof(hi));
+    rocksdb_writebatch_delete_range(wb, (const char *)lo, sizeof(lo), (const char *)hi, sizeof(hi));
     rocksdb_write(st->db, st->wopts, wb, &rerr);
     rocksdb_writebatch_destroy(wb);
     if (rerr != NULL) {
@@ -640,8 +635,8 @@ static void state_iter_bounds(state_iter_t *it, int32_t partition, const void *p
 /* The iterator reads buf's batch in place: buf may take puts and deletes while it
  * is open, but not a clear, a write (which clears) or a destroy; nor may st close.
  * Each of those asserts that no iterator is open. */
-state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition,
-                             const void *prefix, size_t prefix_len, bool reverse)
+state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, const void *prefix,
+                             size_t prefix_len, bool reverse)
 {
     hf_assert(st != NULL && (buf == NULL || buf->st == st));
     /* Partitions come from Kafka assignments and prefixes from code: a bad one is a
@@ -658,10 +653,8 @@ state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition,
     it->ropts = rocksdb_readoptions_create();
     /* Lets the DB side stop early (and skip range tombstones); the buffered side
      * ignores these, see state_iter_in_range. */
-    rocksdb_readoptions_set_iterate_lower_bound(it->ropts, (const char *)it->lower,
-                                                it->lower_len);
-    rocksdb_readoptions_set_iterate_upper_bound(it->ropts, (const char *)it->upper,
-                                                it->upper_len);
+    rocksdb_readoptions_set_iterate_lower_bound(it->ropts, (const char *)it->lower, it->lower_len);
+    rocksdb_readoptions_set_iterate_upper_bound(it->ropts, (const char *)it->upper, it->upper_len);
     it->it = rocksdb_create_iterator(st->db, it->ropts);
     if (buf != NULL) { /* takes ownership of the base iterator */
         it->it = rocksdb_writebatch_wi_create_iterator_with_base(buf->wb, it->it);
@@ -726,8 +719,7 @@ static void state_iter_check_status(const state_iter_t *it)
 bool state_iter_next(state_iter_t *it, const void **key, size_t *key_len, const void **val,
                      size_t *val_len)
 {
-    hf_assert(it != NULL && key != NULL && key_len != NULL && val != NULL &&
-              val_len != NULL);
+    hf_assert(it != NULL && key != NULL && key_len != NULL && val != NULL && val_len != NULL);
     if (it->done)
         return false;
     if (!it->started) {

@@ -52,12 +52,11 @@ size_t state_buf_count(const state_buf_t *buf);
 /* Reads key in partition through buf (buf may be NULL: DB only). Copies the value
  * into val (capacity val_size) and sets *val_len. HF_ERR_NOTFOUND if absent,
  * HF_ERR_LIMIT if val_size is too small. */
-int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key,
-              size_t key_len, void *val, size_t val_size, size_t *val_len) HF_MUST_CHECK;
-int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
-              const void *val, size_t val_len) HF_MUST_CHECK;
-int state_del(state_buf_t *buf, int32_t partition, const void *key,
-              size_t key_len) HF_MUST_CHECK;
+int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+              void *val, size_t val_size, size_t *val_len) HF_MUST_CHECK;
+int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len, const void *val,
+              size_t val_len) HF_MUST_CHECK;
+int state_del(state_buf_t *buf, int32_t partition, const void *key, size_t key_len) HF_MUST_CHECK;
 
 /* Records the next input offset and the changelog offset this buffer brings the
  * partition up to; stored by the same atomic write as the buffer. */
@@ -68,8 +67,7 @@ int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset
                       int64_t *changelog_next_offset) HF_MUST_CHECK;
 
 /* Applies buf to the DB atomically and clears it. */
-int state_buf_write(state_t *st, state_buf_t *buf, char *errstr,
-                    size_t errstr_size) HF_MUST_CHECK;
+int state_buf_write(state_t *st, state_buf_t *buf, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* Deletes every key of a partition, its offsets included (a revoked or lost
  * partition, before a full restore). */
@@ -79,8 +77,8 @@ int state_drop_partition(state_t *st, int32_t partition, char *errstr,
 /* Iterates keys of partition that start with prefix, in key order, through buf
  * (buf may be NULL). reverse = from the last such key backwards. The key and value
  * pointers stay valid until the next state_iter_next or state_iter_destroy. */
-state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition,
-                             const void *prefix, size_t prefix_len, bool reverse);
+state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, const void *prefix,
+                             size_t prefix_len, bool reverse);
 /* Returns true and sets key/val (key without the partition prefix) while there is
  * a current entry, then advances; false at the end. */
 bool state_iter_next(state_iter_t *it, const void **key, size_t *key_len, const void **val,

@@ -18,7 +18,7 @@ declare -A pkgs=(
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck"
   [kafka]="openjdk-17-jre-headless maven"
-  [python]="python3"
+  [python]="python3 python3-yaml"
 )
 
 groups=("$@")

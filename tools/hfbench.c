@@ -26,11 +26,11 @@
 #include "lib/client.h"
 #include "topics.h"
 
-#define BENCH_REQS_MAX 2000000
-#define BENCH_SECONDS_MAX 3600
+#define BENCH_REQS_MAX       2000000
+#define BENCH_SECONDS_MAX    3600
 #define BENCH_WAREHOUSES_MAX 64
-#define BENCH_PENDING_MAX 65536
-#define DOORBUSTER "DOORBUSTER"
+#define BENCH_PENDING_MAX    65536
+#define DOORBUSTER           "DOORBUSTER"
 
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
@@ -47,8 +47,8 @@ typedef struct {
     int8_t outcome; /* -1 = no reply yet */
     int8_t fate;    /* 0 commit, 1 abandon, 2 let expire */
     bool doorbuster, built, settled;
-    int32_t sku_rank;   /* the request's body, fixed at first build so a */
-    float lat, lon;     /* duplicate send repeats it exactly */
+    int32_t sku_rank; /* the request's body, fixed at first build so a */
+    float lat, lon;   /* duplicate send repeats it exactly */
 } req_t;
 
 /* A delayed action: settle reserve `req` at `due_ms`, or send its duplicate. */
@@ -180,7 +180,10 @@ static hf_record_t make_settle(const bench_opts_t *o, int i)
 
 /* ---- replies */
 
-static int second_of(int64_t t) { return (int)((t - bench_start_ms) / 1000); }
+static int second_of(int64_t t)
+{
+    return (int)((t - bench_start_ms) / 1000);
+}
 
 static second_t *sec(int64_t t)
 {
@@ -219,11 +222,12 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
         }
         static unsigned settle_seed = 1;
         if (q->fate != 2) /* commit after 50-500 ms, abandon after 50-1000 ms */
-            heap_push((action_t){now + 50 + rand_r(&settle_seed) % (q->fate == 0 ? 450 : 950), i,
-                                 false});
+            heap_push(
+                (action_t){now + 50 + rand_r(&settle_seed) % (q->fate == 0 ? 450 : 950), i, false});
     } else if (rep->outcome == HF_REPLY_REJECTED_INSUFFICIENT) {
         s->rejected_insufficient++;
-        if (q->doorbuster && doorbuster_reject_count < sizeof doorbuster_reject_lat / sizeof(int64_t))
+        if (q->doorbuster &&
+            doorbuster_reject_count < sizeof doorbuster_reject_lat / sizeof(int64_t))
             doorbuster_reject_lat[doorbuster_reject_count++] = lat;
     } else if (rep->outcome == HF_REPLY_REJECTED_INVALID) {
         s->rejected_invalid++;
@@ -257,8 +261,7 @@ static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_coun
     if (rep->outcome == HF_REPLY_COMMITTED) {
         s->committed++;
         doorbuster_units_committed += q->doorbuster;
-    }
-    else if (rep->outcome == HF_REPLY_RELEASED)
+    } else if (rep->outcome == HF_REPLY_RELEASED)
         s->released++;
 }
 
@@ -368,13 +371,13 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
     json_t *rows = json_array();
     for (int s = 0; s < seconds_seen; s++) {
         const second_t *x = &series[s];
-        json_array_append_new(
-            rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i}", "t", s, "sent",
-                            (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
-                            (json_int_t)second_p99(s), "held", (int)x->held, "committed",
-                            (int)x->committed, "released", (int)x->released, "rejected",
-                            (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
-                            (int)x->signals));
+        json_array_append_new(rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i}", "t",
+                                              s, "sent", (int)x->sent, "replies", (int)x->replies,
+                                              "reserve_p99_ms", (json_int_t)second_p99(s), "held",
+                                              (int)x->held, "committed", (int)x->committed,
+                                              "released", (int)x->released, "rejected",
+                                              (int)(x->rejected_insufficient + x->rejected_invalid),
+                                              "signals", (int)x->signals));
     }
     json_t *root = json_pack("{s:O, s:o}", "summary", summary, "per_second", rows);
     if (json_dump_file(root, o->report, JSON_INDENT(2)) != 0)
@@ -456,8 +459,8 @@ static void poll_replies(const bench_opts_t *o, run_t *r, int timeout_ms)
 static int plan(const bench_opts_t *o, unsigned *seed)
 {
     int steady = o->rate * o->seconds;
-    int burst = strcmp(o->scenario, "flash-sale") == 0 ? (int)(o->doorbuster_stock * o->burst_factor)
-                                                        : 0;
+    int burst =
+        strcmp(o->scenario, "flash-sale") == 0 ? (int)(o->doorbuster_stock * o->burst_factor) : 0;
     int n = steady + burst;
     if (n > BENCH_REQS_MAX)
         return -1;
@@ -510,8 +513,10 @@ static int warm_up(const bench_opts_t *o, run_t *r)
             strncmp(rep.reservation_id, "hw-", 3) == 0)
             answered++;
     if (answered < WARM_UP_RESERVES) {
-        fprintf(stderr, "hfbench: warm-up: %d of %d reserves answered in 60 s; is holdfast "
-                        "running the gateway stage?\n", answered, WARM_UP_RESERVES);
+        fprintf(stderr,
+                "hfbench: warm-up: %d of %d reserves answered in 60 s; is holdfast "
+                "running the gateway stage?\n",
+                answered, WARM_UP_RESERVES);
         return HF_ERR_TIMEOUT;
     }
     return HF_OK;
@@ -551,8 +556,8 @@ static int run_bench(const bench_opts_t *o)
     printf("hfbench %s: %d reserves/s for %d s over %d SKUs (Zipf s=%.2f)%s; fates: %d%% commit, "
            "%d%% abandon, rest expire (ttl %d ms); %d%% duplicates\n",
            o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
-           strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "",
-           o->commit_pct, o->abandon_pct, o->ttl_ms, o->dup_pct);
+           strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "", o->commit_pct,
+           o->abandon_pct, o->ttl_ms, o->dup_pct);
     int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
     int printed = 0;
     while (now_ms() < end) {
@@ -653,8 +658,10 @@ static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
         if (err || c.records >= n)
             break;
         if (now_ms() > deadline) {
-            snprintf(errstr, sizeof errstr, "only %zu of %zu SKUs reached the routing view; is "
-                     "holdfast running the counter and aggregator stages?", c.records, n);
+            snprintf(errstr, sizeof errstr,
+                     "only %zu of %zu SKUs reached the routing view; is "
+                     "holdfast running the counter and aggregator stages?",
+                     c.records, n);
             err = HF_ERR_TIMEOUT;
             break;
         }
@@ -696,8 +703,9 @@ static int seed_catalog(const bench_opts_t *o)
     kafka_producer_destroy(kp);
     if (err)
         return 1;
-    printf("seeded %d SKUs (%d warehouses each, %lld units) and %s (%lld units over 5 warehouses)\n",
-           o->skus, o->per_sku, (long long)o->stock, DOORBUSTER, (long long)o->doorbuster_stock);
+    printf(
+        "seeded %d SKUs (%d warehouses each, %lld units) and %s (%lld units over 5 warehouses)\n",
+        o->skus, o->per_sku, (long long)o->stock, DOORBUSTER, (long long)o->doorbuster_stock);
     return wait_availability(o, (size_t)o->skus + 1, 120000) ? 1 : 0;
 }
 
@@ -747,7 +755,8 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o)
         INT_OPT("ttl-ms", ttl_ms, 1000, 3600000)
         INT_OPT("seed", seed, 0, 1000000000)
 #undef INT_OPT
-        else {
+        else
+        {
             fprintf(stderr, "hfbench: bad option --%s %s\n", k, v);
             return -1;
         }
@@ -761,22 +770,34 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o)
 
 int main(int argc, char **argv)
 {
-    bench_opts_t o = {.scenario = "steady", .warehouses_file = "config/warehouses.json",
-                      .rate = 200, .seconds = 20, .skus = 1000, .per_sku = 5, .dup_pct = 5,
-                      .commit_pct = 60, .abandon_pct = 25, .ttl_ms = 3000, .stock = 1000,
-                      .doorbuster_stock = 100, .burst_factor = 20, .zipf_s = 1.1, .seed = 1};
+    bench_opts_t o = {.scenario = "steady",
+                      .warehouses_file = "config/warehouses.json",
+                      .rate = 200,
+                      .seconds = 20,
+                      .skus = 1000,
+                      .per_sku = 5,
+                      .dup_pct = 5,
+                      .commit_pct = 60,
+                      .abandon_pct = 25,
+                      .ttl_ms = 3000,
+                      .stock = 1000,
+                      .doorbuster_stock = 100,
+                      .burst_factor = 20,
+                      .zipf_s = 1.1,
+                      .seed = 1};
     const char *bs = getenv("HOLDFAST_BOOTSTRAP"), *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
     char errstr[256];
     o.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
     topics_set_prefix(prefix ? prefix : "");
     if (argc < 2 || (strcmp(argv[1], "seed") && strcmp(argv[1], "run")) ||
         parse_opts(argc, argv, &o)) {
-        fprintf(stderr, "usage: hfbench seed --skus N --stock Q [--per-sku W] [--doorbuster-stock Q]\n"
-                        "       hfbench run --scenario steady|flash-sale [--rate R] [--seconds S]\n"
-                        "              [--skus N] [--zipf S] [--doorbuster-stock Q] [--burst-factor F]\n"
-                        "              [--commit-pct P] [--abandon-pct P] [--ttl-ms T] [--dup-pct P]\n"
-                        "              [--seed N] [--report FILE]\n"
-                        "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX\n");
+        fprintf(stderr,
+                "usage: hfbench seed --skus N --stock Q [--per-sku W] [--doorbuster-stock Q]\n"
+                "       hfbench run --scenario steady|flash-sale [--rate R] [--seconds S]\n"
+                "              [--skus N] [--zipf S] [--doorbuster-stock Q] [--burst-factor F]\n"
+                "              [--commit-pct P] [--abandon-pct P] [--ttl-ms T] [--dup-pct P]\n"
+                "              [--seed N] [--report FILE]\n"
+                "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX\n");
         return 2;
     }
     if (codec_init(errstr, sizeof errstr)) {

@@ -130,8 +130,7 @@ static int command_ids(cli_t *c, char *rid, int32_t *attempt, char *wh, char *sk
     int64_t a = 0;
     if (copy_id(rid, sizeof(hf_id_t), need(c, "reservation"), "reservation") ||
         copy_id(wh, sizeof(hf_wh_t), need(c, "warehouse"), "warehouse") ||
-        copy_id(sku, sizeof(hf_sku_t), need(c, "sku"), "sku") ||
-        opt_int64(c, "attempt", 0, &a))
+        copy_id(sku, sizeof(hf_sku_t), need(c, "sku"), "sku") || opt_int64(c, "attempt", 0, &a))
         return HF_ERR_INVAL;
     *attempt = (int32_t)a;
     return HF_OK;
@@ -360,8 +359,8 @@ static int call_and_print(cli_t *c, const hf_record_t *req)
     int err = client_new(c->bootstrap, opt(c, "reply-to"), &cl, c->errstr, sizeof c->errstr);
     hf_reply_t rep;
     if (!err)
-        err = client_call(cl, req, (int)timeout_ms, (int)attempts, &rep, c->errstr,
-                          sizeof c->errstr);
+        err =
+            client_call(cl, req, (int)timeout_ms, (int)attempts, &rep, c->errstr, sizeof c->errstr);
     client_destroy(cl);
     if (err)
         return err;
@@ -405,7 +404,8 @@ static int cmd_reserve(cli_t *c)
     rec.type = HF_REC_RESERVE;
     hf_reserve_t *r = &rec.u.reserve;
     const char *lat = opt(c, "lat"), *lon = opt(c, "lon");
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
+                "reservation") ||
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
         reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms))
         return HF_ERR_INVAL;
@@ -423,7 +423,8 @@ static int cmd_commit(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_COMMIT};
     hf_commit_t *r = &rec.u.commit;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
+                "reservation") ||
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
         copy_id(r->payment_id, sizeof r->payment_id, need(c, "payment"), "payment"))
         return HF_ERR_INVAL;
@@ -437,7 +438,8 @@ static int cmd_release(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_RELEASE};
     hf_release_t *r = &rec.u.release;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"), "reservation") ||
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
+                "reservation") ||
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key"))
         return HF_ERR_INVAL;
     snprintf(r->reason, sizeof r->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "abandoned");
@@ -547,15 +549,9 @@ typedef struct {
 } command_t;
 
 static const command_t commands[] = {
-    {"topics", cmd_topics},
-    {"send", cmd_send},
-    {"stock", cmd_stock},
-    {"tail", cmd_tail},
-    {"burst", cmd_burst},
-    {"reserve", cmd_reserve},
-    {"commit", cmd_commit},
-    {"release", cmd_release},
-    {"status", cmd_status},
+    {"topics", cmd_topics},       {"send", cmd_send},       {"stock", cmd_stock},
+    {"tail", cmd_tail},           {"burst", cmd_burst},     {"reserve", cmd_reserve},
+    {"commit", cmd_commit},       {"release", cmd_release}, {"status", cmd_status},
     {"reconcile", cmd_reconcile},
 };
 
@@ -564,16 +560,21 @@ static void usage(void)
     fprintf(stderr,
             "usage: hfctl COMMAND ...\n"
             "  topics apply [--file topics/topics.json]\n"
-            "  send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]\n"
-            "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N\n"
+            "  send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W "
+            "--sku S [--qty N]\n"
+            "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N "
+            "--seq N\n"
             "  stock get --warehouse W --sku S\n"
             "  tail TOPIC [--max N]\n"
             "  burst --sku S --warehouses W1,W2 [--holds N] [--producers N] [--timeout-ms N]\n"
-            "  reserve --reservation R --key K (--sku S [--qty N] | --lines S:N,S:N) [--lat X --lon Y]\n"
+            "  reserve --reservation R --key K (--sku S [--qty N] | --lines S:N,S:N) [--lat X "
+            "--lon Y]\n"
             "          [--ttl-ms N] [--campaign C] [--timeout-ms N] [--attempts N]\n"
-            "  commit --reservation R --key K --payment P     release --reservation R --key K [--reason T]\n"
+            "  commit --reservation R --key K --payment P     release --reservation R --key K "
+            "[--reason T]\n"
             "  status --reservation R\n"
-            "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] [--expiry-lag-max-ms N]\n"
+            "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
+            "[--expiry-lag-max-ms N]\n"
             "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
 }

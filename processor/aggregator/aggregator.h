@@ -21,8 +21,8 @@ const stage_def_t *aggregator_stage(void);
 
 /* ---- signal policy (policy.c) */
 typedef struct {
-    int64_t low;      /* SOLD_OUT when total <= low for dwell_ms */
-    int64_t high;     /* BACK_IN_STOCK when total >= high (> low) */
+    int64_t low;  /* SOLD_OUT when total <= low for dwell_ms */
+    int64_t high; /* BACK_IN_STOCK when total >= high (> low) */
     int64_t dwell_ms;
 } signal_policy_t;
 

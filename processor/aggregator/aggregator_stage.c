@@ -9,7 +9,7 @@
 
 /* Timers handled per partition per tick; the rest wait for the next tick. */
 #define AGG_TIMERS_PER_TICK_MAX 1000
-#define AGG_TICK_INTERVAL_MS 200
+#define AGG_TICK_INTERVAL_MS    200
 
 static const hf_topic_id_t aggregator_inputs[] = {HF_T_STOCK_LEVELS};
 
@@ -62,7 +62,8 @@ int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
     char key[AGG_KEY_MAX];
     err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
     if (!err && due > 0)
-        err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "t", 1); /* not empty: an empty value would read as a tombstone */
+        err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "t",
+                            1); /* not empty: an empty value would read as a tombstone */
     if (!err && kind != SIGNAL_NONE)
         err = emit_signal(ctx, s, kind);
     return err;
@@ -148,4 +149,7 @@ static const stage_def_t aggregator_def = {
     .tick_interval_ms = AGG_TICK_INTERVAL_MS,
 };
 
-const stage_def_t *aggregator_stage(void) { return &aggregator_def; }
+const stage_def_t *aggregator_stage(void)
+{
+    return &aggregator_def;
+}

@@ -38,7 +38,7 @@ static int parse_override(const char *sku, json_t *o, const hf_config_t *cfg, ov
     out->p.high = high ? json_integer_value(high) : cfg->signal_high_watermark;
     out->p.dwell_ms = dwell ? json_integer_value(dwell) : cfg->signal_dwell_ms;
     return out->p.low >= 0 && out->p.high > out->p.low && out->p.dwell_ms >= 0 ? HF_OK
-                                                                              : HF_ERR_CONFIG;
+                                                                               : HF_ERR_CONFIG;
 }
 
 static void load_overrides(void)
@@ -82,9 +82,9 @@ int policy_for(const hf_config_t *cfg, const char *sku, signal_policy_t *out)
         return overrides_err;
     override_t key = {.p = {0, 0, 0}};
     snprintf(key.sku, sizeof key.sku, "%s", sku);
-    const override_t *o = overrides_count ? bsearch(&key, overrides, overrides_count,
-                                                    sizeof *overrides, cmp_override)
-                                          : NULL;
+    const override_t *o =
+        overrides_count ? bsearch(&key, overrides, overrides_count, sizeof *overrides, cmp_override)
+                        : NULL;
     if (o) {
         *out = o->p;
         return HF_OK;

@@ -44,6 +44,7 @@ static const char *check_id(const char *id, const char *what)
 
 const char *counter_check_ids(const char *warehouse_id, const char *sku)
 {
-    const char *r = check_id(warehouse_id, "warehouse_id must be non-empty, printable, without '|'");
+    const char *r =
+        check_id(warehouse_id, "warehouse_id must be non-empty, printable, without '|'");
     return r ? r : check_id(sku, "sku must be non-empty, printable, without '|'");
 }

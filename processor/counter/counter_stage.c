@@ -31,8 +31,8 @@ int counter_check_routing(stage_ctx_t *ctx, const char *warehouse_id, const char
     /* The single-writer guarantee rests on every command for a pair landing in
      * the pair's partition: a mis-keyed record would be applied by another task. */
     if (key_len != want_len || memcmp(key, want, want_len) != 0)
-        return stage_reject(ctx, "record key must be \"%s\" (warehouse_id|sku) to reach its counter",
-                            want);
+        return stage_reject(
+            ctx, "record key must be \"%s\" (warehouse_id|sku) to reach its counter", want);
     return HF_OK;
 }
 
@@ -78,8 +78,7 @@ int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold
     return HF_OK;
 }
 
-int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
-                       const hf_hold_state_t *h)
+int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_hold_state_t *h)
 {
     static _Thread_local hf_record_t rec;
     hf_record_reset(&rec, HF_REC_HOLD_STATE)->u.hold_state = *h;
@@ -135,7 +134,10 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
     return stage_emit(ctx, HF_T_STOCK_LEVELS, sl->sku, slen, &out);
 }
 
-static int counter_batch_end(stage_ctx_t *ctx) { return stage_foreach_written(ctx, emit_stock_level); }
+static int counter_batch_end(stage_ctx_t *ctx)
+{
+    return stage_foreach_written(ctx, emit_stock_level);
+}
 
 static const stage_def_t counter_def = {
     .name = "counter",
@@ -147,9 +149,15 @@ static const stage_def_t counter_def = {
     .batch_end = counter_batch_end,
 };
 
-const stage_def_t *counter_stage(void) { return &counter_def; }
+const stage_def_t *counter_stage(void)
+{
+    return &counter_def;
+}
 
-static bool hold_is_open(hf_hold_status_t s) { return s == HF_HOLD_HELD || s == HF_HOLD_REVOKING; }
+static bool hold_is_open(hf_hold_status_t s)
+{
+    return s == HF_HOLD_HELD || s == HF_HOLD_REVOKING;
+}
 
 int counter_settle_hold(stage_ctx_t *ctx, const counter_hold_id_t *id, counter_settle_rule_fn rule)
 {

@@ -19,7 +19,8 @@
 static int validate(stage_ctx_t *ctx, const hf_stock_feed_t *f)
 {
     if (f->feed_seq <= 0)
-        return stage_reject(ctx, "StockFeed feed_seq %lld must be positive", (long long)f->feed_seq);
+        return stage_reject(ctx, "StockFeed feed_seq %lld must be positive",
+                            (long long)f->feed_seq);
     if ((unsigned)f->kind >= HF_FEED__COUNT)
         return stage_reject(ctx, "StockFeed kind %d is unknown", (int)f->kind);
     long long lo = f->kind == HF_FEED_ADJUST ? -HF_QTY_MAX : f->kind == HF_FEED_RECEIVE ? 1 : 0;
@@ -167,7 +168,8 @@ int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec)
         c.safety_stock = f->qty;
     if (counter_shortfall(&c) > 0) {
         log_warn("counter", "%s|%s: on_hand %lld below promised %lld: revoking newest holds",
-                 f->warehouse_id, f->sku, (long long)c.on_hand, (long long)(c.reserved - c.revoking));
+                 f->warehouse_id, f->sku, (long long)c.on_hand,
+                 (long long)(c.reserved - c.revoking));
         err = revoke_newest(ctx, f, &c);
         if (err)
             return err;

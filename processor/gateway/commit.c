@@ -79,7 +79,8 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
     int err = gw_check_key(ctx, c->reservation_id);
     if (err)
         return err;
-    const char *bad = gw_check_id(c->idempotency_key, "idempotency_key must be non-empty, printable, without '|'");
+    const char *bad = gw_check_id(c->idempotency_key,
+                                  "idempotency_key must be non-empty, printable, without '|'");
     if (!bad)
         bad = gw_check_id(c->payment_id, "payment_id must be non-empty, printable, without '|'");
     if (bad)
@@ -108,14 +109,17 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
         return late_payment(ctx, c, hash, &rs);
     case GW_RES_COMMITTED:
         if (strcmp(rs.payment_id, c->payment_id) == 0)
-            return reply_stored(ctx, c, hash, &rs, HF_REPLY_COMMITTED, "already committed by this payment");
-        return reply_stored(ctx, c, hash, &rs, HF_REPLY_CONFLICT, "already committed by another payment");
+            return reply_stored(ctx, c, hash, &rs, HF_REPLY_COMMITTED,
+                                "already committed by this payment");
+        return reply_stored(ctx, c, hash, &rs, HF_REPLY_CONFLICT,
+                            "already committed by another payment");
     case GW_RES_RELEASED:
         /* The stock was revoked under the shopper (a count found less than was
          * held): the payment cannot buy anything, so it is refunded. */
         if (strcmp(rs.reason, GW_REASON_SHORTFALL) == 0)
-            return refund_payment(ctx, c, hash, &rs, HF_REPLY_CONFLICT,
-                                  "reservation was released: stock_shortfall; payment flagged for refund");
+            return refund_payment(
+                ctx, c, hash, &rs, HF_REPLY_CONFLICT,
+                "reservation was released: stock_shortfall; payment flagged for refund");
         break;
     case GW_RES_PENDING:
         /* Not stored: the same webhook retried once HELD must be able to commit. */

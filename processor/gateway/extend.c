@@ -12,7 +12,8 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
     int err = gw_check_key(ctx, x->reservation_id);
     if (err)
         return err;
-    const char *bad = gw_check_id(x->idempotency_key, "idempotency_key must be non-empty, printable, without '|'");
+    const char *bad = gw_check_id(x->idempotency_key,
+                                  "idempotency_key must be non-empty, printable, without '|'");
     if (!bad && (x->extend_by_ms <= 0 || x->extend_by_ms > HF_TTL_MAX_MS))
         bad = "extend_by_ms must be positive and at most a day";
     if (bad)

@@ -93,9 +93,9 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
  * (ref = reservation_id), 'I' idempotency retention (ref = rid|key). A timer is
  * checked against the state when it fires, so stale timers are harmless. */
-#define GW_KEY_MAX HF_STATE_KEY_LEN_MAX
-#define GW_TIMER_EXPIRY 'E'
-#define GW_TIMER_PENDING 'P'
+#define GW_KEY_MAX           HF_STATE_KEY_LEN_MAX
+#define GW_TIMER_EXPIRY      'E'
+#define GW_TIMER_PENDING     'P'
 #define GW_TIMER_IDEMPOTENCY 'I'
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
@@ -182,8 +182,8 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
  * missing quantity, or release everything and reject. Stores rs. */
 int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 /* Ends a reservation that has holds: releases them, moves to status, ledger. */
-int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status,
-              hf_ledger_kind_t kind, const char *reason) HF_MUST_CHECK;
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
+              const char *reason) HF_MUST_CHECK;
 /* Expires a HELD reservation whose expires_at_ms has passed. */
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 

@@ -26,10 +26,12 @@ static int view_availability(void *opaque, const char *sku, hf_availability_t *o
     return view_get(opaque, sku, out);
 }
 
-static int64_t view_staleness(void *opaque) { return view_staleness_ms(opaque); }
+static int64_t view_staleness(void *opaque)
+{
+    return view_staleness_ms(opaque);
+}
 
-int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
-                            size_t errstr_size)
+int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, size_t errstr_size)
 {
     env->campaigns_count = 0;
     const char *p = spec;

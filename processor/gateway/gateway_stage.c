@@ -31,11 +31,15 @@ static const stage_def_t gateway_def = {
     .tick_interval_ms = 250,
 };
 
-const stage_def_t *gateway_stage(void) { return &gateway_def; }
+const stage_def_t *gateway_stage(void)
+{
+    return &gateway_def;
+}
 
 int gw_check_key(stage_ctx_t *ctx, const char *reservation_id)
 {
-    const char *bad = gw_check_id(reservation_id, "reservation_id must be non-empty, printable, without '|'");
+    const char *bad =
+        gw_check_id(reservation_id, "reservation_id must be non-empty, printable, without '|'");
     if (bad)
         return stage_reject(ctx, "%s", bad);
     size_t key_len = 0;
@@ -73,7 +77,8 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)
 {
     char key[GW_KEY_MAX];
     size_t len = gw_timer_key(key, due_ms, kind, ref);
-    return stage_put_raw(ctx, key, len, "t", 1); /* not empty: an empty value reads as a tombstone */
+    return stage_put_raw(ctx, key, len, "t",
+                         1); /* not empty: an empty value reads as a tombstone */
 }
 
 int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply)
@@ -97,8 +102,7 @@ int gw_reply_simple(stage_ctx_t *ctx, const char *reservation_id, const char *id
 }
 
 void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key,
-                   hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
-                   hf_reply_t *out)
+                   hf_reply_outcome_t outcome, const char *message, int64_t now_ms, hf_reply_t *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->reservation_id, sizeof out->reservation_id, "%s", rs->reservation_id);
@@ -182,8 +186,8 @@ int gw_idem_store(stage_ctx_t *ctx, const char *reservation_id, const char *idem
         return HF_ERR_CONFIG;
     char ref[GW_KEY_MAX];
     snprintf(ref, sizeof ref, "%s|%s", reservation_id, idempotency_key);
-    return gw_timer_add(ctx, ir->stored_at_ms + env->idempotency_retention_ms,
-                        GW_TIMER_IDEMPOTENCY, ref);
+    return gw_timer_add(ctx, ir->stored_at_ms + env->idempotency_retention_ms, GW_TIMER_IDEMPOTENCY,
+                        ref);
 }
 
 int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger_kind_t kind,

@@ -24,7 +24,8 @@ int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
     int err = gw_check_key(ctx, r->reservation_id);
     if (err)
         return err;
-    const char *bad = gw_check_id(r->idempotency_key, "idempotency_key must be non-empty, printable, without '|'");
+    const char *bad = gw_check_id(r->idempotency_key,
+                                  "idempotency_key must be non-empty, printable, without '|'");
     if (bad)
         return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
                                HF_REPLY_REJECTED_INVALID, bad);

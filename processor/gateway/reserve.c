@@ -54,7 +54,8 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     if (err)
         return err;
     char msg[HF_TEXT_LEN_MAX + 1];
-    const char *bad = gw_check_id(r->idempotency_key, "idempotency_key must be non-empty, printable, without '|'");
+    const char *bad = gw_check_id(r->idempotency_key,
+                                  "idempotency_key must be non-empty, printable, without '|'");
     if (!bad)
         bad = gw_check_reserve(r, msg, sizeof msg);
     if (bad)
@@ -72,9 +73,9 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     hf_reservation_state_t rs;
     err = gw_load(ctx, r->reservation_id, &rs);
     if (err == HF_OK)
-        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
-                               HF_REPLY_CONFLICT,
-                               "reservation_id is already used by a request with another idempotency key");
+        return gw_reply_simple(
+            ctx, r->reservation_id, r->idempotency_key, r->reply_to, HF_REPLY_CONFLICT,
+            "reservation_id is already used by a request with another idempotency key");
     if (err != HF_ERR_NOTFOUND)
         return err;
 
@@ -85,7 +86,8 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     if (err)
         return err;
     if (rejected && outcome == HF_REPLY_REJECTED_INVALID) /* e.g. unknown sku: nothing recorded */
-        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to, outcome, msg);
+        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to, outcome,
+                               msg);
     if (rejected)
         return reject_at_start(ctx, &rs, outcome, msg);
     err = gw_store(ctx, &rs);

@@ -72,7 +72,7 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
         hf_availability_t av;
         bool unknown = false;
         route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(env, l->sku, &av, &unknown),
-                             NULL, 0};
+                             NULL,   0};
         if (unknown) {
             *rejected = true;
             *reject = HF_REPLY_REJECTED_INVALID;
@@ -144,8 +144,8 @@ static int reject_all(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *
     snprintf(rs->reason, sizeof rs->reason, "%s", why);
     rs->result_deadline_ms = 0;
     hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT, why,
-                  stage_now_ms(ctx), &reply);
+    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT, why, stage_now_ms(ctx),
+                  &reply);
     err = gw_store(ctx, rs);
     if (!err)
         err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);

@@ -69,7 +69,8 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
     rs->result_retries++;
     rs->result_deadline_ms = now_ms + env->result_timeout_ms * (1 + rs->result_retries);
     int err = gw_store(ctx, rs);
-    return err ? err : gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
+    return err ? err
+               : gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
 }
 
 static int fire_idempotency(stage_ctx_t *ctx, const char *ref, int64_t now_ms)

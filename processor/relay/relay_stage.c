@@ -27,4 +27,7 @@ static const stage_def_t relay_def = {
     .handlers_count = sizeof relay_handlers / sizeof relay_handlers[0],
 };
 
-const stage_def_t *relay_stage(void) { return &relay_def; }
+const stage_def_t *relay_stage(void)
+{
+    return &relay_def;
+}

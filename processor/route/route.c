@@ -64,8 +64,7 @@ static route_result_t route_nearest(const route_config_t *cfg, const route_line_
     return ROUTE_DEGRADED;
 }
 
-static size_t gather_candidates(const route_config_t *cfg, const route_line_t *line,
-                                candidate_t *c)
+static size_t gather_candidates(const route_config_t *cfg, const route_line_t *line, candidate_t *c)
 {
     size_t n = 0;
     double dmax = 0, cmax = 0;
@@ -74,15 +73,16 @@ static size_t gather_candidates(const route_config_t *cfg, const route_line_t *l
         const route_warehouse_t *w = route_warehouse(cfg, wa->warehouse_id);
         if (!w || wa->available <= 0 || excluded(line, w->id))
             continue;
-        c[n] = (candidate_t){w, wa->available,
-                             route_distance_km(line->ship_to.lat, line->ship_to.lon, w->lat, w->lon),
-                             0};
+        c[n] = (candidate_t){
+            w, wa->available,
+            route_distance_km(line->ship_to.lat, line->ship_to.lon, w->lat, w->lon), 0};
         dmax = fmax(dmax, c[n].distance_km);
         cmax = fmax(cmax, w->cost_per_unit);
         n++;
     }
     for (size_t i = 0; i < n; i++) {
-        double fill = c[i].available >= line->qty ? 1.0 : (double)c[i].available / (double)line->qty;
+        double fill =
+            c[i].available >= line->qty ? 1.0 : (double)c[i].available / (double)line->qty;
         c[i].score = cfg->weight_distance * (dmax > 0 ? c[i].distance_km / dmax : 0) +
                      cfg->weight_cost * (cmax > 0 ? c[i].w->cost_per_unit / cmax : 0) +
                      cfg->weight_fill * (1.0 - fill);

@@ -8,8 +8,7 @@
 
 #include "route.h"
 
-static int load_one(json_t *w, size_t i, route_warehouse_t *out, char *errstr,
-                    size_t errstr_size)
+static int load_one(json_t *w, size_t i, route_warehouse_t *out, char *errstr, size_t errstr_size)
 {
     json_t *id = json_object_get(w, "id"), *lat = json_object_get(w, "lat"),
            *lon = json_object_get(w, "lon"), *cost = json_object_get(w, "cost_per_unit");
@@ -54,7 +53,8 @@ int route_config_load(const char *path, route_config_t *cfg, char *errstr, size_
         err = load_one(json_array_get(arr, i), i, &cfg->warehouses[i], errstr, errstr_size);
         for (size_t j = 0; j < i && err == HF_OK; j++)
             if (strcmp(cfg->warehouses[j].id, cfg->warehouses[i].id) == 0) {
-                snprintf(errstr, errstr_size, "warehouse %s is listed twice", cfg->warehouses[i].id);
+                snprintf(errstr, errstr_size, "warehouse %s is listed twice",
+                         cfg->warehouses[i].id);
                 err = HF_ERR_CONFIG;
             }
     }

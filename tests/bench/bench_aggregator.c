@@ -96,8 +96,8 @@ static void report(const char *what, int64_t *v, size_t n)
         return;
     }
     qsort(v, n, sizeof *v, cmp64);
-    printf("  %-44s p50 %4lld ms  p99 %4lld ms  max %4lld ms  (n=%zu)\n", what,
-           (long long)v[n / 2], (long long)v[(n * 99) / 100], (long long)v[n - 1], n);
+    printf("  %-44s p50 %4lld ms  p99 %4lld ms  max %4lld ms  (n=%zu)\n", what, (long long)v[n / 2],
+           (long long)v[(n * 99) / 100], (long long)v[n - 1], n);
 }
 
 static void bench_aggregator_latency(void **state)

@@ -46,8 +46,8 @@ static double cpu_seconds(pid_t pid)
     const char *p = strrchr(buf, ')');
     unsigned long utime = 0, stime = 0;
     /* fields after ")": state(3) ... utime(14) stime(15) */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-                     &stime) != 2)
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
         return -1;
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }

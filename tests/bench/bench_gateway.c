@@ -20,7 +20,7 @@
 #include "harness.h"
 #include "lib/client.h"
 
-#define REQS_MAX 200000
+#define REQS_MAX        200000
 #define WAREHOUSES_USED 5
 
 typedef struct {
@@ -149,7 +149,8 @@ static void run_rate(hf_client_t *c, int rate, int seconds, int skus, int *next_
         assert_int_equal(client_flush(c, 10000, errstr, sizeof errstr), HF_OK);
         int pending = 0;
         for (int i = first; i < last; i++)
-            pending += !reqs[i].reserve_ms || (reqs[i].outcome == HF_REPLY_HELD && !reqs[i].settle_ms);
+            pending +=
+                !reqs[i].reserve_ms || (reqs[i].outcome == HF_REPLY_HELD && !reqs[i].settle_ms);
         if (!pending)
             break;
     }

@@ -16,7 +16,7 @@
 #include "harness.h"
 #include "view.h"
 
-#define WAIT_MS 60000
+#define WAIT_MS  60000
 #define DWELL_MS 2000
 
 typedef struct {

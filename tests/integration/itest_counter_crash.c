@@ -15,8 +15,8 @@
 
 #include "harness.h"
 
-#define PAIRS 16
-#define WAREHOUSES 4
+#define PAIRS         16
+#define WAREHOUSES    4
 #define INITIAL_STOCK 300
 
 typedef enum { C_HOLD, C_COMMIT, C_RELEASE, C_FEED } cmd_kind_t;
@@ -112,8 +112,8 @@ static void model_apply(model_t *m, const cmd_t *c)
             h->status = HF_HOLD_COMMITTED;
             h->commit_outcome = HF_OUTCOME_OK;
         } else {
-            h->commit_outcome = h->status == HF_HOLD_REVOKING ? HF_OUTCOME_REVOKED
-                                                               : HF_OUTCOME_CONFLICT;
+            h->commit_outcome =
+                h->status == HF_HOLD_REVOKING ? HF_OUTCOME_REVOKED : HF_OUTCOME_CONFLICT;
         }
         return;
     case C_RELEASE:
@@ -124,8 +124,7 @@ static void model_apply(model_t *m, const cmd_t *c)
                 p->revoking -= h->qty;
             h->status = HF_HOLD_RELEASED;
         }
-        h->release_outcome =
-            h->status == HF_HOLD_COMMITTED ? HF_OUTCOME_CONFLICT : HF_OUTCOME_OK;
+        h->release_outcome = h->status == HF_HOLD_COMMITTED ? HF_OUTCOME_CONFLICT : HF_OUTCOME_OK;
         return;
     case C_FEED:
         if (c->seq <= p->feed_seq)
@@ -243,8 +242,8 @@ static void check_result(void *opaque, const kafka_msg_t *msg, const hf_record_t
     int rid = atoi(r->reservation_id + 1);
     assert_true(rid >= 0 && rid < c->m->holds_count);
     hold_t *h = &c->m->holds[rid];
-    int *seen = r->command == HF_CMD_HOLD     ? &h->seen_hold
-                : r->command == HF_CMD_COMMIT ? &h->seen_commit
+    int *seen = r->command == HF_CMD_HOLD      ? &h->seen_hold
+                : r->command == HF_CMD_COMMIT  ? &h->seen_commit
                 : r->command == HF_CMD_RELEASE ? &h->seen_release
                                                : &h->seen_shortfall;
     int want = r->command == HF_CMD_HOLD      ? h->hold_outcome

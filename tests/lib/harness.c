@@ -309,8 +309,8 @@ hf_record_t harness_commit_hold(const char *rid, int32_t attempt, const char *wh
     hf_record_t r;
     memset(&r, 0, sizeof r);
     r.type = HF_REC_COMMIT_HOLD;
-    ids(r.u.commit_hold.reservation_id, rid, r.u.commit_hold.warehouse_id, wh,
-        r.u.commit_hold.sku, sku);
+    ids(r.u.commit_hold.reservation_id, rid, r.u.commit_hold.warehouse_id, wh, r.u.commit_hold.sku,
+        sku);
     r.u.commit_hold.attempt = attempt;
     r.u.commit_hold.issued_at_ms = harness_now_ms();
     return r;

@@ -15,10 +15,10 @@
 #include "topics.h"
 
 typedef struct {
-    char name[64];        /* test name, part of the prefix */
-    char prefix[48];      /* "it<pid>-<name>." */
+    char name[64];   /* test name, part of the prefix */
+    char prefix[48]; /* "it<pid>-<name>." */
     char bootstrap[128];
-    char workdir[256];    /* state dirs and logs */
+    char workdir[256]; /* state dirs and logs */
     char holdfast_bin[256];
     kafka_conf_t kconf;
     kafka_producer_t *kp; /* plain idempotent producer */
@@ -63,8 +63,7 @@ void harness_sleep_ms(int ms);
 hf_record_t harness_hold(const char *rid, int32_t attempt, const char *wh, const char *sku,
                          int64_t qty);
 hf_record_t harness_commit_hold(const char *rid, int32_t attempt, const char *wh, const char *sku);
-hf_record_t harness_release_hold(const char *rid, int32_t attempt, const char *wh,
-                                 const char *sku);
+hf_record_t harness_release_hold(const char *rid, int32_t attempt, const char *wh, const char *sku);
 hf_record_t harness_feed(const char *wh, const char *sku, hf_feed_kind_t kind, int64_t qty,
                          int64_t seq);
 /* "wh|sku" into out (size >= 128). */

@@ -61,9 +61,18 @@ struct stage_ctx {
     char errstr[512];
 };
 
-int64_t stage_now_ms(const stage_ctx_t *ctx) { return ctx->now_ms; }
-int32_t stage_partition(const stage_ctx_t *ctx) { return ctx->partition; }
-void stage_set_partition(stage_ctx_t *ctx, int32_t partition) { ctx->partition = partition; }
+int64_t stage_now_ms(const stage_ctx_t *ctx)
+{
+    return ctx->now_ms;
+}
+int32_t stage_partition(const stage_ctx_t *ctx)
+{
+    return ctx->partition;
+}
+void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
+{
+    ctx->partition = partition;
+}
 
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
 {
@@ -324,7 +333,10 @@ static size_t fx_end_batch(stage_ctx_t *fx)
     return first;
 }
 
-static void fx_clear_emits(stage_ctx_t *fx) { fx->emits_count = 0; }
+static void fx_clear_emits(stage_ctx_t *fx)
+{
+    fx->emits_count = 0;
+}
 
 /* ---- record builders */
 
@@ -1407,8 +1419,14 @@ static int64_t rng_in(int64_t lo, int64_t hi)
     return lo + (int64_t)(rng() % (uint64_t)(hi - lo + 1));
 }
 
-static int64_t m_avail(const m_pair_t *p) { return p->on_hand - p->reserved - p->safety; }
-static int64_t m_avail_reported(const m_pair_t *p) { return m_avail(p) > 0 ? m_avail(p) : 0; }
+static int64_t m_avail(const m_pair_t *p)
+{
+    return p->on_hand - p->reserved - p->safety;
+}
+static int64_t m_avail_reported(const m_pair_t *p)
+{
+    return m_avail(p) > 0 ? m_avail(p) : 0;
+}
 
 static m_result_t m_hold(model_t *m, int pi, int rid, int att, int64_t qty)
 {

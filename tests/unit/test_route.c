@@ -97,8 +97,8 @@ static void test_split_uses_the_fewest_warehouses(void **state)
     assert_int_equal(p.count, 2);
     int64_t sum = p.items[0].qty + p.items[1].qty;
     assert_int_equal(sum, 9);
-    bool lax = strcmp(p.items[0].warehouse_id, "LAX") == 0 ||
-               strcmp(p.items[1].warehouse_id, "LAX") == 0;
+    bool lax =
+        strcmp(p.items[0].warehouse_id, "LAX") == 0 || strcmp(p.items[1].warehouse_id, "LAX") == 0;
     assert_true(lax);
 }
 

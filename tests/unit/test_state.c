@@ -190,13 +190,11 @@ static void test_get_reports_the_needed_size_when_the_value_does_not_fit(void **
     put(buf, 1, "k", "0123456789");
     char small[4];
     size_t n = 0;
-    assert_int_equal(state_get(f->st, buf, 1, "k", 1, small, sizeof(small), &n),
-                     HF_ERR_LIMIT);
+    assert_int_equal(state_get(f->st, buf, 1, "k", 1, small, sizeof(small), &n), HF_ERR_LIMIT);
     assert_int_equal(n, 10);
     write_buf(f->st, buf);
     n = 0;
-    assert_int_equal(state_get(f->st, NULL, 1, "k", 1, small, sizeof(small), &n),
-                     HF_ERR_LIMIT);
+    assert_int_equal(state_get(f->st, NULL, 1, "k", 1, small, sizeof(small), &n), HF_ERR_LIMIT);
     assert_int_equal(n, 10);
     assert_int_equal(state_get(f->st, NULL, 1, "k", 1, NULL, 0, &n), HF_ERR_LIMIT);
     assert_int_equal(n, 10);
@@ -213,20 +211,18 @@ static void test_put_rejects_oversized_keys_values_and_negative_partitions(void 
     state_buf_t *buf = state_buf_new(f->st);
     static char big[HF_RECORD_LEN_MAX + 1];
     memset(big, 'x', sizeof(big));
-    assert_int_equal(state_put(buf, 1, big, HF_STATE_KEY_LEN_MAX + 1, "v", 1),
-                     HF_ERR_LIMIT);
+    assert_int_equal(state_put(buf, 1, big, HF_STATE_KEY_LEN_MAX + 1, "v", 1), HF_ERR_LIMIT);
     assert_int_equal(state_put(buf, 1, "k", 1, big, HF_RECORD_LEN_MAX + 1), HF_ERR_LIMIT);
     assert_int_equal(state_put(buf, -1, "k", 1, "v", 1), HF_ERR_INVAL);
     assert_int_equal(state_del(buf, -1, "k", 1), HF_ERR_INVAL);
     assert_int_equal(state_buf_count(buf), 0);
     /* The largest key and value do fit. */
-    assert_int_equal(state_put(buf, 1, big, HF_STATE_KEY_LEN_MAX, big, HF_RECORD_LEN_MAX),
-                     HF_OK);
+    assert_int_equal(state_put(buf, 1, big, HF_STATE_KEY_LEN_MAX, big, HF_RECORD_LEN_MAX), HF_OK);
     write_buf(f->st, buf);
     static char out[HF_RECORD_LEN_MAX];
     size_t n = 0;
-    assert_int_equal(
-        state_get(f->st, NULL, 1, big, HF_STATE_KEY_LEN_MAX, out, sizeof(out), &n), HF_OK);
+    assert_int_equal(state_get(f->st, NULL, 1, big, HF_STATE_KEY_LEN_MAX, out, sizeof(out), &n),
+                     HF_OK);
     assert_int_equal(n, HF_RECORD_LEN_MAX);
     state_buf_destroy(buf);
 }
@@ -436,8 +432,7 @@ static void test_iterator_never_leaves_its_prefix_or_partition(void **ctx)
     state_buf_destroy(buf);
 }
 
-static void
-test_iterator_with_empty_prefix_sees_the_partition_but_not_its_offsets(void **ctx)
+static void test_iterator_with_empty_prefix_sees_the_partition_but_not_its_offsets(void **ctx)
 {
     fixture_t *f = *ctx;
     state_buf_t *buf = state_buf_new(f->st);
@@ -561,8 +556,7 @@ static void *worker(void *arg)
     for (int i = 0; i < T_ROUNDS; i++) {
         int kl = snprintf(k, sizeof(k), "k%03d", i % 50);
         int vl = snprintf(v, sizeof(v), "p%d-%d", w->partition, i);
-        w->mismatches +=
-            state_put(buf, w->partition, k, (size_t)kl, v, (size_t)vl) != HF_OK;
+        w->mismatches += state_put(buf, w->partition, k, (size_t)kl, v, (size_t)vl) != HF_OK;
         int err = state_get(w->st, buf, w->partition, k, (size_t)kl, out, sizeof(out), &n);
         w->mismatches += err != HF_OK || n != (size_t)vl || memcmp(out, v, n) != 0;
         if (i % 10 == 9) {
@@ -719,8 +713,8 @@ static void m_check_get(state_t *st, state_buf_t *buf, const model_t *m, size_t 
     size_t cap = rnd_below(4) == 0 ? 8 : sizeof(out);
     size_t n = 12345;
     const m_val_t *want = m_view(m, p, k, through);
-    int err = state_get(st, through ? buf : NULL, m_parts[p], m_keys[k].b, m_keys[k].len,
-                        out, cap, &n);
+    int err =
+        state_get(st, through ? buf : NULL, m_parts[p], m_keys[k].b, m_keys[k].len, out, cap, &n);
     if (!want->has) {
         assert_int_equal(err, HF_ERR_NOTFOUND);
         return;
@@ -796,8 +790,7 @@ static void m_put(state_buf_t *buf, model_t *m, size_t p, size_t k)
     pv->len = rnd_below(8) == 0 ? rnd_below(M_VAL_MAX + 1) : rnd_below(12);
     for (size_t i = 0; i < pv->len; i++)
         pv->v[i] = (uint8_t)rnd();
-    assert_int_equal(state_put(buf, m_parts[p], m_keys[k].b, m_keys[k].len, pv->v, pv->len),
-                     HF_OK);
+    assert_int_equal(state_put(buf, m_parts[p], m_keys[k].b, m_keys[k].len, pv->v, pv->len), HF_OK);
     m->pend[p][k] = 1;
     m->pend_ops++;
 }
@@ -810,8 +803,7 @@ static void m_offsets(state_t *st, state_buf_t *buf, model_t *m, size_t p)
         m->off_pend[p][0] = (int64_t)rnd_below(1u << 30);
         m->off_pend[p][1] = (int64_t)rnd_below(1u << 30);
         assert_int_equal(
-            state_buf_set_offsets(buf, m_parts[p], m->off_pend[p][0], m->off_pend[p][1]),
-            HF_OK);
+            state_buf_set_offsets(buf, m_parts[p], m->off_pend[p][0], m->off_pend[p][1]), HF_OK);
         m->pend_ops++;
         return;
     }

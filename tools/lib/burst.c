@@ -14,7 +14,7 @@
 #include "topics.h"
 
 #define BURST_WAREHOUSES_MAX 64
-#define BURST_PRODUCERS_MAX 32
+#define BURST_PRODUCERS_MAX  32
 #define BURST_PARTITIONS_MAX 256
 
 typedef struct {
@@ -160,7 +160,8 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
     int err = kafka_reader_new(&kc, &rd, errstr, errstr_size);
     /* Skip what is already on the topics: count only this burst. */
     if (!err)
-        err = read_new(rd, HF_T_COUNTER_RESULTS, next_results, tally_result, &t, errstr, errstr_size);
+        err =
+            read_new(rd, HF_T_COUNTER_RESULTS, next_results, tally_result, &t, errstr, errstr_size);
     t.results = t.ok = t.insufficient = 0;
     if (err)
         goto done;
@@ -179,7 +180,8 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
     for (int64_t deadline = started + o->timeout_ms; t.results < total && now_ms() < deadline;) {
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
-        err = read_new(rd, HF_T_COUNTER_RESULTS, next_results, tally_result, &t, errstr, errstr_size);
+        err =
+            read_new(rd, HF_T_COUNTER_RESULTS, next_results, tally_result, &t, errstr, errstr_size);
         if (err)
             break;
         printf("  %5.1f s  results %zu/%zu  held %zu  insufficient %zu\n",

@@ -17,7 +17,7 @@
 /* Partitions of the replies topic the client can follow. */
 #define CLIENT_PARTITIONS_MAX 256
 /* How long client_new may take to skip the replies already in the topic. */
-#define CLIENT_DRAIN_MS_MAX 30000
+#define CLIENT_DRAIN_MS_MAX   30000
 
 struct hf_client {
     kafka_conf_t kconf;
@@ -159,7 +159,8 @@ int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr, s
         if (rc == 1) {
             hf_record_t rec;
             char derr[256];
-            bool ok = m.value && codec_decode(m.value, m.value_len, &rec, derr, sizeof derr) == HF_OK &&
+            bool ok = m.value &&
+                      codec_decode(m.value, m.value_len, &rec, derr, sizeof derr) == HF_OK &&
                       rec.type == HF_REC_REPLY;
             kafka_msg_release(&m);
             if (ok) {
@@ -210,9 +211,9 @@ char *client_reply_json(const hf_reply_t *r)
                                                 (json_int_t)r->allocations[i].qty));
     json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:I,s:s,s:I}", "reservation_id", r->reservation_id,
                           "idempotency_key", r->idempotency_key, "outcome",
-                          hf_reply_outcome_name(r->outcome), "allocations", allocs,
-                          "expires_at_ms", (json_int_t)r->expires_at_ms, "message", r->message,
-                          "replied_at_ms", (json_int_t)r->replied_at_ms);
+                          hf_reply_outcome_name(r->outcome), "allocations", allocs, "expires_at_ms",
+                          (json_int_t)r->expires_at_ms, "message", r->message, "replied_at_ms",
+                          (json_int_t)r->replied_at_ms);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;

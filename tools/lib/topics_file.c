@@ -7,7 +7,7 @@
 #include "kafka.h"
 #include "topics.h"
 
-#define TOPICS_MAX 64
+#define TOPICS_MAX        64
 #define TOPIC_CONFIGS_MAX 16
 
 typedef struct {
