@@ -97,6 +97,12 @@ ITEST_BINS := $(patsubst tests/integration/%.c,$(SAN_BUILD)/tests/%,$(ITEST_SRCS
 $(SAN_BUILD)/tests/%: $(SAN_BUILD)/obj/tests/unit/%.o $(SAN_TESTLIB_OBJS) $(SAN_BUILD)/libhf.a
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) -lcmocka
+# Handler tests run on the fake stage; only they link it (it defines the stage_*
+# functions processor/task.c defines too). A static pattern rule, so it wins.
+UNIT_FAKE_BINS := $(filter $(SAN_BUILD)/tests/test_%_handlers,$(UNIT_BINS))
+$(UNIT_FAKE_BINS): $(SAN_BUILD)/tests/%: $(SAN_BUILD)/obj/tests/unit/%.o $(SAN_BUILD)/obj/tests/unit/fake/fake_stage.o $(SAN_TESTLIB_OBJS) $(SAN_BUILD)/libhf.a
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) -lcmocka
 $(SAN_BUILD)/tests/itest_%: $(SAN_BUILD)/obj/tests/integration/itest_%.o $(SAN_TESTLIB_OBJS) $(SAN_BUILD)/libhf.a
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) -lcmocka

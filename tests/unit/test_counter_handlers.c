@@ -1,11 +1,11 @@
 /* Unit tests of the counter stage's handlers (processor/counter/), driven the
  * way the task loop drives them: per record set the Kafka key, call the handler
- * from counter_stage()->handlers, and call batch_end once per transaction. This
- * file defines every function of processor/stage.h itself (a fake stage over a
- * real state store in a temporary directory and the real codec), so no broker
- * is involved and every output is captured as the record the handler gave. It
- * ends with a randomized run against an independent model of the counter rules
- * (DESIGN.md sections 3, 8 and 10). */
+ * from counter_stage()->handlers, and call batch_end once per transaction. The
+ * stage is the shared fake of fake/fake_stage.h (a real state store in a
+ * temporary directory and the real codec), so no broker is involved and every
+ * output is captured as the record the handler gave. It ends with a randomized
+ * run against an independent model of the counter rules (DESIGN.md sections 3,
+ * 8 and 10). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,13 +13,13 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
 #include "counter/counter.h"
+#include "fake/fake_stage.h"
 #include "hf_limits.h"
 #include "log.h"
 #include "stage.h"
@@ -27,232 +27,20 @@
 #include "topics.h"
 
 /* ======================================================================
- * The fake stage: everything a handler can reach through stage.h.
+ * Fixture and driving helpers (what the task loop does around a handler;
+ * the stage itself is the fake in fake/fake_stage.c).
  * ====================================================================== */
-
-typedef struct {
-    int topic_id; /* hf_topic_id_t, or -1 when emitted with stage_emit_to */
-    char topic[HF_TOPIC_LEN_MAX + 1];
-    char key[HF_STATE_KEY_LEN_MAX];
-    size_t key_len;
-    hf_record_t rec; /* as the handler gave it: nothing is decoded */
-} emitted_t;
-
-typedef struct {
-    int32_t partition;
-    char key[HF_STATE_KEY_LEN_MAX];
-    size_t key_len;
-} written_key_t;
-
-struct stage_ctx {
-    char dir[64];
-    state_t *st;
-    state_buf_t *buf;
-    int32_t partition;
-    char key[HF_STATE_KEY_LEN_MAX]; /* the current record's Kafka key */
-    size_t key_len;
-    int64_t now_ms;
-    emitted_t *emits;
-    size_t emits_count, emits_cap;
-    written_key_t *written; /* distinct keys written this transaction, first-write order */
-    size_t written_count, written_cap;
-    char reject_reason[HF_TEXT_LEN_MAX * 2];
-    uint8_t valbuf[HF_RECORD_LEN_MAX];
-    char errstr[512];
-};
-
-int64_t stage_now_ms(const stage_ctx_t *ctx)
-{
-    return ctx->now_ms;
-}
-int32_t stage_partition(const stage_ctx_t *ctx)
-{
-    return ctx->partition;
-}
-void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
-{
-    ctx->partition = partition;
-}
-
-const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
-{
-    *key_len = ctx->key_len;
-    return ctx->key;
-}
-
-static int written_add(stage_ctx_t *ctx, const char *key, size_t key_len)
-{
-    if (key_len > HF_STATE_KEY_LEN_MAX)
-        return HF_ERR_LIMIT;
-    for (size_t i = 0; i < ctx->written_count; i++) {
-        const written_key_t *w = &ctx->written[i];
-        if (w->partition == ctx->partition && w->key_len == key_len &&
-            memcmp(w->key, key, key_len) == 0)
-            return HF_OK;
-    }
-    if (ctx->written_count == ctx->written_cap) {
-        size_t cap = ctx->written_cap ? ctx->written_cap * 2 : 64;
-        written_key_t *w = realloc(ctx->written, cap * sizeof *w);
-        if (!w)
-            return HF_ERR_NOMEM;
-        ctx->written = w;
-        ctx->written_cap = cap;
-    }
-    written_key_t *w = &ctx->written[ctx->written_count++];
-    w->partition = ctx->partition;
-    memcpy(w->key, key, key_len);
-    w->key_len = key_len;
-    return HF_OK;
-}
-
-int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
-{
-    size_t len = 0;
-    int err = state_get(ctx->st, ctx->buf, ctx->partition, key, key_len, ctx->valbuf,
-                        sizeof ctx->valbuf, &len);
-    if (err)
-        return err;
-    if (codec_decode(ctx->valbuf, len, rec, ctx->errstr, sizeof ctx->errstr) != HF_OK)
-        return HF_ERR_CORRUPT;
-    return HF_OK;
-}
-
-int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
-                  size_t val_len)
-{
-    int err = state_put(ctx->buf, ctx->partition, key, key_len, val, val_len);
-    return err ? err : written_add(ctx, key, key_len);
-}
-
-int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
-{
-    size_t len = 0;
-    int err =
-        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
-    if (err)
-        return err;
-    return stage_put_raw(ctx, key, key_len, ctx->valbuf, len);
-}
-
-int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
-{
-    int err = state_del(ctx->buf, ctx->partition, key, key_len);
-    return err ? err : written_add(ctx, key, key_len);
-}
-
-state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse)
-{
-    return state_iter_new(ctx->st, ctx->buf, ctx->partition, prefix, prefix_len, reverse);
-}
-
-static int emit(stage_ctx_t *ctx, int topic_id, const char *topic, const char *key, size_t key_len,
-                const hf_record_t *rec)
-{
-    /* The task encodes every output; an output that does not encode is a failure.
-     */
-    size_t len = 0;
-    int err =
-        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
-    if (err)
-        return err;
-    if (key_len > HF_STATE_KEY_LEN_MAX || strlen(topic) > HF_TOPIC_LEN_MAX)
-        return HF_ERR_LIMIT;
-    if (ctx->emits_count == ctx->emits_cap) {
-        size_t cap = ctx->emits_cap ? ctx->emits_cap * 2 : 16;
-        emitted_t *e = realloc(ctx->emits, cap * sizeof *e);
-        if (!e)
-            return HF_ERR_NOMEM;
-        ctx->emits = e;
-        ctx->emits_cap = cap;
-    }
-    emitted_t *e = &ctx->emits[ctx->emits_count++];
-    e->topic_id = topic_id;
-    snprintf(e->topic, sizeof e->topic, "%s", topic);
-    memcpy(e->key, key, key_len);
-    e->key_len = key_len;
-    e->rec = *rec;
-    return HF_OK;
-}
-
-int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t key_len,
-               const hf_record_t *rec)
-{
-    return emit(ctx, (int)topic, topic_name(topic), key, key_len, rec);
-}
-
-int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
-                  const hf_record_t *rec)
-{
-    return emit(ctx, -1, topic, key, key_len, rec);
-}
-
-int stage_reject(stage_ctx_t *ctx, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->reject_reason, sizeof ctx->reject_reason, fmt, ap);
-    va_end(ap);
-    return HF_ERR_INVAL;
-}
-
-int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn)
-{
-    /* fn may write more keys; visit those present at the start, as the task does.
-     */
-    size_t n = ctx->written_count;
-    for (size_t i = 0; i < n; i++) {
-        written_key_t w = ctx->written[i]; /* a copy: fn may grow the array */
-        ctx->partition = w.partition;
-        int err = fn(ctx, w.partition, w.key, w.key_len);
-        if (err)
-            return err;
-    }
-    return HF_OK;
-}
-
-/* ======================================================================
- * Fixture and driving helpers (what the task loop does around a handler).
- * ====================================================================== */
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
 
 static int setup(void **state)
 {
-    stage_ctx_t *fx = calloc(1, sizeof *fx);
-    assert_non_null(fx);
-    snprintf(fx->dir, sizeof fx->dir, "/tmp/hf_test_counter.XXXXXX");
-    assert_non_null(mkdtemp(fx->dir));
-    if (state_open(fx->dir, NULL, &fx->st, fx->errstr, sizeof fx->errstr) != HF_OK)
-        fail_msg("state_open: %s", fx->errstr);
-    fx->buf = state_buf_new(fx->st);
-    assert_non_null(fx->buf);
-    fx->now_ms = 1700000000000LL;
-    *state = fx;
+    *state = fake_stage_new("counter", 1700000000000LL);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    stage_ctx_t *fx = *state;
-    state_buf_destroy(fx->buf);
-    state_close(fx->st);
-    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(fx->emits);
-    free(fx->written);
-    free(fx);
+    fake_stage_destroy(*state);
     return 0;
-}
-
-/* Pairs live in different partitions, as they would after murmur2. */
-static int32_t partition_of(const char *pair_key)
-{
-    uint32_t h = 0;
-    for (const char *p = pair_key; *p; p++)
-        h = h * 31 + (unsigned char)*p;
-    return (int32_t)(h % 4);
 }
 
 static void rec_pair(const hf_record_t *rec, const char **w, const char **s)
@@ -275,40 +63,13 @@ static void rec_pair(const hf_record_t *rec, const char **w, const char **s)
     }
 }
 
-static const stage_handler_t *handler_for(hf_rec_type_t type)
-{
-    const stage_def_t *def = counter_stage();
-    for (size_t i = 0; i < def->handlers_count; i++)
-        if (def->handlers[i].type == type)
-            return &def->handlers[i];
-    return NULL;
-}
-
-/* Applies one record under Kafka key `key`, as task.c apply_record does; a
- * rejection must leave no write, no written key and no output behind. */
+/* Applies one record under Kafka key `key` a millisecond after the last, as
+ * task.c apply_record does; a rejection must leave no write, no written key and
+ * no output behind (fake_stage_apply checks). */
 static int fx_apply_key(stage_ctx_t *fx, const char *key, const hf_record_t *rec)
 {
-    size_t n = strlen(key);
-    assert_true(n < sizeof fx->key);
-    memcpy(fx->key, key, n);
-    fx->key_len = n;
-    fx->partition = partition_of(key);
-    fx->reject_reason[0] = '\0';
     fx->now_ms++;
-    size_t writes_before = state_buf_count(fx->buf);
-    size_t written_before = fx->written_count, emits_before = fx->emits_count;
-    const stage_handler_t *h = handler_for(rec->type);
-    assert_non_null(h);
-    int err = h->handle(fx, rec);
-    if (err == HF_ERR_INVAL) {
-        assert_int_equal(state_buf_count(fx->buf), writes_before);
-        assert_int_equal(fx->written_count, written_before);
-        assert_int_equal(fx->emits_count, emits_before);
-        assert_true(fx->reject_reason[0] != '\0');
-    } else {
-        assert_true(err == HF_OK);
-    }
-    return err;
+    return fake_stage_apply(fx, counter_stage(), key, rec);
 }
 
 /* Applies rec under its own "warehouse|sku" key. */
@@ -327,9 +88,7 @@ static size_t fx_end_batch(stage_ctx_t *fx)
 {
     size_t first = fx->emits_count;
     assert_int_equal(counter_stage()->batch_end(fx), HF_OK);
-    if (state_buf_write(fx->st, fx->buf, fx->errstr, sizeof fx->errstr) != HF_OK)
-        fail_msg("state_buf_write: %s", fx->errstr);
-    fx->written_count = 0;
+    fake_stage_commit(fx);
     return first;
 }
 
@@ -399,7 +158,7 @@ static hf_record_t feed_rec(const char *w, const char *s, hf_feed_kind_t kind, i
 static const hf_counter_result_t *result_at(const stage_ctx_t *fx, size_t i)
 {
     assert_true(i < fx->emits_count);
-    const emitted_t *e = &fx->emits[i];
+    const fake_stage_emit_t *e = &fx->emits[i];
     assert_int_equal(e->topic_id, HF_T_COUNTER_RESULTS);
     assert_int_equal(e->rec.type, HF_REC_COUNTER_RESULT);
     const hf_counter_result_t *r = &e->rec.u.counter_result;
@@ -468,7 +227,7 @@ static hf_counter_state_t fx_counter(stage_ctx_t *fx, const char *w, const char 
 {
     char pk[COUNTER_KEY_MAX], key[COUNTER_KEY_MAX];
     pair_key(pk, w, s);
-    fx->partition = partition_of(pk);
+    fx->partition = fake_stage_partition_of(pk);
     size_t len = counter_key(key, w, s);
     hf_record_t rec;
     hf_counter_state_t c;
@@ -496,7 +255,7 @@ static hf_hold_status_t fx_hold_status(stage_ctx_t *fx, const char *rid, int32_t
 {
     char pk[COUNTER_KEY_MAX], key[COUNTER_KEY_MAX];
     pair_key(pk, w, s);
-    fx->partition = partition_of(pk);
+    fx->partition = fake_stage_partition_of(pk);
     size_t len = hold_key(key, w, s, attempt, rid);
     hf_record_t rec;
     assert_int_equal(stage_get(fx, key, len, &rec), HF_OK);
@@ -575,7 +334,7 @@ static size_t stock_levels_for(const stage_ctx_t *fx, size_t first, const char *
 {
     size_t n = 0;
     for (size_t i = first; i < fx->emits_count; i++) {
-        const emitted_t *e = &fx->emits[i];
+        const fake_stage_emit_t *e = &fx->emits[i];
         assert_int_equal(e->topic_id, HF_T_STOCK_LEVELS);
         assert_int_equal(e->rec.type, HF_REC_STOCK_LEVEL);
         const hf_stock_level_t *sl = &e->rec.u.stock_level;

@@ -2,11 +2,11 @@
  * way the task loop drives them: per record set the Kafka key (the
  * reservation_id), call the handler from gateway_stage()->handlers, write the
  * buffer (one transaction per record), and call the tick per partition. Like
- * test_counter_handlers.c this file defines every function of processor/stage.h
- * itself (a fake stage over a real state store and the real codec); the routing
- * view and configuration are injected with gateway_env_set, and a small model of
- * the counters answers the Holds the gateway emits, so a test decides which
- * answers arrive, in which order, or not at all. (nm: task.o is not linked.) */
+ * test_counter_handlers.c it runs on the shared fake stage of fake/fake_stage.h
+ * (a real state store and the real codec); the routing view and configuration
+ * are injected with gateway_env_set, and a small model of the counters answers
+ * the Holds the gateway emits, so a test decides which answers arrive, in which
+ * order, or not at all. (nm: task.o is not linked.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,12 +14,12 @@
 
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
+#include "fake/fake_stage.h"
 #include "gateway/gateway.h"
 #include "hf_limits.h"
 #include "log.h"
@@ -31,7 +31,6 @@
 #define TTL_DEFAULT_MS    (15 * 60 * 1000LL)
 #define RESULT_TIMEOUT_MS 5000
 #define RETENTION_MS      (24 * 3600 * 1000LL)
-#define PARTITIONS        4
 
 /* ======================================================================
  * The counters' model: answers Holds, applies commits and releases.
@@ -61,30 +60,11 @@ typedef struct {
 #define M_RESULTS_MAX 512
 
 /* ======================================================================
- * The fake stage: everything a handler can reach through stage.h.
+ * What this file keeps beside the fake stage (fx->user): the gateway's
+ * environment and the counters' model.
  * ====================================================================== */
 
-typedef struct {
-    int topic_id; /* hf_topic_id_t, or -1 when emitted with stage_emit_to */
-    char topic[HF_TOPIC_LEN_MAX + 1];
-    char key[HF_STATE_KEY_LEN_MAX];
-    size_t key_len;
-    hf_record_t rec;
-} emitted_t;
-
-struct stage_ctx {
-    char dir[64];
-    state_t *st;
-    state_buf_t *buf;
-    int32_t partition;
-    char key[HF_STATE_KEY_LEN_MAX];
-    size_t key_len;
-    int64_t now_ms;
-    emitted_t *emits;
-    size_t emits_count, emits_cap;
-    char reject_reason[HF_TEXT_LEN_MAX * 2];
-    uint8_t valbuf[HF_RECORD_LEN_MAX];
-    char errstr[512];
+struct fake_stage_user {
     /* environment */
     gateway_env_t env;
     hf_availability_t view[40];
@@ -99,123 +79,6 @@ struct stage_ctx {
     hf_counter_result_t results[M_RESULTS_MAX]; /* answers not yet delivered */
     size_t results_count;
 };
-
-int64_t stage_now_ms(const stage_ctx_t *ctx)
-{
-    return ctx->now_ms;
-}
-const struct hf_config *stage_config(const stage_ctx_t *ctx)
-{
-    return NULL;
-}
-int32_t stage_partition(const stage_ctx_t *ctx)
-{
-    return ctx->partition;
-}
-void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
-{
-    ctx->partition = partition;
-}
-
-const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
-{
-    *key_len = ctx->key_len;
-    return ctx->key;
-}
-
-int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
-{
-    size_t len = 0;
-    int err = state_get(ctx->st, ctx->buf, ctx->partition, key, key_len, ctx->valbuf,
-                        sizeof ctx->valbuf, &len);
-    if (err)
-        return err;
-    if (codec_decode(ctx->valbuf, len, rec, ctx->errstr, sizeof ctx->errstr) != HF_OK)
-        return HF_ERR_CORRUPT;
-    return HF_OK;
-}
-
-int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
-                  size_t val_len)
-{
-    if (key_len > HF_STATE_KEY_LEN_MAX)
-        return HF_ERR_LIMIT;
-    return state_put(ctx->buf, ctx->partition, key, key_len, val, val_len);
-}
-
-int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
-{
-    size_t len = 0;
-    int err =
-        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
-    if (err)
-        return err;
-    return stage_put_raw(ctx, key, key_len, ctx->valbuf, len);
-}
-
-int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
-{
-    return state_del(ctx->buf, ctx->partition, key, key_len);
-}
-
-state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse)
-{
-    return state_iter_new(ctx->st, ctx->buf, ctx->partition, prefix, prefix_len, reverse);
-}
-
-static int emit(stage_ctx_t *ctx, int topic_id, const char *topic, const char *key, size_t key_len,
-                const hf_record_t *rec)
-{
-    size_t len = 0; /* the task encodes every output; one that does not encode is a failure */
-    int err =
-        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
-    if (err)
-        return err;
-    if (key_len > HF_STATE_KEY_LEN_MAX || strlen(topic) > HF_TOPIC_LEN_MAX)
-        return HF_ERR_LIMIT;
-    if (ctx->emits_count == ctx->emits_cap) {
-        size_t cap = ctx->emits_cap ? ctx->emits_cap * 2 : 64;
-        emitted_t *e = realloc(ctx->emits, cap * sizeof *e);
-        if (!e)
-            return HF_ERR_NOMEM;
-        ctx->emits = e;
-        ctx->emits_cap = cap;
-    }
-    emitted_t *e = &ctx->emits[ctx->emits_count++];
-    e->topic_id = topic_id;
-    snprintf(e->topic, sizeof e->topic, "%s", topic);
-    memcpy(e->key, key, key_len);
-    e->key_len = key_len;
-    e->rec = *rec;
-    return HF_OK;
-}
-
-int stage_emit(stage_ctx_t *ctx, hf_topic_id_t topic, const char *key, size_t key_len,
-               const hf_record_t *rec)
-{
-    return emit(ctx, (int)topic, topic_name(topic), key, key_len, rec);
-}
-
-int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t key_len,
-                  const hf_record_t *rec)
-{
-    return emit(ctx, -1, topic, key, key_len, rec);
-}
-
-int stage_reject(stage_ctx_t *ctx, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->reject_reason, sizeof ctx->reject_reason, fmt, ap);
-    va_end(ap);
-    return HF_ERR_INVAL;
-}
-
-int stage_foreach_written(stage_ctx_t *ctx, stage_key_fn fn)
-{
-    fail_msg("the gateway has no batch_end");
-    return HF_ERR_INVAL;
-}
 
 /* ======================================================================
  * Environment: six warehouses, a view the test fills, a controllable clock.
@@ -237,9 +100,9 @@ static const struct {
 static int fake_availability(void *opaque, const char *sku, hf_availability_t *out)
 {
     stage_ctx_t *fx = opaque;
-    for (size_t i = 0; i < fx->view_count; i++)
-        if (strcmp(fx->view[i].sku, sku) == 0) {
-            *out = fx->view[i];
+    for (size_t i = 0; i < fx->user->view_count; i++)
+        if (strcmp(fx->user->view[i].sku, sku) == 0) {
+            *out = fx->user->view[i];
             return HF_OK;
         }
     return HF_ERR_NOTFOUND;
@@ -247,19 +110,19 @@ static int fake_availability(void *opaque, const char *sku, hf_availability_t *o
 
 static int64_t fake_staleness(void *opaque)
 {
-    return ((stage_ctx_t *)opaque)->view_staleness_ms;
+    return ((stage_ctx_t *)opaque)->user->view_staleness_ms;
 }
 
 /* The view says sku has avail[i] at W(i+1) (n entries). */
 static void view_set(stage_ctx_t *fx, const char *sku, const int64_t *avail, size_t n)
 {
     hf_availability_t *a = NULL;
-    for (size_t i = 0; i < fx->view_count; i++)
-        if (strcmp(fx->view[i].sku, sku) == 0)
-            a = &fx->view[i];
+    for (size_t i = 0; i < fx->user->view_count; i++)
+        if (strcmp(fx->user->view[i].sku, sku) == 0)
+            a = &fx->user->view[i];
     if (!a) {
-        assert_true(fx->view_count < sizeof fx->view / sizeof fx->view[0]);
-        a = &fx->view[fx->view_count++];
+        assert_true(fx->user->view_count < sizeof fx->user->view / sizeof fx->user->view[0]);
+        a = &fx->user->view[fx->user->view_count++];
     }
     memset(a, 0, sizeof *a);
     snprintf(a->sku, sizeof a->sku, "%s", sku);
@@ -276,23 +139,12 @@ static void view_set(stage_ctx_t *fx, const char *sku, const int64_t *avail, siz
  * Fixture and driving helpers.
  * ====================================================================== */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int setup(void **state)
 {
-    stage_ctx_t *fx = calloc(1, sizeof *fx);
-    assert_non_null(fx);
-    snprintf(fx->dir, sizeof fx->dir, "/tmp/hf_test_gateway.XXXXXX");
-    assert_non_null(mkdtemp(fx->dir));
-    if (state_open(fx->dir, NULL, &fx->st, fx->errstr, sizeof fx->errstr) != HF_OK)
-        fail_msg("state_open: %s", fx->errstr);
-    fx->buf = state_buf_new(fx->st);
-    assert_non_null(fx->buf);
-    fx->now_ms = T0;
-    gateway_env_t *e = &fx->env;
+    stage_ctx_t *fx = fake_stage_new("gateway", T0);
+    fx->user = calloc(1, sizeof *fx->user);
+    assert_non_null(fx->user);
+    gateway_env_t *e = &fx->user->env;
     for (size_t i = 0; i < WH_COUNT; i++) {
         route_warehouse_t *w = &e->routes.warehouses[e->routes.warehouses_count++];
         snprintf(w->id, sizeof w->id, "%s", wh_table[i].id);
@@ -323,61 +175,22 @@ static int teardown(void **state)
 {
     stage_ctx_t *fx = *state;
     gateway_env_set(NULL);
-    state_buf_destroy(fx->buf);
-    state_close(fx->st);
-    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(fx->emits);
-    free(fx);
+    free(fx->user);
+    fake_stage_destroy(fx);
     return 0;
 }
 
-/* Reservations live in different partitions, as they would after murmur2. */
-static int32_t partition_of(const char *key)
-{
-    uint32_t h = 0;
-    for (const char *p = key; *p; p++)
-        h = h * 31 + (unsigned char)*p;
-    return (int32_t)(h % PARTITIONS);
-}
-
-static const stage_handler_t *handler_for(hf_rec_type_t type)
-{
-    const stage_def_t *def = gateway_stage();
-    for (size_t i = 0; i < def->handlers_count; i++)
-        if (def->handlers[i].type == type)
-            return &def->handlers[i];
-    return NULL;
-}
-
-static void fx_commit_txn(stage_ctx_t *fx)
-{
-    if (state_buf_write(fx->st, fx->buf, fx->errstr, sizeof fx->errstr) != HF_OK)
-        fail_msg("state_buf_write: %s", fx->errstr);
-}
-
 /* Applies rec under Kafka key `key` in a transaction of its own; a rejection
- * must leave no write and no output behind. */
+ * must leave no write and no output behind (fake_stage_apply checks). */
 static int fx_apply_key(stage_ctx_t *fx, const char *key, const hf_record_t *rec)
 {
-    size_t n = strlen(key);
-    assert_true(n < sizeof fx->key);
-    memcpy(fx->key, key, n);
-    fx->key_len = n;
-    fx->partition = partition_of(key);
-    fx->reject_reason[0] = '\0';
-    size_t emits_before = fx->emits_count;
-    const stage_handler_t *h = handler_for(rec->type);
-    assert_non_null(h);
-    int err = h->handle(fx, rec);
+    int err = fake_stage_apply(fx, gateway_stage(), key, rec);
     if (err == HF_ERR_INVAL) {
         assert_int_equal(state_buf_count(fx->buf), 0);
-        assert_int_equal(fx->emits_count, emits_before);
-        assert_true(fx->reject_reason[0] != '\0');
         state_buf_clear(fx->buf);
         return err;
     }
-    assert_int_equal(err, HF_OK);
-    fx_commit_txn(fx);
+    fake_stage_commit(fx);
     return err;
 }
 
@@ -408,11 +221,11 @@ static int fx_apply(stage_ctx_t *fx, const hf_record_t *rec)
 /* The sweeper at fx->now_ms, every partition, one transaction. */
 static void fx_tick(stage_ctx_t *fx)
 {
-    for (int32_t p = 0; p < PARTITIONS; p++) {
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++) {
         fx->partition = p;
         assert_int_equal(gateway_stage()->tick(fx), HF_OK);
     }
-    fx_commit_txn(fx);
+    fake_stage_commit(fx);
 }
 
 /* ---- record builders */
@@ -510,7 +323,7 @@ static size_t ledger_count(const stage_ctx_t *fx, size_t from, const char *rid,
 {
     size_t n = 0;
     for (size_t i = from; i < fx->emits_count; i++) {
-        const emitted_t *e = &fx->emits[i];
+        const fake_stage_emit_t *e = &fx->emits[i];
         if (e->topic_id == HF_T_LEDGER && e->rec.u.ledger_event.kind == kind &&
             strcmp(e->rec.u.ledger_event.reservation_id, rid) == 0)
             n++;
@@ -521,7 +334,7 @@ static size_t ledger_count(const stage_ctx_t *fx, size_t from, const char *rid,
 static hf_ledger_event_t last_ledger(const stage_ctx_t *fx, const char *rid, hf_ledger_kind_t kind)
 {
     for (size_t i = fx->emits_count; i-- > 0;) {
-        const emitted_t *e = &fx->emits[i];
+        const fake_stage_emit_t *e = &fx->emits[i];
         if (e->topic_id == HF_T_LEDGER && e->rec.u.ledger_event.kind == kind &&
             strcmp(e->rec.u.ledger_event.reservation_id, rid) == 0)
             return e->rec.u.ledger_event;
@@ -561,11 +374,11 @@ static hf_hold_t nth_hold(const stage_ctx_t *fx, size_t from, size_t n)
 
 static m_pair_t *m_pair(stage_ctx_t *fx, const char *w, const char *sku)
 {
-    for (size_t i = 0; i < fx->pairs_count; i++)
-        if (strcmp(fx->pairs[i].w, w) == 0 && strcmp(fx->pairs[i].sku, sku) == 0)
-            return &fx->pairs[i];
-    assert_true(fx->pairs_count < M_PAIRS_MAX);
-    m_pair_t *p = &fx->pairs[fx->pairs_count++];
+    for (size_t i = 0; i < fx->user->pairs_count; i++)
+        if (strcmp(fx->user->pairs[i].w, w) == 0 && strcmp(fx->user->pairs[i].sku, sku) == 0)
+            return &fx->user->pairs[i];
+    assert_true(fx->user->pairs_count < M_PAIRS_MAX);
+    m_pair_t *p = &fx->user->pairs[fx->user->pairs_count++];
     memset(p, 0, sizeof *p);
     snprintf(p->w, sizeof p->w, "%s", w);
     snprintf(p->sku, sizeof p->sku, "%s", sku);
@@ -583,8 +396,8 @@ static void stock(stage_ctx_t *fx, const char *sku, const int64_t *avail, size_t
 static m_hold_t *m_hold(stage_ctx_t *fx, const char *rid, int32_t attempt, const char *w,
                         const char *sku)
 {
-    for (size_t i = 0; i < fx->holds_count; i++) {
-        m_hold_t *h = &fx->holds[i];
+    for (size_t i = 0; i < fx->user->holds_count; i++) {
+        m_hold_t *h = &fx->user->holds[i];
         if (h->attempt == attempt && strcmp(h->rid, rid) == 0 && strcmp(h->w, w) == 0 &&
             strcmp(h->sku, sku) == 0)
             return h;
@@ -596,8 +409,8 @@ static void m_result(stage_ctx_t *fx, const char *rid, int32_t attempt, const ch
                      const char *sku, hf_cmd_t cmd, hf_outcome_t outcome, int64_t qty,
                      int64_t available)
 {
-    assert_true(fx->results_count < M_RESULTS_MAX);
-    hf_counter_result_t *r = &fx->results[fx->results_count++];
+    assert_true(fx->user->results_count < M_RESULTS_MAX);
+    hf_counter_result_t *r = &fx->user->results[fx->user->results_count++];
     memset(r, 0, sizeof *r);
     snprintf(r->reservation_id, sizeof r->reservation_id, "%s", rid);
     r->attempt = attempt;
@@ -614,8 +427,8 @@ static void m_on_hold(stage_ctx_t *fx, const hf_hold_t *c)
 {
     m_hold_t *h = m_hold(fx, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
     if (!h) { /* a repeat re-answers the original; a new hold is decided now */
-        assert_true(fx->holds_count < M_HOLDS_MAX);
-        h = &fx->holds[fx->holds_count++];
+        assert_true(fx->user->holds_count < M_HOLDS_MAX);
+        h = &fx->user->holds[fx->user->holds_count++];
         memset(h, 0, sizeof *h);
         snprintf(h->rid, sizeof h->rid, "%s", c->reservation_id);
         h->attempt = c->attempt;
@@ -678,12 +491,12 @@ static void m_on_release(stage_ctx_t *fx, const hf_release_hold_t *c)
 }
 
 /* The counters apply every command emitted since they last looked; their
- * answers wait in fx->results until delivered. Each emitted command must be
+ * answers wait in fx->user->results until delivered. Each emitted command must be
  * keyed by its pair. */
 static void counters_apply(stage_ctx_t *fx)
 {
-    for (; fx->cmd_cursor < fx->emits_count; fx->cmd_cursor++) {
-        const emitted_t *e = &fx->emits[fx->cmd_cursor];
+    for (; fx->user->cmd_cursor < fx->emits_count; fx->user->cmd_cursor++) {
+        const fake_stage_emit_t *e = &fx->emits[fx->user->cmd_cursor];
         if (e->topic_id != HF_T_COUNTER_COMMANDS)
             continue;
         const hf_record_t *r = &e->rec;
@@ -715,11 +528,11 @@ static void counters_apply(stage_ctx_t *fx)
 /* Delivers the queued answers to the gateway (each its own transaction). */
 static void deliver_results(stage_ctx_t *fx)
 {
-    size_t n = fx->results_count;
+    size_t n = fx->user->results_count;
     hf_counter_result_t *batch = malloc(n * sizeof *batch + 1);
     assert_non_null(batch);
-    memcpy(batch, fx->results, n * sizeof *batch);
-    fx->results_count = 0;
+    memcpy(batch, fx->user->results, n * sizeof *batch);
+    fx->user->results_count = 0;
     for (size_t i = 0; i < n; i++) {
         hf_record_t rec = {.type = HF_REC_COUNTER_RESULT, .u.counter_result = batch[i]};
         assert_int_equal(fx_apply(fx, &rec), HF_OK);
@@ -732,7 +545,7 @@ static void settle(stage_ctx_t *fx)
 {
     for (int round = 0; round < 100; round++) {
         counters_apply(fx);
-        if (fx->results_count == 0)
+        if (fx->user->results_count == 0)
             return;
         deliver_results(fx);
     }
@@ -742,16 +555,16 @@ static void settle(stage_ctx_t *fx)
 /* Drops the queued answers (lost on their way). */
 static void drop_results(stage_ctx_t *fx)
 {
-    fx->results_count = 0;
+    fx->user->results_count = 0;
 }
 
 /* Sum of reserved units of sku over every warehouse. */
 static int64_t reserved_total(stage_ctx_t *fx, const char *sku)
 {
     int64_t sum = 0;
-    for (size_t i = 0; i < fx->pairs_count; i++)
-        if (strcmp(fx->pairs[i].sku, sku) == 0)
-            sum += fx->pairs[i].reserved;
+    for (size_t i = 0; i < fx->user->pairs_count; i++)
+        if (strcmp(fx->user->pairs[i].sku, sku) == 0)
+            sum += fx->user->pairs[i].reserved;
     return sum;
 }
 
@@ -760,10 +573,10 @@ static int64_t reserved_total(stage_ctx_t *fx, const char *sku)
 static void revoke_hold(stage_ctx_t *fx, const char *rid, const char *w, const char *sku)
 {
     m_hold_t *h = NULL;
-    for (size_t i = 0; i < fx->holds_count; i++)
-        if (strcmp(fx->holds[i].rid, rid) == 0 && strcmp(fx->holds[i].w, w) == 0 &&
-            strcmp(fx->holds[i].sku, sku) == 0 && fx->holds[i].status == MH_HELD)
-            h = &fx->holds[i];
+    for (size_t i = 0; i < fx->user->holds_count; i++)
+        if (strcmp(fx->user->holds[i].rid, rid) == 0 && strcmp(fx->user->holds[i].w, w) == 0 &&
+            strcmp(fx->user->holds[i].sku, sku) == 0 && fx->user->holds[i].status == MH_HELD)
+            h = &fx->user->holds[i];
     assert_non_null(h);
     h->status = MH_REVOKING;
     m_result(fx, rid, h->attempt, w, sku, HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, h->qty, 0);
@@ -771,7 +584,7 @@ static void revoke_hold(stage_ctx_t *fx, const char *rid, const char *w, const c
 
 static hf_reservation_state_t load_rs(stage_ctx_t *fx, const char *rid)
 {
-    fx->partition = partition_of(rid);
+    fx->partition = fake_stage_partition_of(rid);
     hf_reservation_state_t rs;
     int err = gw_load(fx, rid, &rs);
     if (err)
@@ -781,7 +594,7 @@ static hf_reservation_state_t load_rs(stage_ctx_t *fx, const char *rid)
 
 static bool idem_exists(stage_ctx_t *fx, const char *rid, const char *ikey)
 {
-    fx->partition = partition_of(rid);
+    fx->partition = fake_stage_partition_of(rid);
     char key[GW_KEY_MAX];
     size_t len = gw_idem_key(key, rid, ikey);
     hf_record_t rec;
@@ -869,7 +682,7 @@ static void test_reserve_of_an_unknown_sku_is_rejected_invalid_and_records_nothi
     hf_record_t r = reserve_lines("v3", "k", skus, qtys, 2, 0);
     expect_invalid(fx, &r, "unknown sku SKU-NOPE");
     hf_reservation_state_t rs;
-    fx->partition = partition_of("v3");
+    fx->partition = fake_stage_partition_of("v3");
     assert_int_equal(gw_load(fx, "v3", &rs), HF_ERR_NOTFOUND);
     assert_false(idem_exists(fx, "v3", "k"));
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
@@ -1230,7 +1043,7 @@ static void test_stale_view_degrades_to_the_nearest_warehouse(void **state)
     const int64_t far_only[6] = {0, 0, 100, 0, 0, 0};
     stock(fx, "SKU-A", far_only, 6);
     m_pair(fx, "W1", "SKU-A")->available = 10; /* the stale view does not know */
-    fx->view_staleness_ms = 60000;
+    fx->user->view_staleness_ms = 60000;
     size_t from = fx->emits_count;
     hf_record_t r = reserve_rec("s10", "k", "SKU-A", 2, 0);
     assert_int_equal(fx_apply(fx, &r), HF_OK);
@@ -1238,7 +1051,7 @@ static void test_stale_view_degrades_to_the_nearest_warehouse(void **state)
     settle(fx);
     assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
     /* Never caught up at all: the same. */
-    fx->view_staleness_ms = -1;
+    fx->user->view_staleness_ms = -1;
     from = fx->emits_count;
     hf_record_t r2 = reserve_rec("s11", "k", "SKU-UNSEEN", 1, 0);
     assert_int_equal(fx_apply(fx, &r2), HF_OK);
@@ -1498,8 +1311,8 @@ static void test_sweeper_rolls_back_after_result_retries_max(void **state)
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     counters_apply(fx);
     /* SKU-A's answer arrives, SKU-B's never does. */
-    assert_int_equal(fx->results_count, 2);
-    fx->results_count = 1;
+    assert_int_equal(fx->user->results_count, 2);
+    fx->user->results_count = 1;
     deliver_results(fx);
     int resends = 0;
     for (int i = 0; i < 200 && load_rs(fx, "w4").status == GW_RES_PENDING; i++) {
@@ -1595,8 +1408,8 @@ test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall(v
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     counters_apply(fx);
     /* SKU-A's OK arrives, then its hold is revoked, before SKU-B's answer. */
-    hf_counter_result_t b_answer = fx->results[1];
-    fx->results_count = 1;
+    hf_counter_result_t b_answer = fx->user->results[1];
+    fx->user->results_count = 1;
     deliver_results(fx);
     revoke_hold(fx, "f2", "W1", "SKU-A");
     deliver_results(fx);
@@ -1610,7 +1423,7 @@ test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall(v
     assert_string_equal(last_ledger(fx, "f2", HF_LEDGER_RELEASED).reason, "stock_shortfall");
     assert_int_equal(ledger_count(fx, from, "f2", HF_LEDGER_HELD), 0);
     /* SKU-B's late OK: its hold was released too; nothing else happens. */
-    fx->results[fx->results_count++] = b_answer;
+    fx->user->results[fx->user->results_count++] = b_answer;
     deliver_results(fx);
     settle(fx);
     assert_int_equal(replies_since(fx, from), 1);
@@ -1627,14 +1440,14 @@ test_commit_racing_a_shortfall_ends_released_and_flags_the_payment_for_refund(vo
     reserve_held(fx, "f3", "SKU-A", 2, 0);
     /* The count revokes the hold; the gateway commits before it hears of it. */
     revoke_hold(fx, "f3", "W1", "SKU-A");
-    hf_counter_result_t shortfall = fx->results[0];
+    hf_counter_result_t shortfall = fx->user->results[0];
     drop_results(fx);
     size_t from = fx->emits_count;
     hf_record_t c = commit_rec("f3", "c", "pay-1");
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
     counters_apply(fx); /* the counter answers the CommitHold REVOKED */
-    assert_int_equal(fx->results[0].outcome, HF_OUTCOME_REVOKED);
-    fx->results[fx->results_count++] = shortfall;
+    assert_int_equal(fx->user->results[0].outcome, HF_OUTCOME_REVOKED);
+    fx->user->results[fx->user->results_count++] = shortfall;
     settle(fx);
     hf_reservation_state_t rs = load_rs(fx, "f3");
     assert_int_equal(rs.status, GW_RES_RELEASED);
