@@ -5,6 +5,8 @@
  *   hfctl send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]
  *   hfctl stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N
  *   hfctl stock get --warehouse W --sku S
+ *   hfctl availability --sku S
+ *   hfctl reconcile [--quiescent 1]
  *   hfctl tail TOPIC [--max N]
  *   hfctl burst --sku S --warehouses W1,W2 [--holds N] [--producers N]
  * Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX. */
@@ -221,6 +223,26 @@ static int find_last(void *opaque, const kafka_msg_t *msg)
     return HF_OK;
 }
 
+/* Reads the partition of topic that part_key hashes to and keeps the last value
+ * stored under want_key (compacted topics and changelogs: the current value). */
+static int read_last(cli_t *c, hf_topic_id_t topic_id, const char *part_key, find_last_t *f)
+{
+    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int64_t next = 0;
+    const char *topic = topic_name(topic_id);
+    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
+    if (!err)
+        err = kafka_reader_read_to_end(
+            rd, topic, kafka_partition_for_key(part_key, strlen(part_key), parts),
+            KAFKA_OFFSET_BEGINNING, 10000, find_last, f, &next, c->errstr, sizeof c->errstr);
+    kafka_reader_destroy(rd);
+    return err;
+}
+
 /* The committed counter of a pair, read from the counter changelog (the same
  * bytes the processor restores from). */
 static int stock_get(cli_t *c)
@@ -229,23 +251,12 @@ static int stock_get(cli_t *c)
     if (!wh || !sku)
         return HF_ERR_INVAL;
     char pkey[COUNTER_KEY_MAX], ckey[COUNTER_KEY_MAX];
-    size_t pkey_len = pair_key(pkey, wh, sku);
+    pair_key(pkey, wh, sku);
     static find_last_t f;
     f.want_key = ckey;
     f.want_key_len = counter_key(ckey, wh, sku);
-    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
-    kafka_reader_t *rd = NULL;
-    int32_t parts = 0;
-    int64_t next = 0;
-    const char *topic = topic_name(HF_T_COUNTER_CHANGELOG);
-    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
-    if (!err)
-        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
-    if (!err)
-        err = kafka_reader_read_to_end(rd, topic, kafka_partition_for_key(pkey, pkey_len, parts),
-                                       KAFKA_OFFSET_BEGINNING, 10000, find_last, &f, &next,
-                                       c->errstr, sizeof c->errstr);
-    kafka_reader_destroy(rd);
+    int err = read_last(c, HF_T_COUNTER_CHANGELOG, pkey, &f);
+    f.want_key = NULL;
     if (err)
         return err;
     hf_record_t rec;
@@ -260,6 +271,32 @@ static int stock_get(cli_t *c)
            (long long)s->safety_stock, (long long)counter_available_reported(s),
            (long long)s->revoking, (long long)s->version, (long long)s->feed_seq);
     return HF_OK;
+}
+
+/* The routing view of one SKU: its last record on the compacted availability
+ * topic (what gateways and search indexing see). */
+static int cmd_availability(cli_t *c)
+{
+    const char *sku = need(c, "sku");
+    if (!sku || strlen(sku) > HF_SKU_LEN_MAX)
+        return HF_ERR_INVAL;
+    static find_last_t f;
+    f.want_key = sku;
+    f.want_key_len = strlen(sku);
+    int err = read_last(c, HF_T_AVAILABILITY, sku, &f);
+    f.want_key = NULL;
+    if (err)
+        return err;
+    if (!f.found) {
+        printf("{\"sku\":\"%s\",\"known\":false}\n", sku);
+        return HF_OK;
+    }
+    char *json = NULL;
+    err = codec_to_json(f.value, f.value_len, &json, c->errstr, sizeof c->errstr);
+    if (!err)
+        printf("%s\n", json);
+    free(json);
+    return err;
 }
 
 static int cmd_stock(cli_t *c)
@@ -460,19 +497,8 @@ static int cmd_status(cli_t *c)
     char key[GW_KEY_MAX];
     f.want_key = key;
     f.want_key_len = gw_res_key(key, rid);
-    kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
-    kafka_reader_t *rd = NULL;
-    int32_t parts = 0;
-    int64_t next = 0;
-    const char *topic = topic_name(HF_T_GATEWAY_CHANGELOG);
-    int err = kafka_reader_new(&kc, &rd, c->errstr, sizeof c->errstr);
-    if (!err)
-        err = kafka_partition_count(rd, topic, 10000, &parts, c->errstr, sizeof c->errstr);
-    if (!err)
-        err = kafka_reader_read_to_end(rd, topic, kafka_partition_for_key(rid, strlen(rid), parts),
-                                       KAFKA_OFFSET_BEGINNING, 10000, find_last, &f, &next,
-                                       c->errstr, sizeof c->errstr);
-    kafka_reader_destroy(rd);
+    int err = read_last(c, HF_T_GATEWAY_CHANGELOG, rid, &f);
+    f.want_key = NULL;
     if (err)
         return err;
     if (!f.found) {
@@ -549,9 +575,11 @@ typedef struct {
 } command_t;
 
 static const command_t commands[] = {
-    {"topics", cmd_topics},       {"send", cmd_send},       {"stock", cmd_stock},
-    {"tail", cmd_tail},           {"burst", cmd_burst},     {"reserve", cmd_reserve},
-    {"commit", cmd_commit},       {"release", cmd_release}, {"status", cmd_status},
+    {"topics", cmd_topics},       {"send", cmd_send},
+    {"stock", cmd_stock},         {"availability", cmd_availability},
+    {"tail", cmd_tail},           {"burst", cmd_burst},
+    {"reserve", cmd_reserve},     {"commit", cmd_commit},
+    {"release", cmd_release},     {"status", cmd_status},
     {"reconcile", cmd_reconcile},
 };
 
@@ -565,6 +593,7 @@ static void usage(void)
             "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N "
             "--seq N\n"
             "  stock get --warehouse W --sku S\n"
+            "  availability --sku S\n"
             "  tail TOPIC [--max N]\n"
             "  burst --sku S --warehouses W1,W2 [--holds N] [--producers N] [--timeout-ms N]\n"
             "  reserve --reservation R --key K (--sku S [--qty N] | --lines S:N,S:N) [--lat X "
