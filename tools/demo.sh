@@ -52,6 +52,7 @@ build/hfbench run --scenario flash-sale --rate 100 --seconds 15 --skus 1000 \
   --doorbuster-stock 100 --burst-factor 20 --report "$workdir/report.json"
 bench=$?
 set -e
+bash tools/plot-report.sh "$workdir/report.json" || echo "  (no plots: bash tools/deps.sh plot installs gnuplot)"
 
 say "reconcile: replaying every topic and checking every invariant"
 set +e
@@ -60,7 +61,8 @@ verdict=${PIPESTATUS[0]}
 set -e
 
 echo
-echo "report: $workdir/report.json   verdict: $workdir/verdict.json   log: $workdir/holdfast.log"
+echo "report: $workdir/report.json (+ -latency.png, -doorbuster.png)"
+echo "verdict: $workdir/verdict.json   log: $workdir/holdfast.log"
 if [ "$bench" = 0 ] && [ "$verdict" = 0 ]; then
   say "verdict: PASS — nothing oversold, lost or duplicated"
 else

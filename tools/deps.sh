@@ -3,7 +3,7 @@
 # Kafka broker. Each machine (a developer's, CI's) starts from stock Debian 12, so the
 # project installs its own tools. A machine that already has everything makes no apt call.
 #
-# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python (default: all)
+# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot (default: all)
 set -euo pipefail
 
 declare -A why=(
@@ -12,6 +12,7 @@ declare -A why=(
   [lint]="make format-check and make lint"
   [kafka]="run the local Kafka broker from Maven Central jars"
   [python]="test and tooling scripts"
+  [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
 )
 declare -A pkgs=(
   [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev"
@@ -19,10 +20,11 @@ declare -A pkgs=(
   [lint]="clang-format-14 clang-tidy-14 cppcheck"
   [kafka]="openjdk-17-jre-headless maven"
   [python]="python3 python3-yaml"
+  [plot]="gnuplot-nox"
 )
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python)
+[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot)
 
 installed() {
   [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]

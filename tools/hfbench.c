@@ -61,6 +61,8 @@ typedef struct {
 typedef struct {
     uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
         other, signals;
+    int64_t doorbuster_available; /* last seen in the second */
+    int8_t doorbuster_in_stock;   /* -1 = no record in the second */
 } second_t;
 
 static req_t *reqs;
@@ -276,6 +278,11 @@ static void on_side_record(const kafka_msg_t *m)
         sec(now_ms())->signals++;
         if (strcmp(rec.u.signal.sku, DOORBUSTER) == 0 && rec.u.signal.kind == HF_SIGNAL_SOLD_OUT)
             doorbuster_sold_out_ms = rec.u.signal.emitted_at_ms;
+    } else if (rec.type == HF_REC_AVAILABILITY && strcmp(rec.u.availability.sku, DOORBUSTER) == 0 &&
+               rec.u.availability.updated_at_ms >= bench_start_ms) {
+        second_t *s = sec(now_ms());
+        s->doorbuster_available = rec.u.availability.total;
+        s->doorbuster_in_stock = rec.u.availability.in_stock;
     } else if (rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.kind == HF_LEDGER_EXPIRED &&
                strncmp(rec.u.ledger_event.reservation_id, "hb-", 3) == 0) {
         expired_seen++;
@@ -369,15 +376,22 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
     if (!o->report)
         return;
     json_t *rows = json_array();
+    int64_t door_available = -1;
+    int door_in_stock = -1;
     for (int s = 0; s < seconds_seen; s++) {
         const second_t *x = &series[s];
-        json_array_append_new(rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i}", "t",
-                                              s, "sent", (int)x->sent, "replies", (int)x->replies,
-                                              "reserve_p99_ms", (json_int_t)second_p99(s), "held",
-                                              (int)x->held, "committed", (int)x->committed,
-                                              "released", (int)x->released, "rejected",
-                                              (int)(x->rejected_insufficient + x->rejected_invalid),
-                                              "signals", (int)x->signals));
+        if (x->doorbuster_in_stock >= 0) { /* carry the last value into quiet seconds */
+            door_available = x->doorbuster_available;
+            door_in_stock = x->doorbuster_in_stock;
+        }
+        json_array_append_new(
+            rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:i}", "t", s,
+                            "sent", (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
+                            (json_int_t)second_p99(s), "held", (int)x->held, "committed",
+                            (int)x->committed, "released", (int)x->released, "rejected",
+                            (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
+                            (int)x->signals, "doorbuster_available", (json_int_t)door_available,
+                            "doorbuster_in_stock", door_in_stock));
     }
     json_t *root = json_pack("{s:O, s:o}", "summary", summary, "per_second", rows);
     if (json_dump_file(root, o->report, JSON_INDENT(2)) != 0)
@@ -389,7 +403,7 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
 
 typedef struct {
     hf_client_t *c;
-    kafka_reader_t *signals, *ledger;
+    kafka_reader_t *signals, *ledger, *avail;
     int reqs_count;
     int next_req;
     unsigned seed;
@@ -542,6 +556,9 @@ static int run_bench(const bench_opts_t *o)
         kafka_reader_follow(r.signals, topic_name(HF_T_SIGNALS), 10000, &parts, errstr,
                             sizeof errstr) ||
         kafka_reader_follow(r.ledger, topic_name(HF_T_LEDGER), 10000, &parts, errstr,
+                            sizeof errstr) ||
+        kafka_reader_new(&kc, &r.avail, errstr, sizeof errstr) ||
+        kafka_reader_follow(r.avail, topic_name(HF_T_AVAILABILITY), 10000, &parts, errstr,
                             sizeof errstr)) {
         fprintf(stderr, "hfbench: %s (is holdfast running? make kafka-up?)\n", errstr);
         return 1;
@@ -553,6 +570,8 @@ static int run_bench(const bench_opts_t *o)
     bench_start_ms = now_ms() + 500;
     for (int i = 0; i < r.reqs_count; i++)
         reqs[i].intended_ms += bench_start_ms - planned_start;
+    for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
+        series[i].doorbuster_in_stock = -1;
     printf("hfbench %s: %d reserves/s for %d s over %d SKUs (Zipf s=%.2f)%s; fates: %d%% commit, "
            "%d%% abandon, rest expire (ttl %d ms); %d%% duplicates\n",
            o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
@@ -567,6 +586,7 @@ static int run_bench(const bench_opts_t *o)
         poll_replies(o, &r, 5);
         poll_side(r.signals);
         poll_side(r.ledger);
+        poll_side(r.avail);
         for (; printed < second_of(now) && printed < BENCH_SECONDS_MAX; printed++)
             if (printed >= 0)
                 progress_line(printed);
@@ -580,6 +600,7 @@ static int run_bench(const bench_opts_t *o)
     client_destroy(r.c);
     kafka_reader_destroy(r.signals);
     kafka_reader_destroy(r.ledger);
+    kafka_reader_destroy(r.avail);
     /* Committed units can never exceed the stock (commits are permanent), so this
      * client-side check is sound; the full proof is `hfctl reconcile`. */
     return duplicate_mismatches || doorbuster_units_committed > o->doorbuster_stock ? 3 : 0;
