@@ -143,7 +143,17 @@ test-integration: deps-check san $(BUILD)/holdfast $(BUILD)/hfctl $(ITEST_BINS)
 test-docker:
 	@bash tests/docker/test_compose.sh
 
-test: test-unit test-fuzz-corpus test-integration test-docker
+# Crash suite (tests/faults/run.sh): kill -9 under load, broker restart, partitions
+# moving between two processors; each scenario ends with hfctl reconcile PASS. Needs
+# the broker (make kafka-up). The full form restarts that broker (about 5 min); the
+# quick form (about 2 min, in `make test`) leaves it alone.
+.PHONY: test-faults-quick
+test-faults: deps-check release
+	@bash tests/faults/run.sh full
+test-faults-quick: deps-check release
+	@bash tests/faults/run.sh quick
+
+test: test-unit test-fuzz-corpus test-integration test-docker test-faults-quick
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 30

@@ -261,8 +261,17 @@ int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, 
                         size_t errstr_size)
 {
     rd_kafka_message_t *m = rd_kafka_consumer_poll(kc->rk, timeout_ms);
-    if (!m)
+    if (!m) {
+        /* A fenced static member (another consumer took its group.instance.id,
+         * e.g. after a broker restart) gets no further messages and no error
+         * event: only the fatal-error state says so. The task must stop. */
+        char reason[256];
+        if (rd_kafka_fatal_error(kc->rk, reason, sizeof reason)) {
+            snprintf(errstr, errstr_size, "consumer fatal error: %s", reason);
+            return HF_ERR_FATAL;
+        }
         return 0;
+    }
     if (m->err) {
         int err = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ? 0 : HF_ERR_KAFKA;
         if (err) {
