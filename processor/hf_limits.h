@@ -20,8 +20,6 @@
 #define HF_ALLOCATIONS_MAX 64
 /* The network has ~50 warehouses; availability vectors carry up to 64. */
 #define HF_WAREHOUSES_MAX  64
-/* A shortfall revokes at most this many holds per result batch record. */
-#define HF_REVOKE_MAX      64
 
 /* Quantities: one line never asks for more than a million units; counters are
  * int64 and checked for overflow before arithmetic. */
@@ -34,13 +32,11 @@
 
 /* Task loop: records per transaction. Larger batches amortise the commit (a
  * round trip to the transaction coordinator) but add latency under load. */
-#define HF_BATCH_RECORDS_MAX      2000
-/* Outputs one input record may produce (a COUNT shortfall revokes many holds). */
-#define HF_OUTPUTS_PER_RECORD_MAX (HF_REVOKE_MAX + 4)
+#define HF_BATCH_RECORDS_MAX 2000
 /* Partitions one task may own. */
-#define HF_PARTITIONS_MAX         256
+#define HF_PARTITIONS_MAX    256
 /* Retries of an abortable transaction before the task gives up and exits. */
-#define HF_TXN_RETRIES_MAX        20
+#define HF_TXN_RETRIES_MAX   20
 
 _Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
 _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct warehouses");

@@ -130,7 +130,6 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
     sl->shortfall = c.revoking;
     sl->version = c.version;
     sl->updated_at_ms = stage_now_ms(ctx);
-    hf_assert(sl->available >= 0);
     return stage_emit(ctx, HF_T_STOCK_LEVELS, sl->sku, slen, &out);
 }
 
