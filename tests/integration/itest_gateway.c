@@ -111,29 +111,6 @@ static hf_record_t reserve(const char *rid, const char *ikey, const char *sku, i
     return r;
 }
 
-static hf_record_t commit(const char *rid, const char *ikey, const char *payment)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_COMMIT;
-    snprintf(r.u.commit.reservation_id, sizeof r.u.commit.reservation_id, "%s", rid);
-    snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "%s", ikey);
-    snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "%s", payment);
-    r.u.commit.sent_at_ms = harness_now_ms();
-    return r;
-}
-
-static hf_record_t release(const char *rid, const char *ikey)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_RELEASE;
-    snprintf(r.u.release.reservation_id, sizeof r.u.release.reservation_id, "%s", rid);
-    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "%s", ikey);
-    r.u.release.sent_at_ms = harness_now_ms();
-    return r;
-}
-
 static hf_reply_t call(gw_t *g, const hf_record_t *req)
 {
     hf_reply_t rep;
@@ -245,12 +222,12 @@ static void test_reserve_commit_release_and_idempotency(void **state)
     assert_int_equal(call(&g, &r1x).outcome, HF_REPLY_CONFLICT);
 
     /* Commit, its duplicated webhook, and the same payment under another key. */
-    hf_record_t c1 = commit("r1", "c1", "pay-1");
+    hf_record_t c1 = harness_commit_req("r1", "c1", "pay-1");
     assert_int_equal(call(&g, &c1).outcome, HF_REPLY_COMMITTED);
     assert_int_equal(call(&g, &c1).outcome, HF_REPLY_COMMITTED);
-    hf_record_t c1b = commit("r1", "c1b", "pay-1");
+    hf_record_t c1b = harness_commit_req("r1", "c1b", "pay-1");
     assert_int_equal(call(&g, &c1b).outcome, HF_REPLY_COMMITTED);
-    hf_record_t c1c = commit("r1", "c1c", "pay-2");
+    hf_record_t c1c = harness_commit_req("r1", "c1c", "pay-2");
     assert_int_equal(call(&g, &c1c).outcome, HF_REPLY_CONFLICT);
     wait_reserved(&g, "SKU-A", 0);
     hf_counter_state_t cs;
@@ -265,10 +242,10 @@ static void test_reserve_commit_release_and_idempotency(void **state)
     hf_record_t r2 = reserve("r2", "k2", "SKU-A", 3, 0);
     assert_int_equal(call(&g, &r2).outcome, HF_REPLY_HELD);
     wait_reserved(&g, "SKU-A", 3);
-    hf_record_t x2 = release("r2", "x2");
+    hf_record_t x2 = harness_release_req("r2", "x2");
     assert_int_equal(call(&g, &x2).outcome, HF_REPLY_RELEASED);
     assert_int_equal(call(&g, &x2).outcome, HF_REPLY_RELEASED);
-    hf_record_t c2 = commit("r2", "c2", "pay-3");
+    hf_record_t c2 = harness_commit_req("r2", "c2", "pay-3");
     assert_int_equal(call(&g, &c2).outcome, HF_REPLY_CONFLICT); /* terminal states never move */
     wait_reserved(&g, "SKU-A", 0);
     ledger_t l2 = ledger_of(&g, "r2");
@@ -276,7 +253,7 @@ static void test_reserve_commit_release_and_idempotency(void **state)
     assert_int_equal(l2.by_kind[HF_LEDGER_COMMITTED], 0);
 
     /* Unknown reservation. */
-    hf_record_t c9 = commit("r-none", "c9", "pay-9");
+    hf_record_t c9 = harness_commit_req("r-none", "c9", "pay-9");
     assert_int_equal(call(&g, &c9).outcome, HF_REPLY_NOT_FOUND);
     stop(&g);
 }
@@ -307,7 +284,7 @@ static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
     wait_ledger(&g, "t1", HF_LEDGER_EXPIRED);
 
     /* The payment arrives late: EXPIRED and a late_payment ledger event. */
-    hf_record_t c = commit("t1", "c1", "pay-late");
+    hf_record_t c = harness_commit_req("t1", "c1", "pay-late");
     assert_int_equal(call(&g, &c).outcome, HF_REPLY_EXPIRED);
     wait_ledger(&g, "t1", HF_LEDGER_LATE_PAYMENT);
     ledger_t l = ledger_of(&g, "t1");
@@ -332,7 +309,7 @@ static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
     assert_int_equal(h3.outcome, HF_REPLY_HELD);
     while (harness_now_ms() < h3.expires_at_ms)
         harness_sleep_ms(1);
-    hf_record_t c3 = commit("t3", "c3", "pay-race");
+    hf_record_t c3 = harness_commit_req("t3", "c3", "pay-race");
     hf_reply_t o3 = call(&g, &c3);
     assert_true(o3.outcome == HF_REPLY_COMMITTED || o3.outcome == HF_REPLY_EXPIRED);
     wait_ledger(&g, "t3",
@@ -655,7 +632,7 @@ test_stock_count_revoking_a_held_reservation_releases_it_as_stock_shortfall(void
     assert_int_equal(c.reserved, 0);
     assert_int_equal(c.revoking, 0);
 
-    hf_record_t pay = commit("f1", "c1", "pay-f1");
+    hf_record_t pay = harness_commit_req("f1", "c1", "pay-f1");
     hf_reply_t rep = call(&g, &pay);
     assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
     assert_non_null(strstr(rep.message, "stock_shortfall"));

@@ -62,29 +62,6 @@ static hf_record_t reserve(const char *rid, const char *key, const char *lines, 
     return r;
 }
 
-static hf_record_t commit(const char *rid, const char *key, const char *payment)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_COMMIT;
-    snprintf(r.u.commit.reservation_id, sizeof r.u.commit.reservation_id, "%s", rid);
-    snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "%s", key);
-    snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "%s", payment);
-    r.u.commit.sent_at_ms = harness_now_ms();
-    return r;
-}
-
-static hf_record_t release(const char *rid, const char *key)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_RELEASE;
-    snprintf(r.u.release.reservation_id, sizeof r.u.release.reservation_id, "%s", rid);
-    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "%s", key);
-    r.u.release.sent_at_ms = harness_now_ms();
-    return r;
-}
-
 /* Sends req until it is answered with something else than REJECTED_INVALID:
  * right after start the gateway's view may not know the skus yet, and an
  * invalid request is not remembered, so the same request can simply be sent
@@ -144,13 +121,13 @@ static void workload(void)
     hf_reply_t a = call(&r1);
     assert_int_equal(a.outcome, HF_REPLY_HELD);
     snprintf(world.r1_wh, sizeof world.r1_wh, "%s", a.allocations[0].warehouse_id);
-    hf_record_t c1 = commit("r1", "c-r1", "pay-1");
+    hf_record_t c1 = harness_commit_req("r1", "c-r1", "pay-1");
     assert_int_equal(call(&c1).outcome, HF_REPLY_COMMITTED);
     assert_int_equal(call(&c1).outcome, HF_REPLY_COMMITTED); /* the webhook, again */
 
     hf_record_t r2 = reserve("r2", "k-r2", "SKU-A:2", 0);
     assert_int_equal(call(&r2).outcome, HF_REPLY_HELD);
-    hf_record_t x2 = release("r2", "x-r2");
+    hf_record_t x2 = harness_release_req("r2", "x-r2");
     assert_int_equal(call(&x2).outcome, HF_REPLY_RELEASED);
 
     hf_record_t r3 = reserve("r3", "k-r3", "SKU-B:2", 1000); /* expires in 1 s */

@@ -343,3 +343,24 @@ hf_record_t harness_feed(const char *wh, const char *sku, hf_feed_kind_t kind, i
     r.u.stock_feed.issued_at_ms = harness_now_ms();
     return r;
 }
+
+hf_record_t harness_commit_req(const char *rid, const char *idempotency_key, const char *payment)
+{
+    hf_record_t r;
+    hf_commit_t *c = &hf_record_reset(&r, HF_REC_COMMIT)->u.commit;
+    snprintf(c->reservation_id, sizeof c->reservation_id, "%s", rid);
+    snprintf(c->idempotency_key, sizeof c->idempotency_key, "%s", idempotency_key);
+    snprintf(c->payment_id, sizeof c->payment_id, "%s", payment);
+    c->sent_at_ms = harness_now_ms();
+    return r;
+}
+
+hf_record_t harness_release_req(const char *rid, const char *idempotency_key)
+{
+    hf_record_t r;
+    hf_release_t *x = &hf_record_reset(&r, HF_REC_RELEASE)->u.release;
+    snprintf(x->reservation_id, sizeof x->reservation_id, "%s", rid);
+    snprintf(x->idempotency_key, sizeof x->idempotency_key, "%s", idempotency_key);
+    x->sent_at_ms = harness_now_ms();
+    return r;
+}
