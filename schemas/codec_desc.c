@@ -292,6 +292,10 @@ static const codec_field_t reservation_state_fields[] = {
     F_LONG(hf_reservation_state_t, result_deadline_ms),
     F_INT(hf_reservation_state_t, result_retries),
     F_LONG(hf_reservation_state_t, updated_at_ms),
+    F_INT(hf_reservation_state_t, rebook),
+    F_STRING(hf_reservation_state_t, rebook_idempotency_key),
+    F_LONG(hf_reservation_state_t, rebook_request_hash),
+    F_STRING(hf_reservation_state_t, rebook_reply_to),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -17,7 +17,33 @@ static const char hold_v1[] =
     "{\"name\":\"sku\",\"type\":\"string\"},"
     "{\"name\":\"qty\",\"type\":\"long\"}]}";
 
+/* ReservationState v1, before the late-payment re-reservation fields (rebook,
+ * rebook_idempotency_key, rebook_request_hash, rebook_reply_to; all defaulted)
+ * were added: gateway changelogs written before then stay readable. */
+static const char reservation_state_v1[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"reservation_id\",\"type\":\"string\"},"
+    "{\"name\":\"idempotency_key\",\"type\":\"string\"},"
+    "{\"name\":\"status\",\"type\":\"int\"},"
+    "{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"}]}}},"
+    "{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"double\"}]}},"
+    "{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"attempt\",\"type\":\"int\"},{\"name\":\"status\",\"type\":\"int\"},{\"name\":\"available_seen\",\"type\":\"long\",\"default\":0}]}}},"
+    "{\"name\":\"next_attempt\",\"type\":\"int\"},"
+    "{\"name\":\"reroutes\",\"type\":\"int\"},"
+    "{\"name\":\"request_hash\",\"type\":\"long\"},"
+    "{\"name\":\"reply_to\",\"type\":\"string\"},"
+    "{\"name\":\"campaign\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"payment_id\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"reason\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"created_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"expires_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"hold_deadline_ms\",\"type\":\"long\"},"
+    "{\"name\":\"result_deadline_ms\",\"type\":\"long\"},"
+    "{\"name\":\"result_retries\",\"type\":\"int\"},"
+    "{\"name\":\"updated_at_ms\",\"type\":\"long\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
+    {HF_REC_RESERVATION_STATE, reservation_state_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

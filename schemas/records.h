@@ -373,6 +373,10 @@ typedef struct {
     int64_t result_deadline_ms;
     int32_t result_retries;
     int64_t updated_at_ms;
+    int32_t rebook; /* gateway.h: GW_REBOOK_NONE ... */
+    hf_id_t rebook_idempotency_key;
+    int64_t rebook_request_hash;
+    hf_topic_t rebook_reply_to;
 } hf_reservation_state_t;
 
 typedef struct {

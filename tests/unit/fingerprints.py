@@ -39,6 +39,30 @@ HOLD_V1 = (
     '{"name":"qty","type":"long"}]}'
 )
 
+# Must equal reservation_state_v1 in schemas/codec_history.c.
+RESERVATION_STATE_V1 = (
+    '{"type":"record","name":"ReservationState","namespace":"holdfast","fields":['
+    '{"name":"reservation_id","type":"string"},'
+    '{"name":"idempotency_key","type":"string"},'
+    '{"name":"status","type":"int"},'
+    '{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},'
+    '{"name":"ship_to","type":{"type":"record","name":"Geo","fields":[{"name":"lat","type":"double"},{"name":"lon","type":"double"}]}},'
+    '{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"HoldRef","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"},{"name":"attempt","type":"int"},{"name":"status","type":"int"},{"name":"available_seen","type":"long","default":0}]}}},'
+    '{"name":"next_attempt","type":"int"},'
+    '{"name":"reroutes","type":"int"},'
+    '{"name":"request_hash","type":"long"},'
+    '{"name":"reply_to","type":"string"},'
+    '{"name":"campaign","type":"string","default":""},'
+    '{"name":"payment_id","type":"string","default":""},'
+    '{"name":"reason","type":"string","default":""},'
+    '{"name":"created_at_ms","type":"long"},'
+    '{"name":"expires_at_ms","type":"long"},'
+    '{"name":"hold_deadline_ms","type":"long"},'
+    '{"name":"result_deadline_ms","type":"long"},'
+    '{"name":"result_retries","type":"int"},'
+    '{"name":"updated_at_ms","type":"long"}]}'
+)
+
 # Exercises namespaces, primitive objects, stripped attributes, unions, fixed.
 TRICKY = json.dumps({
     "type": "record", "name": "Outer", "namespace": "ex.ns", "doc": "stripped",
@@ -116,6 +140,17 @@ def main():
     hold_v1 = dict(hold)
     del hold_v1["issued_at_ms"]
     print(c_hex("py_hold_v1", single_object(v1, v1_fp, hold_v1)))
+    rs1, rs1_fp = fingerprint(RESERVATION_STATE_V1)
+    print("/* ReservationState v1 */ 0x%016xULL" % rs1_fp)
+    rs_v1 = {"reservation_id": "r-7", "idempotency_key": "k", "status": 4,
+             "lines": [{"sku": "A", "qty": 2}], "ship_to": {"lat": 1.5, "lon": -2.5},
+             "allocations": [{"warehouse_id": "W1", "sku": "A", "qty": 2, "attempt": 0,
+                              "status": 3, "available_seen": 0}],
+             "next_attempt": 1, "reroutes": 0, "request_hash": -5, "reply_to": "",
+             "campaign": "", "payment_id": "pay", "reason": "expired",
+             "created_at_ms": 1000, "expires_at_ms": 2000, "hold_deadline_ms": 3000,
+             "result_deadline_ms": 0, "result_retries": 0, "updated_at_ms": 2001}
+    print(c_hex("py_reservation_state_v1", single_object(rs1, rs1_fp, rs_v1)))
     return 0
 
 

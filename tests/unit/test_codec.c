@@ -83,7 +83,7 @@ static const ref_fp_t schema_fps[] = {
     {"StockFeed", 0xa85631fb06751749ULL},
     {"StockLevel", 0x8c0a8d587847d7c4ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
-    {"ReservationState", 0x5d69de59f706769cULL},
+    {"ReservationState", 0xb300565670ae6306ULL},
     {"IdempotencyRecord", 0x286c2004f730c111ULL},
     {"Extend", 0x34572e46f905c65eULL},
 };
@@ -108,6 +108,9 @@ static const uint8_t py_hold_v1[] = {0xc3, 0x01, 0xd4, 0x46, 0x28, 0x3f, 0xe0, 0
                                      0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a};
 
 /* The records fingerprints.py encoded. */
+static const uint64_t reservation_state_v1_fp = 0x5d69de59f706769cULL;
+static const uint8_t py_reservation_state_v1[] = {0xc3, 0x01, 0x9c, 0x76, 0x06, 0xf7, 0x59, 0xde, 0x69, 0x5d, 0x06, 0x72, 0x2d, 0x37, 0x02, 0x6b, 0x08, 0x02, 0x02, 0x41, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x06, 0x00, 0x00, 0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f};
+
 static void py_hold_record(hf_record_t *r)
 {
     memset(r, 0, sizeof *r);
@@ -513,6 +516,35 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
     free(json);
 }
 
+static void test_older_reservation_state_reads_with_no_rebook(void **state)
+{
+    static hf_record_t got;
+    char *pcf = NULL;
+    char errstr[256] = "";
+
+    assert_int_equal(codec_history[1].type, HF_REC_RESERVATION_STATE);
+    assert_int_equal(
+        codec_parsing_canonical_form(codec_history[1].json, &pcf, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(codec_crc64_avro(pcf, strlen(pcf)), reservation_state_v1_fp);
+    free(pcf);
+
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_reservation_state_v1, sizeof py_reservation_state_v1, &got);
+    assert_int_equal(got.type, HF_REC_RESERVATION_STATE);
+    const hf_reservation_state_t *rs = &got.u.reservation_state;
+    assert_string_equal(rs->reservation_id, "r-7");
+    assert_int_equal(rs->status, 4);
+    assert_int_equal(rs->allocations_count, 1);
+    assert_string_equal(rs->allocations[0].warehouse_id, "W1");
+    assert_string_equal(rs->payment_id, "pay");
+    assert_int_equal(rs->updated_at_ms, 2001);
+    /* The fields v1 lacks take ReservationState.avsc's defaults. */
+    assert_int_equal(rs->rebook, 0);
+    assert_string_equal(rs->rebook_idempotency_key, "");
+    assert_int_equal(rs->rebook_request_hash, 0);
+    assert_string_equal(rs->rebook_reply_to, "");
+}
+
 static void test_defaults_of_every_kind_are_read_from_schema_text(void **state)
 {
     static const char schema[] =
@@ -898,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_python_bytes_decode_to_the_records_python_wrote),
         cmocka_unit_test(test_our_bytes_equal_the_bytes_python_wrote),
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
+        cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_defaults_of_every_kind_are_read_from_schema_text),
         cmocka_unit_test(test_decode_rejects_bad_magic_and_short_input),
         cmocka_unit_test(test_decode_rejects_every_truncation_of_every_type),
