@@ -2,9 +2,10 @@
  * COMMITTED. The commit is decided here, by the reservation's single writer, so
  * a commit racing the expiry sweeper has exactly one winner: a commit at or
  * after expires_at_ms finds the reservation expired (and expires it if the
- * sweeper has not yet), answers EXPIRED and records a late_payment ledger event
- * with the configured policy. A commit of a reservation a stock shortfall
- * released answers CONFLICT and flags the payment for refund the same way. A
+ * sweeper has not yet) and is a late payment (late_payment.c: refunded, or
+ * re-reserved and committed, per late_payment_policy). A commit of a
+ * reservation a stock shortfall released answers CONFLICT and flags the
+ * payment for refund. A
  * retried webhook gets the first answer (by idempotency key, and by payment_id,
  * which also keeps a payment from being flagged twice). */
 #include <stdio.h>
@@ -16,43 +17,7 @@ static int reply_stored(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                         const hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
                         const char *msg)
 {
-    hf_reply_t reply;
-    gw_reply_init(rs, c->idempotency_key, outcome, msg, stage_now_ms(ctx), &reply);
-    int err = gw_idem_store(ctx, c->reservation_id, c->idempotency_key, hash, &reply);
-    return err ? err : gw_emit_reply(ctx, c->reply_to, &reply);
-}
-
-/* A payment for a reservation that can no longer be committed (expired, or
- * released by a stock shortfall) is flagged for refund with a late_payment
- * ledger event — once per payment_id: the reservation remembers the payment it
- * flagged, so the provider retrying the webhook under a new idempotency key does
- * not flag a second refund. */
-static int refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
-                          hf_reservation_state_t *rs, hf_reply_outcome_t outcome, const char *why)
-{
-    if (strcmp(rs->payment_id, c->payment_id) != 0) {
-        snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
-        int err = gw_store(ctx, rs);
-        if (!err)
-            err = gw_emit_ledger(ctx, rs, HF_LEDGER_LATE_PAYMENT, "refund");
-        if (err)
-            return err;
-    }
-    return reply_stored(ctx, c, hash, rs, outcome, why);
-}
-
-static int late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
-                        hf_reservation_state_t *rs)
-{
-    const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
-    /* Re-reserving is not built yet: both policies flag the payment for refund,
-     * and the ledger says which policy asked for what. */
-    const char *why = env->late_policy == GW_LATE_RERESERVE
-                          ? "late payment: re-reserve not available, flagged for refund"
-                          : "late payment: flagged for refund";
-    return refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED, why);
+    return gw_answer(ctx, rs, c->idempotency_key, hash, c->reply_to, outcome, msg);
 }
 
 static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
@@ -104,9 +69,9 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
         if (stage_now_ms(ctx) < rs.expires_at_ms)
             return commit_held(ctx, c, hash, &rs);
         err = gw_expire(ctx, &rs); /* the sweeper has not got to it yet */
-        return err ? err : late_payment(ctx, c, hash, &rs);
+        return err ? err : gw_late_payment(ctx, c, hash, &rs);
     case GW_RES_EXPIRED:
-        return late_payment(ctx, c, hash, &rs);
+        return gw_late_payment(ctx, c, hash, &rs);
     case GW_RES_COMMITTED:
         if (strcmp(rs.payment_id, c->payment_id) == 0)
             return reply_stored(ctx, c, hash, &rs, HF_REPLY_COMMITTED,
@@ -117,7 +82,7 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
         /* The stock was revoked under the shopper (a count found less than was
          * held): the payment cannot buy anything, so it is refunded. */
         if (strcmp(rs.reason, GW_REASON_SHORTFALL) == 0)
-            return refund_payment(
+            return gw_refund_payment(
                 ctx, c, hash, &rs, HF_REPLY_CONFLICT,
                 "reservation was released: stock_shortfall; payment flagged for refund");
         break;

@@ -10,7 +10,8 @@
  * ends RELEASED (stock_shortfall) and the payment is flagged for refund; either
  * the SHORTFALL or the REVOKED answer, whichever comes first, does it. Holds of
  * that reservation the counters already committed stay committed (the counter
- * cannot undo a commit). Duplicates and answers for holds already released are
+ * cannot undo a commit). The holds of an EXPIRED reservation's re-reservation
+ * (late_payment.c) take the same paths. Duplicates and answers for holds already released are
  * ignored: the result stream and the request stream are not ordered with each
  * other, and results may repeat. */
 #include <stdio.h>
@@ -34,7 +35,7 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
                           const hf_counter_result_t *r)
 {
     hf_hold_ref_t *h = &rs->allocations[i];
-    if (h->status != GW_HOLD_SENT || rs->status != GW_RES_PENDING)
+    if (h->status != GW_HOLD_SENT || !gw_saga_open(rs))
         return HF_OK; /* a duplicate, or the reservation already released it */
     h->status = r->outcome == HF_OUTCOME_OK ? GW_HOLD_OK : GW_HOLD_REFUSED;
     h->available_seen = r->available;
@@ -84,8 +85,10 @@ static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
     case GW_RES_COMMITTED:
     case GW_RES_RELEASED: /* an earlier revoked hold already undid the commit */
         return revoke_committed(ctx, rs, i);
+    case GW_RES_EXPIRED: /* an OK hold of an expired one is its re-reservation's */
+        return gw_rebook_revoked(ctx, rs, i);
     default:
-        return HF_OK; /* expired or rejected: every hold was released */
+        return HF_OK; /* rejected: every hold was released */
     }
 }
 
@@ -99,6 +102,8 @@ static int on_commit_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
            rs->reservation_id, r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
     if (!revoked || rs->allocations[i].status != GW_HOLD_OK)
         return HF_OK; /* handled when its SHORTFALL came */
+    if (rs->status == GW_RES_EXPIRED)
+        return gw_rebook_revoked(ctx, rs, i);
     return revoke_committed(ctx, rs, i);
 }
 

@@ -9,7 +9,8 @@
  *
  * Files: gateway_stage.c (handler table, shared helpers), one file per record
  * type (reserve.c, commit.c, release.c, extend.c, counter_result.c), saga.c
- * (gather results, re-route, roll back), sweeper.c (the tick: timers),
+ * (gather results, re-route, roll back), late_payment.c (a Commit after
+ * expiry: refund or re-reserve), sweeper.c (the tick: timers),
  * gateway_rules.c (pure: validation, hashing, guards, TTL), gateway_keys.c
  * (state key layout), gateway_env.c (config, warehouses and the routing view,
  * created once per process). */
@@ -51,9 +52,23 @@ bool gw_res_terminal(int32_t status);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
+/* The re-reservation of an EXPIRED reservation for a payment that came late
+ * (ReservationState.rebook; late_payment.c). It never changes the reservation's
+ * status: the original reservation stays EXPIRED. */
+typedef enum {
+    GW_REBOOK_NONE = 0,
+    GW_REBOOK_PENDING,   /* holds asked for, results awaited */
+    GW_REBOOK_COMMITTED, /* every line held again and committed: the payment bought it */
+    GW_REBOOK_REFUNDED,  /* stock did not allow: everything released, payment flagged */
+} gw_rebook_t;
+
 /* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
  * because a stock count revoked one of its holds. */
 #define GW_REASON_SHORTFALL "stock_shortfall"
+/* LATE_PAYMENT ledger reasons: the payment is to be refunded, or it bought the
+ * re-reserved units (the event's allocations). */
+#define GW_LATE_REFUNDED    "refund"
+#define GW_LATE_REBOOKED    "rereserved"
 
 /* What the gateway needs from the outside world, created once per process from
  * the task's configuration (gateway_env.c), or injected by unit tests. */
@@ -118,6 +133,9 @@ int64_t gw_request_hash(const hf_record_t *rec);
 int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku);
 /* True when no hold awaits a result. */
 bool gw_all_answered(const hf_reservation_state_t *rs);
+/* True while a saga gathers hold results: a PENDING reservation, or the
+ * re-reservation of an EXPIRED one. */
+bool gw_saga_open(const hf_reservation_state_t *rs);
 /* The reply topic: the request's or the default. */
 const char *gw_reply_topic(const char *reply_to);
 
@@ -150,6 +168,11 @@ void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key
                    hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
                    hf_reply_t *out);
 int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply) HF_MUST_CHECK;
+/* Answers a request about rs: the reply is stored under (reservation,
+ * idempotency_key) with the request's hash, then emitted to reply_to. */
+int gw_answer(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *idempotency_key,
+              int64_t hash, const char *reply_to, hf_reply_outcome_t outcome,
+              const char *message) HF_MUST_CHECK;
 /* Answers the Reserve of rs (stored under its idempotency key, then emitted),
  * e.g. when the reservation ends before it was ever held. */
 int gw_answer_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
@@ -178,6 +201,10 @@ int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs,
  * to the reply outcome and msg filled; nothing is emitted then. */
 int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
                   hf_reply_outcome_t *reject, char *msg, size_t msg_size) HF_MUST_CHECK;
+/* Asks again, under a new attempt number, for the holds rs had confirmed and
+ * has since released, when they cover every line exactly; false (nothing done)
+ * when they do not. *err is the emit's error. */
+bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err);
 /* Once every hold of a PENDING reservation is answered: HELD, re-route the
  * missing quantity, or release everything and reject. Stores rs. */
 int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
@@ -186,5 +213,20 @@ int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_l
               const char *reason) HF_MUST_CHECK;
 /* Expires a HELD reservation whose expires_at_ms has passed. */
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+
+/* ---- late payments (late_payment.c) */
+
+/* A Commit of an EXPIRED reservation: refund, or re-reserve, per the policy. */
+int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                    hf_reservation_state_t *rs) HF_MUST_CHECK;
+/* Flags c's payment for refund (once per payment_id) and answers it outcome/why. */
+int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+                      hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                      const char *why) HF_MUST_CHECK;
+/* The re-reservation's saga ended: every line held (commit them) or not. */
+int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why) HF_MUST_CHECK;
+/* A stock count revoked hold i of a re-reservation (pending or committed). */
+int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i) HF_MUST_CHECK;
 
 #endif

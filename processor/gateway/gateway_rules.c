@@ -132,6 +132,12 @@ bool gw_all_answered(const hf_reservation_state_t *rs)
     return true;
 }
 
+bool gw_saga_open(const hf_reservation_state_t *rs)
+{
+    return rs->status == GW_RES_PENDING ||
+           (rs->status == GW_RES_EXPIRED && rs->rebook == GW_REBOOK_PENDING);
+}
+
 /* Kafka's legal topic characters; anything else would fail the transaction. */
 static bool topic_name_ok(const char *t)
 {

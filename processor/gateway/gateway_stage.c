@@ -124,13 +124,20 @@ void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key
         out->expires_at_ms = rs->expires_at_ms;
 }
 
+int gw_answer(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *idempotency_key,
+              int64_t hash, const char *reply_to, hf_reply_outcome_t outcome, const char *message)
+{
+    hf_reply_t reply;
+    gw_reply_init(rs, idempotency_key, outcome, message, stage_now_ms(ctx), &reply);
+    int err = gw_idem_store(ctx, rs->reservation_id, idempotency_key, hash, &reply);
+    return err ? err : gw_emit_reply(ctx, reply_to, &reply);
+}
+
 int gw_answer_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                       hf_reply_outcome_t outcome, const char *message)
 {
-    hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, outcome, message, stage_now_ms(ctx), &reply);
-    int err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
-    return err ? err : gw_emit_reply(ctx, rs->reply_to, &reply);
+    return gw_answer(ctx, rs, rs->idempotency_key, rs->request_hash, rs->reply_to, outcome,
+                     message);
 }
 
 int gw_idem_check(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,

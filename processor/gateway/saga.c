@@ -98,6 +98,37 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
     return send_round(ctx, rs, env);
 }
 
+bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    *err = env ? HF_OK : HF_ERR_CONFIG;
+    if (*err)
+        return false;
+    hf_hold_ref_t again[HF_ALLOCATIONS_MAX];
+    int32_t n = 0;
+    for (int32_t i = 0; i < rs->allocations_count; i++) {
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (h->status != GW_HOLD_RELEASED || h->available_seen < 0)
+            continue; /* refused, or released before it was confirmed held */
+        again[n] = *h;
+        again[n].status = GW_HOLD_SENT;
+        again[n].attempt = rs->next_attempt;
+        again[n++].available_seen = 0;
+    }
+    for (int32_t l = 0; l < rs->lines_count; l++) { /* do they cover every line exactly? */
+        int64_t qty = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (strcmp(again[i].sku, rs->lines[l].sku) == 0)
+                qty += again[i].qty;
+        if (qty != rs->lines[l].qty)
+            return false;
+    }
+    memcpy(rs->allocations, again, sizeof again[0] * (size_t)n);
+    rs->allocations_count = n;
+    *err = send_round(ctx, rs, env);
+    return true;
+}
+
 /* Drops refused holds (nothing reserved, nothing to release) to make room. */
 static void compact(hf_reservation_state_t *rs)
 {
@@ -174,9 +205,21 @@ static int declare_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     return err;
 }
 
+/* How a saga ends: a reservation's is HELD or REJECTED; a re-reservation's
+ * (late_payment.c) is committed at once or refunded. */
+static int saga_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+{
+    return rs->status == GW_RES_PENDING ? declare_held(ctx, rs) : gw_rebook_held(ctx, rs);
+}
+
+static int saga_failed(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
+{
+    return rs->status == GW_RES_PENDING ? reject_all(ctx, rs, why) : gw_rebook_refund(ctx, rs, why);
+}
+
 int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
-    hf_assert(rs->status == GW_RES_PENDING && gw_all_answered(rs));
+    hf_assert(gw_saga_open(rs) && gw_all_answered(rs));
     const gateway_env_t *env = gateway_env(ctx);
     if (!env)
         return HF_ERR_CONFIG;
@@ -191,10 +234,10 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
         missing_any = true;
         if (rs->reroutes >= HF_REROUTES_MAX ||
             reroute_line(env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT)
-            return reject_all(ctx, rs, "insufficient stock in the network");
+            return saga_failed(ctx, rs, "insufficient stock in the network");
     }
     if (!missing_any)
-        return declare_held(ctx, rs);
+        return saga_held(ctx, rs);
     size_t needed = 0;
     for (int32_t i = 0; i < rs->lines_count; i++)
         needed += plans[i].count;
@@ -202,7 +245,7 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
         compact(rs);
     for (int32_t i = 0; i < rs->lines_count; i++)
         if (add_plan(rs, &plans[i]) != HF_OK)
-            return reject_all(ctx, rs, "too many holds after re-routing");
+            return saga_failed(ctx, rs, "too many holds after re-routing");
     rs->reroutes++;
     log_debug("gateway", "%s: re-routing round %d", rs->reservation_id, rs->reroutes);
     int err = send_round(ctx, rs, env);

@@ -42,8 +42,7 @@ static int collect_due(stage_ctx_t *ctx, int64_t now_ms, gw_due_timer_t *due, si
 
 static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t now_ms)
 {
-    if (rs->status != GW_RES_PENDING || rs->result_deadline_ms == 0 ||
-        rs->result_deadline_ms > now_ms)
+    if (!gw_saga_open(rs) || rs->result_deadline_ms == 0 || rs->result_deadline_ms > now_ms)
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
     if (!env)
@@ -51,6 +50,8 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
     if (rs->result_retries >= HF_RESULT_RETRIES_MAX) {
         log_warn("gateway", "%s: hold results missing after %d re-requests; rolling back",
                  rs->reservation_id, rs->result_retries);
+        if (rs->status == GW_RES_EXPIRED) /* a late payment's re-reservation */
+            return gw_rebook_refund(ctx, rs, "the counters did not answer in time");
         int err = gw_finish(ctx, rs, GW_RES_REJECTED, HF_LEDGER_REJECTED, "counter did not answer");
         if (err)
             return err;

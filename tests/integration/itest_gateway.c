@@ -321,6 +321,60 @@ static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
     stop(&g);
 }
 
+/* late_payment_policy rereserve: a payment after expiry buys the lines after
+ * all when stock allows (COMMITTED, the units sold at the counter), and is
+ * flagged for refund when it does not. */
+static void test_late_payment_rereserves_or_refunds(void **state)
+{
+    gw_t g;
+    start(&g, "gw-late", "\"late_payment_policy\": \"rereserve\"");
+    stock(&g, "SKU-L", (int64_t[]){5, 0, 0}, (int64_t[]){5, 0, 0});
+
+    hf_record_t r1 = reserve("l1", "k1", "SKU-L", 3, 1000);
+    assert_int_equal(call(&g, &r1).outcome, HF_REPLY_HELD);
+    wait_ledger(&g, "l1", HF_LEDGER_EXPIRED);
+    wait_reserved(&g, "SKU-L", 0);
+    hf_record_t c1 = harness_commit_req("l1", "c1", "pay-1");
+    hf_reply_t sold = call(&g, &c1);
+    assert_int_equal(sold.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(sold.allocations_count, 1);
+    assert_string_equal(sold.allocations[0].warehouse_id, "W1");
+    assert_int_equal(sold.allocations[0].qty, 3);
+    print_message("late payment: %s (%s)\n", hf_reply_outcome_name(sold.outcome), sold.message);
+    wait_ledger(&g, "l1", HF_LEDGER_LATE_PAYMENT);
+    ledger_t l = ledger_of(&g, "l1");
+    assert_string_equal(l.last.reason, "rereserved");
+    assert_string_equal(l.last.payment_id, "pay-1");
+    assert_int_equal(l.by_kind[HF_LEDGER_EXPIRED], 1);
+    assert_int_equal(l.by_kind[HF_LEDGER_COMMITTED], 0);
+    hf_counter_state_t cs = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&g.h, "W1", "SKU-L", &cs) && cs.on_hand == 2) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(cs.on_hand, 2); /* sold */
+    assert_int_equal(cs.reserved, 0);
+    hf_record_t c1b = harness_commit_req("l1", "c1-retry", "pay-1"); /* webhook retried */
+    assert_int_equal(call(&g, &c1b).outcome, HF_REPLY_COMMITTED);
+
+    /* l2 expires; meanwhile l3 takes the last 2 units: l2's payment is refunded. */
+    hf_record_t r2 = reserve("l2", "k2", "SKU-L", 2, 1000);
+    assert_int_equal(call(&g, &r2).outcome, HF_REPLY_HELD);
+    wait_ledger(&g, "l2", HF_LEDGER_EXPIRED);
+    hf_record_t r3 = reserve("l3", "k3", "SKU-L", 2, 0);
+    assert_int_equal(call(&g, &r3).outcome, HF_REPLY_HELD);
+    hf_record_t c2 = harness_commit_req("l2", "c2", "pay-2");
+    hf_reply_t refused = call(&g, &c2);
+    assert_int_equal(refused.outcome, HF_REPLY_EXPIRED);
+    assert_non_null(strstr(refused.message, "refund"));
+    wait_ledger(&g, "l2", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(ledger_of(&g, "l2").last.reason, "refund");
+    wait_reserved(&g, "SKU-L", 2); /* l3's only */
+    assert_true(harness_counter(&g.h, "W1", "SKU-L", &cs));
+    assert_int_equal(cs.on_hand, 2);
+    stop(&g);
+}
+
 static void test_split_reroute_and_rollback(void **state)
 {
     gw_t g;
@@ -703,6 +757,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reserve_commit_release_and_idempotency),
         cmocka_unit_test(test_ttl_expiry_restores_counters_and_late_payment),
+        cmocka_unit_test(test_late_payment_rereserves_or_refunds),
         cmocka_unit_test(test_split_reroute_and_rollback),
         cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
         cmocka_unit_test(test_invalid_requests_get_clear_rejections),

@@ -1,8 +1,9 @@
 /* `hfctl reconcile` against the real broker and the real `holdfast` running
  * counter, aggregator and gateway. The group setup drives a small mixed
  * workload through the client library — reserves (one split over two skus, one
- * retried), a commit and its duplicated webhook, a release, a short-TTL expiry,
- * a rejection — and waits until the counters have applied everything. Then:
+ * retried), a commit and its duplicated webhook, a release, a short-TTL expiry
+ * whose payment comes late and re-reserves (late_payment_policy rereserve), a
+ * rejection — and waits until the counters have applied everything. Then:
  * reconcile passes with the right counts, every check enforced; and after
  * forged records are produced straight into the output topics (a StockLevel
  * with available -1, a second terminal ledger event, a Reply with another
@@ -150,6 +151,15 @@ static void workload(void)
     while (harness_now_ms() < until)
         harness_sleep_ms(100);
     wait_counters(152, 6);
+
+    /* r3's payment comes after its expiry; the policy re-reserves its 2 units
+     * and sells them: 150 on hand. */
+    hf_record_t c3 = harness_commit_req("r3", "c-r3", "pay-3");
+    hf_reply_t late = call(&c3);
+    assert_int_equal(late.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(late.allocations_count, 1);
+    assert_int_equal(late.allocations[0].qty, 2);
+    wait_counters(150, 6);
 }
 
 static int setup(void **state)
@@ -165,8 +175,10 @@ static int setup(void **state)
           "{\"id\":\"W3\",\"lat\":34.05,\"lon\":-118.24,\"cost_per_unit\":1.0}]}",
           f);
     fclose(f);
-    snprintf(cfg, sizeof cfg, "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000}", cwd,
-             wpath);
+    snprintf(cfg, sizeof cfg,
+             "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000, "
+             "\"late_payment_policy\": \"rereserve\"}",
+             cwd, wpath);
     world.pid = harness_start_with(&world.h, "r1", "counter,aggregator,gateway", cfg);
     if (client_new(world.h.bootstrap, NULL, &world.c, errstr, sizeof errstr) != HF_OK)
         return -1;
@@ -266,7 +278,9 @@ static void test_a_real_mixed_workload_reconciles_with_every_check_enforced(void
     assert_int_equal(count(v, "rejected"), 1);
     assert_int_equal(count(v, "ledger_held_units"), 6);
     assert_int_equal(count(v, "counter_reserved_units"), 6);
-    assert_int_equal(count(v, "holds_committed"), 1);
+    assert_int_equal(count(v, "holds_committed"), 2); /* r1's and r3's re-reserved one */
+    assert_int_equal(count(v, "late_payments"), 1);
+    assert_int_equal(count(v, "late_rereserved"), 1);
     assert_int_equal(count(v, "feeds_applied"), 3);
     assert_int_equal(count(v, "expiries"), 1);
     assert_true(count(v, "gateway_expiry_lag_ms_max") <= 5000);

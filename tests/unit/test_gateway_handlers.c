@@ -1196,6 +1196,265 @@ static void test_late_payment_is_flagged_for_refund_once_per_payment_id(void **s
     assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 2);
 }
 
+/* ---- late payments under late_payment_policy = rereserve (late_payment.c) */
+
+static int64_t committed_total(stage_ctx_t *fx, const char *sku)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < fx->user->pairs_count; i++)
+        if (strcmp(fx->user->pairs[i].sku, sku) == 0)
+            sum += fx->user->pairs[i].committed;
+    return sum;
+}
+
+static int64_t units_of(const hf_allocation_t *a, int32_t n)
+{
+    int64_t sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        sum += a[i].qty;
+    return sum;
+}
+
+/* Reserves qty of sku at ttl_ms, lets the sweeper expire it; late policy on. */
+static void held_then_expired(stage_ctx_t *fx, const char *rid, const char *sku, int64_t qty)
+{
+    fx->user->env.late_policy = GW_LATE_RERESERVE;
+    reserve_held(fx, rid, sku, qty, 1000);
+    fx->now_ms += 1000;
+    fx_tick(fx);
+    settle(fx);
+    assert_int_equal(load_rs(fx, rid).status, GW_RES_EXPIRED);
+}
+
+static void test_rereserve_holds_the_expired_stock_again_and_commits_it(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.late_policy = GW_LATE_RERESERVE;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t held = reserve_held(fx, "L1", "SKU-A", 2, 1000);
+    fx->now_ms = held.expires_at_ms; /* the sweeper has not run: the commit expires it */
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L1", "c", "pay-late");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    assert_int_equal(replies_since(fx, from), 0); /* answered once the holds are back */
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    hf_hold_t again = nth_hold(fx, from, 0);
+    assert_string_equal(again.warehouse_id, held.allocations[0].warehouse_id);
+    assert_int_equal(again.qty, 2);
+    assert_true(again.attempt > 0); /* a new hold, not the expired one */
+    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_EXPIRED), 1);
+    /* A retry under the same key waits; under another key it is told to retry. */
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    assert_int_equal(replies_since(fx, from), 0);
+    hf_record_t c2 = commit_rec("L1", "c2", "pay-late");
+    assert_int_equal(call(fx, &c2).outcome, HF_REPLY_CONFLICT);
+
+    size_t mid = fx->emits_count;
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, mid);
+    assert_int_equal(rep.outcome, HF_REPLY_COMMITTED);
+    assert_string_equal(rep.idempotency_key, "c");
+    assert_non_null(strstr(rep.message, "re-reserved"));
+    assert_int_equal(units_of(rep.allocations, rep.allocations_count), 2);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+    assert_int_equal(committed_total(fx, "SKU-A"), 2);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    hf_ledger_event_t late = last_ledger(fx, "L1", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(late.reason, GW_LATE_REBOOKED);
+    assert_string_equal(late.payment_id, "pay-late");
+    assert_int_equal(units_of(late.allocations, late.allocations_count), 2);
+    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_COMMITTED), 0);
+    hf_reservation_state_t rs = load_rs(fx, "L1");
+    assert_int_equal(rs.status, GW_RES_EXPIRED); /* terminal states never move */
+    assert_int_equal(rs.rebook, GW_REBOOK_COMMITTED);
+
+    /* Retries under any key get the sale; another payment is a conflict. */
+    hf_reply_t again_rep = call(fx, &c);
+    assert_int_equal(again_rep.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(again_rep.allocations_count, rep.allocations_count);
+    hf_record_t c3 = commit_rec("L1", "c3", "pay-late");
+    assert_int_equal(call(fx, &c3).outcome, HF_REPLY_COMMITTED);
+    hf_record_t other = commit_rec("L1", "c4", "pay-other");
+    assert_int_equal(call(fx, &other).outcome, HF_REPLY_CONFLICT);
+    size_t releases = commands_since(fx, from, HF_REC_RELEASE_HOLD);
+    hf_record_t x = release_rec("L1", "x"); /* the sold units stay sold */
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_EXPIRED);
+    settle(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), releases);
+    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
+    assert_int_equal(committed_total(fx, "SKU-A"), 2);
+}
+
+static void test_rereserve_reroutes_when_the_old_warehouse_sold_out_meanwhile(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t avail[6] = {2, 100, 100, 100, 100, 100};
+    stock(fx, "SKU-A", avail, 6);
+    held_then_expired(fx, "L2", "SKU-A", 2);
+    assert_string_equal(load_rs(fx, "L2").allocations[0].warehouse_id, "W1");
+    reserve_held(fx, "L3", "SKU-A", 2, 0); /* another shopper takes W1's two */
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L2", "c", "pay-2");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(units_of(rep.allocations, rep.allocations_count), 2);
+    assert_string_not_equal(rep.allocations[0].warehouse_id, "W1");
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2); /* W1 refused, then another */
+    assert_int_equal(committed_total(fx, "SKU-A"), 2);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 2); /* L3's, untouched */
+    assert_string_equal(last_ledger(fx, "L2", HF_LEDGER_LATE_PAYMENT).reason, GW_LATE_REBOOKED);
+}
+
+static void test_rereserve_refunds_when_the_network_has_no_stock_left(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t two_at_w1[6] = {2, 0, 0, 0, 0, 0};
+    stock(fx, "SKU-A", two_at_w1, 6);
+    held_then_expired(fx, "L4", "SKU-A", 2);
+    reserve_held(fx, "L5", "SKU-A", 2, 0);
+    const int64_t none[6] = {0, 0, 0, 0, 0, 0};
+    view_set(fx, "SKU-A", none, 6);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L4", "c", "pay-4");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_EXPIRED);
+    assert_non_null(strstr(rep.message, "flagged for refund"));
+    assert_int_equal(rep.allocations_count, 0);
+    hf_ledger_event_t late = last_ledger(fx, "L4", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(late.reason, GW_LATE_REFUNDED);
+    assert_int_equal(late.allocations_count, 0);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+    assert_int_equal(committed_total(fx, "SKU-A"), 0);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 2); /* L5's only */
+    assert_int_equal(load_rs(fx, "L4").rebook, GW_REBOOK_REFUNDED);
+    /* The provider retrying under a new key: the same answer, no second flag. */
+    hf_record_t c2 = commit_rec("L4", "c2", "pay-4");
+    assert_int_equal(call(fx, &c2).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "L4", HF_LEDGER_LATE_PAYMENT), 1);
+}
+
+static void test_rereserve_refunds_at_once_when_the_view_knows_nothing_is_left(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t one_each[6] = {1, 1, 0, 0, 0, 0};
+    stock(fx, "SKU-A", one_each, 6);
+    const char *skus[] = {"SKU-A"};
+    const int64_t qtys[] = {2};
+    fx->user->env.late_policy = GW_LATE_RERESERVE;
+    hf_record_t r = reserve_lines("L6", "k", skus, qtys, 1, 1000);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "L6").status, GW_RES_HELD);
+    /* Split over W1 and W2; after expiry W2's unit is sold and the view knows. */
+    fx->now_ms += 1000;
+    fx_tick(fx);
+    settle(fx);
+    const int64_t w1_only[6] = {1, 0, 0, 0, 0, 0};
+    stock(fx, "SKU-A", w1_only, 6);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L6", "c", "pay-6");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_EXPIRED);
+    /* The same two warehouses were asked; W2 refused, nothing could replace
+     * it, and W1's unit was given back. */
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_string_equal(last_ledger(fx, "L6", HF_LEDGER_LATE_PAYMENT).reason, GW_LATE_REFUNDED);
+}
+
+static void test_rereserve_whose_results_never_come_refunds_after_retries_max(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    held_then_expired(fx, "L7", "SKU-A", 1);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L7", "c", "pay-7");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    for (int i = 0; i < 200 && load_rs(fx, "L7").rebook == GW_REBOOK_PENDING; i++) {
+        fx->now_ms += 1000;
+        counters_apply(fx);
+        drop_results(fx);
+        fx_tick(fx);
+    }
+    assert_int_equal(load_rs(fx, "L7").rebook, GW_REBOOK_REFUNDED);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_EXPIRED);
+    assert_non_null(strstr(rep.message, "did not answer"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1 + HF_RESULT_RETRIES_MAX);
+    counters_apply(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0); /* the unanswered hold was released */
+    assert_int_equal(committed_total(fx, "SKU-A"), 0);
+}
+
+static void test_rereserved_hold_revoked_before_its_commit_refunds_the_payment(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    held_then_expired(fx, "L8", "SKU-A", 1);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L8", "c", "pay-8");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    counters_apply(fx);
+    /* A stock count revokes the new hold before its result arrives. */
+    revoke_hold(fx, "L8", load_rs(fx, "L8").allocations[0].warehouse_id, "SKU-A");
+    deliver_results(fx);
+    settle(fx);
+    /* The OK result came first, so the sale was answered and its CommitHold
+     * sent; then the shortfall reverses it, as for any commit (counter_result.c):
+     * the revoked hold is released and the payment flagged for refund. */
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(load_rs(fx, "L8").rebook, GW_REBOOK_REFUNDED);
+    assert_int_equal(ledger_count(fx, from, "L8", HF_LEDGER_LATE_PAYMENT), 2);
+    assert_string_equal(last_ledger(fx, "L8", HF_LEDGER_LATE_PAYMENT).reason, GW_LATE_REFUNDED);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(committed_total(fx, "SKU-A"), 0);
+}
+
+static void test_rereserve_revoked_while_pending_refunds_and_releases_everything(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    fx->user->env.late_policy = GW_LATE_RERESERVE;
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {1, 1};
+    hf_record_t r = reserve_lines("L9", "k", skus, qtys, 2, 1000);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    fx->now_ms += 1000;
+    fx_tick(fx);
+    settle(fx);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("L9", "c", "pay-9");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    counters_apply(fx);
+    /* SKU-A's hold is answered OK and then revoked; SKU-B's answer is late. */
+    assert_int_equal(fx->user->results_count, 2);
+    hf_counter_result_t b_result = fx->user->results[1];
+    fx->user->results_count = 1;
+    revoke_hold(fx, "L9", load_rs(fx, "L9").allocations[0].warehouse_id, "SKU-A");
+    deliver_results(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_EXPIRED);
+    assert_non_null(strstr(rep.message, "revoked"));
+    fx->user->results[fx->user->results_count++] = b_result;
+    settle(fx);
+    assert_int_equal(replies_since(fx, from), 1);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+    assert_int_equal(reserved_total(fx, "SKU-B"), 0);
+    assert_int_equal(ledger_count(fx, from, "L9", HF_LEDGER_LATE_PAYMENT), 1);
+}
+
 static void
 test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once(void **state)
 {
@@ -1588,6 +1847,13 @@ int main(void)
         T(test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_stored),
         T(test_commit_after_expiry_expires_and_flags_a_late_payment),
         T(test_late_payment_is_flagged_for_refund_once_per_payment_id),
+        T(test_rereserve_holds_the_expired_stock_again_and_commits_it),
+        T(test_rereserve_reroutes_when_the_old_warehouse_sold_out_meanwhile),
+        T(test_rereserve_refunds_when_the_network_has_no_stock_left),
+        T(test_rereserve_refunds_at_once_when_the_view_knows_nothing_is_left),
+        T(test_rereserve_whose_results_never_come_refunds_after_retries_max),
+        T(test_rereserved_hold_revoked_before_its_commit_refunds_the_payment),
+        T(test_rereserve_revoked_while_pending_refunds_and_releases_everything),
         T(test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once),
         T(test_release_of_held_gives_the_holds_back_with_a_released_ledger_event),
         T(test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event),

@@ -255,6 +255,84 @@ static void test_valid_history_passes_every_check_even_quiescent(void **state)
     reconcile_destroy(rc);
 }
 
+/* ---- late payments re-reserved (late_payment_policy rereserve) */
+
+/* A LATE_PAYMENT of rid with reason, one line of S for line_qty, one
+ * allocation at W1 of alloc_qty (none when 0). */
+static void late_payment(reconcile_t *rc, const char *rid, const char *reason, int64_t line_qty,
+                         int64_t alloc_qty)
+{
+    hf_ledger_event_t e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.reservation_id, sizeof e.reservation_id, "%s", rid);
+    e.kind = HF_LEDGER_LATE_PAYMENT;
+    e.lines_count = 1;
+    snprintf(e.lines[0].sku, sizeof e.lines[0].sku, "S");
+    e.lines[0].qty = line_qty;
+    if (alloc_qty > 0) {
+        e.allocations_count = 1;
+        snprintf(e.allocations[0].warehouse_id, sizeof e.allocations[0].warehouse_id, "W1");
+        snprintf(e.allocations[0].sku, sizeof e.allocations[0].sku, "S");
+        e.allocations[0].qty = alloc_qty;
+    }
+    snprintf(e.reason, sizeof e.reason, "%s", reason);
+    e.at_ms = 1000000;
+    rc_pos_t pos = at(T_LEDGER);
+    assert_int_equal(reconcile_ledger(rc, &pos, &e), HF_OK);
+}
+
+static void test_a_late_payment_may_buy_its_expired_lines_once(void **state)
+{
+    reconcile_t *rc = fresh();
+    /* Held at W1+W2, expired, re-reserved all at W1 and committed. */
+    ledger_ex(rc, "late", HF_LEDGER_HELD, 2, 2, 1, 500000, 400000);
+    ledger_ex(rc, "late", HF_LEDGER_EXPIRED, 2, 2, 1, 500000, 500100);
+    late_payment(rc, "late", "rereserved", 2, 2);
+    reply(rc, "late", "pay", HF_REPLY_COMMITTED, 2); /* the re-reserved allocations */
+    reconcile_finish(rc, false);
+    if (reconcile_violations_total(rc))
+        print_violations(rc);
+    assert_int_equal(reconcile_violations_total(rc), 0);
+    rc_counts_t n;
+    reconcile_counts(rc, &n);
+    assert_int_equal(n.late_payments, 1);
+    assert_int_equal(n.late_rereserved, 1);
+    assert_int_equal(n.expired, 1);
+    reconcile_destroy(rc);
+
+    /* A COMMITTED reply naming neither the HELD nor the re-reserved units. */
+    rc = fresh();
+    ledger_ex(rc, "late", HF_LEDGER_HELD, 2, 2, 1, 500000, 400000);
+    ledger_ex(rc, "late", HF_LEDGER_EXPIRED, 2, 2, 1, 500000, 500100);
+    late_payment(rc, "late", "rereserved", 2, 2);
+    reply(rc, "late", "pay", HF_REPLY_COMMITTED, 1);
+    assert_only(rc, RC_K_REPLY_VS_LEDGER, 1);
+    reconcile_destroy(rc);
+
+    /* Twice; units that do not add up to the lines; of a reservation that
+     * did not expire. */
+    rc = fresh();
+    ledger_ex(rc, "a", HF_LEDGER_HELD, 2, 1, 2, 500000, 400000);
+    ledger_ex(rc, "a", HF_LEDGER_EXPIRED, 2, 1, 2, 500000, 500100);
+    late_payment(rc, "a", "rereserved", 2, 2);
+    late_payment(rc, "a", "rereserved", 2, 2);
+    assert_only(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, 1);
+    reconcile_destroy(rc);
+    rc = fresh();
+    ledger_ex(rc, "b", HF_LEDGER_HELD, 2, 1, 2, 500000, 400000);
+    ledger_ex(rc, "b", HF_LEDGER_EXPIRED, 2, 1, 2, 500000, 500100);
+    late_payment(rc, "b", "rereserved", 2, 1);
+    assert_only(rc, RC_K_LEDGER_ALLOCATIONS, 1);
+    reconcile_destroy(rc);
+    rc = fresh();
+    ledger(rc, "c", HF_LEDGER_HELD, 2);
+    ledger(rc, "c", HF_LEDGER_RELEASED, 2);
+    late_payment(rc, "c", "refund", 2, 0); /* fine: a refund of a released one */
+    late_payment(rc, "c", "rereserved", 2, 2);
+    assert_only(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, 1);
+    reconcile_destroy(rc);
+}
+
 /* ---- check 1 */
 
 static void test_negative_stock_level_is_reported(void **state)
@@ -652,6 +730,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_history_passes_every_check_even_quiescent),
+        cmocka_unit_test(test_a_late_payment_may_buy_its_expired_lines_once),
         cmocka_unit_test(test_negative_stock_level_is_reported),
         cmocka_unit_test(test_stock_level_versions_must_rise_per_pair),
         cmocka_unit_test(test_counter_state_breaking_its_invariants_is_reported),

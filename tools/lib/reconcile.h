@@ -171,7 +171,8 @@ typedef struct {
     size_t pairs, stock_levels, counter_states;
     size_t holds, holds_ok, holds_refused, holds_open, holds_committed, holds_released,
         holds_revoked;
-    size_t reservations, held, committed, released, expired, rejected, late_payments;
+    size_t reservations, held, committed, released, expired, rejected, late_payments,
+        late_rereserved;
     size_t replies, reply_keys;
     size_t feeds, feeds_applied, dead_letters;
     size_t pairs_on_hand_exact, pairs_on_hand_bounded, pairs_feed_order_ambiguous;

@@ -98,6 +98,27 @@ static void on_terminal(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_ev
         check_expiry(rc, pos, e, r);
 }
 
+/* A late payment that bought its expired reservation's lines after all
+ * (late_payment_policy rereserve): a sale recorded without moving the
+ * terminal EXPIRED, at most once per reservation. */
+static bool rebooking(const hf_ledger_event_t *e)
+{
+    return e->kind == HF_LEDGER_LATE_PAYMENT && strcmp(e->reason, "rereserved") == 0;
+}
+
+static void on_rebook(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e, rc_res_t *r)
+{
+    rc->n.late_rereserved++;
+    if (r->terminal != HF_LEDGER_EXPIRED)
+        rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
+                     "re-reserved for a late payment but not EXPIRED");
+    else if (r->rebooked)
+        rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
+                     "re-reserved twice");
+    r->rebooked = true;
+    r->rebook_digest = rc_allocations_digest(e->allocations, e->allocations_count);
+}
+
 static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e, rc_res_t *r)
 {
     if (terminal_kind(e->kind)) {
@@ -117,9 +138,11 @@ static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
         if (r->terminal != HF_LEDGER_EXPIRED && r->terminal != HF_LEDGER_RELEASED)
             rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
                          "LATE_PAYMENT of a reservation that is neither EXPIRED nor RELEASED");
+        if (rebooking(e))
+            on_rebook(rc, pos, e, r);
     }
     char why[HF_TEXT_LEN_MAX + 1];
-    if ((e->kind == HF_LEDGER_HELD || e->kind == HF_LEDGER_COMMITTED) &&
+    if ((e->kind == HF_LEDGER_HELD || e->kind == HF_LEDGER_COMMITTED || rebooking(e)) &&
         allocations_vs_lines(e, why, sizeof why))
         rc_violation(rc, RC_K_LEDGER_ALLOCATIONS, e->reservation_id, pos, "%s: %s",
                      hf_ledger_kind_name(e->kind), why);
@@ -160,6 +183,8 @@ static void reply_vs_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_reply
         !rc_map_find(&rc->res, r->reservation_id, strlen(r->reservation_id), &idx))
         return;
     const rc_res_t *res = rc_map_val(&rc->res, idx);
+    if (r->outcome == HF_REPLY_COMMITTED && res->rebooked && res->rebook_digest == digest)
+        return; /* the late payment's sale */
     if ((res->kinds_seen & KIND_BIT(HF_LEDGER_HELD)) && res->held_digest != digest)
         rc_violation(rc, RC_K_REPLY_VS_LEDGER, r->reservation_id, pos,
                      "%s reply (key %s) names other allocations than the ledger's HELD event",

@@ -83,7 +83,9 @@ typedef struct {
     uint16_t kinds_seen; /* bit per hf_ledger_kind_t */
     int8_t terminal;     /* hf_ledger_kind_t, -1 none */
     int64_t held_units;
-    uint64_t held_digest;  /* allocations of the HELD event */
+    uint64_t held_digest;   /* allocations of the HELD event */
+    uint64_t rebook_digest; /* allocations of a LATE_PAYMENT "rereserved" event */
+    bool rebooked;
     int64_t expires_at_ms; /* of the EXPIRED event */
     int64_t open_units;    /* at the counters (finish) */
 } rc_res_t;

@@ -27,6 +27,7 @@ static json_t *counts_json(const rc_counts_t *n)
     C(expired);
     C(rejected);
     C(late_payments);
+    C(late_rereserved);
     C(replies);
     C(reply_keys);
     C(feeds);
