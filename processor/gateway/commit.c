@@ -41,8 +41,9 @@ static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
 int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_commit_t *c = &rec->u.commit;
-    int err = gw_check_key(ctx, c->reservation_id);
-    if (err)
+    bool answered = false;
+    int err = gw_check_request(ctx, c->reservation_id, c->idempotency_key, c->reply_to, &answered);
+    if (err || answered)
         return err;
     const char *bad = gw_check_id(c->idempotency_key,
                                   "idempotency_key must be non-empty, printable, without '|'");

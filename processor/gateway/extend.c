@@ -9,8 +9,9 @@
 int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_extend_t *x = &rec->u.extend;
-    int err = gw_check_key(ctx, x->reservation_id);
-    if (err)
+    bool answered = false;
+    int err = gw_check_request(ctx, x->reservation_id, x->idempotency_key, x->reply_to, &answered);
+    if (err || answered)
         return err;
     const char *bad = gw_check_id(x->idempotency_key,
                                   "idempotency_key must be non-empty, printable, without '|'");

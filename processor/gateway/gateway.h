@@ -90,6 +90,9 @@ typedef struct {
     /* ms since the view was current; < 0 before it ever was. */
     int64_t (*staleness_ms)(void *opaque);
     void *opaque;
+    /* Whether a reply topic exists (metadata, cached); NULL: assume it does. */
+    bool (*topic_exists)(void *topics_opaque, const char *topic);
+    void *topics_opaque;
 } gateway_env_t;
 
 /* The process-wide environment (created on first call); NULL if it cannot be
@@ -136,6 +139,8 @@ bool gw_all_answered(const hf_reservation_state_t *rs);
 /* True while a saga gathers hold results: a PENDING reservation, or the
  * re-reservation of an EXPIRED one. */
 bool gw_saga_open(const hf_reservation_state_t *rs);
+/* True for a legal Kafka topic name (1..249 of [a-zA-Z0-9._-]). */
+bool gw_topic_name_ok(const char *topic);
 /* The reply topic: the request's or the default. */
 const char *gw_reply_topic(const char *reply_to);
 
@@ -154,6 +159,13 @@ int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
 /* Checks the record key is the reservation_id (the partition owns it). */
 int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
+/* gw_check_key, then the request's reply_to: empty (the default topic) or an
+ * existing topic. A request naming a topic that is illegal or does not exist is
+ * not applied: it is answered REJECTED_INVALID on the default replies topic
+ * (where else could it go?) and *answered is set. Checked before anything is
+ * written, so a reply can never fail the transaction. */
+int gw_check_request(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
+                     const char *reply_to, bool *answered) HF_MUST_CHECK;
 
 /* Idempotency: looks key up. Returns HF_OK and sets *handled when the request was
  * answered here (stored reply re-emitted, CONFLICT, or still pending). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "gateway.h"
@@ -14,12 +15,79 @@
 #include "view.h"
 
 /* How long the first gateway task waits for the view to catch up. */
-#define GW_VIEW_READY_WAIT_MS 15000
+#define GW_VIEW_READY_WAIT_MS   15000
+/* Reply topics: how many answers are remembered, how long "does not exist" is
+ * believed (a topic created meanwhile is found after that), and how long one
+ * metadata request may block the task that asks. */
+#define GW_TOPICS_CACHED        64
+#define GW_TOPIC_MISSING_TTL_MS 10000
+#define GW_TOPIC_LOOKUP_MS      2000
 
 static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER;
 static gateway_env_t env_built;
 static const gateway_env_t *env_current;
 static view_t *env_view;
+
+/* Which reply topics exist, from broker metadata. An existing topic is
+ * remembered (deleting a reply topic under a running gateway is an operator
+ * error the README names); a missing one for GW_TOPIC_MISSING_TTL_MS. */
+typedef struct {
+    hf_topic_t name;
+    bool exists;
+    int64_t checked_at_ms;
+} topic_seen_t;
+
+static struct {
+    pthread_mutex_t mu;
+    kafka_reader_t *reader;
+    topic_seen_t seen[GW_TOPICS_CACHED];
+    size_t count, next_evict;
+} topics = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool topic_exists(void *opaque, const char *topic)
+{
+    (void)opaque;
+    int64_t now = monotonic_ms();
+    pthread_mutex_lock(&topics.mu);
+    topic_seen_t *slot = NULL;
+    for (size_t i = 0; i < topics.count && !slot; i++)
+        if (strcmp(topics.seen[i].name, topic) == 0)
+            slot = &topics.seen[i];
+    if (slot && (slot->exists || now - slot->checked_at_ms < GW_TOPIC_MISSING_TTL_MS)) {
+        bool exists = slot->exists;
+        pthread_mutex_unlock(&topics.mu);
+        return exists;
+    }
+    int32_t partitions = 0;
+    char errstr[256] = "";
+    int err = kafka_partition_count(topics.reader, topic, GW_TOPIC_LOOKUP_MS, &partitions, errstr,
+                                    sizeof errstr);
+    /* A broker that does not answer says nothing about the topic: let the
+     * request through, as before this check existed. */
+    bool exists = err != HF_ERR_NOTFOUND;
+    if (err && err != HF_ERR_NOTFOUND)
+        log_warn("gateway", "reply topic %s not checked: %s", topic, errstr);
+    if (!slot) {
+        if (topics.count < GW_TOPICS_CACHED) {
+            slot = &topics.seen[topics.count++];
+        } else {
+            slot = &topics.seen[topics.next_evict];
+            topics.next_evict = (topics.next_evict + 1) % GW_TOPICS_CACHED;
+        }
+    }
+    snprintf(slot->name, sizeof slot->name, "%s", topic);
+    slot->exists = exists;
+    slot->checked_at_ms = now;
+    pthread_mutex_unlock(&topics.mu);
+    return exists;
+}
 
 static int view_availability(void *opaque, const char *sku, hf_availability_t *out)
 {
@@ -97,6 +165,11 @@ static int env_start_view(const hf_config_t *cfg, gateway_env_t *e, char *errstr
     e->availability = view_availability;
     e->staleness_ms = view_staleness;
     e->opaque = env_view;
+    kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
+    err = kafka_reader_new(&meta_conf, &topics.reader, errstr, errstr_size);
+    if (err)
+        return err;
+    e->topic_exists = topic_exists;
     return HF_OK;
 }
 

@@ -138,8 +138,7 @@ bool gw_saga_open(const hf_reservation_state_t *rs)
            (rs->status == GW_RES_EXPIRED && rs->rebook == GW_REBOOK_PENDING);
 }
 
-/* Kafka's legal topic characters; anything else would fail the transaction. */
-static bool topic_name_ok(const char *t)
+bool gw_topic_name_ok(const char *t)
 {
     size_t n = strlen(t);
     if (n == 0 || n > 249)
@@ -152,5 +151,5 @@ static bool topic_name_ok(const char *t)
 
 const char *gw_reply_topic(const char *reply_to)
 {
-    return reply_to && topic_name_ok(reply_to) ? reply_to : topic_name(HF_T_REPLIES);
+    return reply_to && gw_topic_name_ok(reply_to) ? reply_to : topic_name(HF_T_REPLIES);
 }

@@ -51,6 +51,30 @@ int gw_check_key(stage_ctx_t *ctx, const char *reservation_id)
     return HF_OK;
 }
 
+int gw_check_request(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
+                     const char *reply_to, bool *answered)
+{
+    *answered = false;
+    int err = gw_check_key(ctx, reservation_id);
+    if (err || !reply_to[0] || strcmp(reply_to, topic_name(HF_T_REPLIES)) == 0)
+        return err;
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    char why[HF_TEXT_LEN_MAX + 1];
+    if (!gw_topic_name_ok(reply_to))
+        snprintf(why, sizeof why, "reply_to \"%.64s\" is not a legal Kafka topic name", reply_to);
+    else if (env->topic_exists && !env->topic_exists(env->topics_opaque, reply_to))
+        snprintf(why, sizeof why,
+                 "reply_to topic \"%.64s\" does not exist: create it, or omit reply_to for %s",
+                 reply_to, topic_name(HF_T_REPLIES));
+    else
+        return HF_OK;
+    *answered = true;
+    return gw_reply_simple(ctx, reservation_id, idempotency_key, "", HF_REPLY_REJECTED_INVALID,
+                           why);
+}
+
 int gw_load(stage_ctx_t *ctx, const char *reservation_id, hf_reservation_state_t *out)
 {
     char key[GW_KEY_MAX];

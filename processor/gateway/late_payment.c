@@ -183,8 +183,10 @@ int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *w
     if (err)
         return err;
     char msg[HF_TEXT_LEN_MAX + 1];
-    snprintf(msg, sizeof msg, "late payment: the reservation expired and re-reserving failed (%s); "
-             "payment flagged for refund", why);
+    snprintf(msg, sizeof msg,
+             "late payment: the reservation expired and re-reserving failed (%s); "
+             "payment flagged for refund",
+             why);
     return answer_rebook(ctx, rs, HF_REPLY_EXPIRED, msg);
 }
 

@@ -21,8 +21,9 @@ static int reply_stored(stage_ctx_t *ctx, const hf_release_t *r, int64_t hash,
 int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_release_t *r = &rec->u.release;
-    int err = gw_check_key(ctx, r->reservation_id);
-    if (err)
+    bool answered = false;
+    int err = gw_check_request(ctx, r->reservation_id, r->idempotency_key, r->reply_to, &answered);
+    if (err || answered)
         return err;
     const char *bad = gw_check_id(r->idempotency_key,
                                   "idempotency_key must be non-empty, printable, without '|'");

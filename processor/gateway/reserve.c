@@ -50,8 +50,9 @@ static int reject_at_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_repl
 int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_reserve_t *r = &rec->u.reserve;
-    int err = gw_check_key(ctx, r->reservation_id);
-    if (err)
+    bool answered = false;
+    int err = gw_check_request(ctx, r->reservation_id, r->idempotency_key, r->reply_to, &answered);
+    if (err || answered)
         return err;
     char msg[HF_TEXT_LEN_MAX + 1];
     const char *bad = gw_check_id(r->idempotency_key,

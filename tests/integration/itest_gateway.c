@@ -551,6 +551,15 @@ static void test_invalid_requests_get_clear_rejections(void **state)
     assert_int_equal(d.count, 2);
     print_message("dead letters: %s\n", d.reasons);
 
+    /* A reply topic that does not exist: rejected on the default topic, nothing
+     * applied (it used to fail every transaction that carried its reply). */
+    hf_record_t m = reserve("i5", "k", "SKU-A", 1, 0);
+    snprintf(m.u.reserve.reply_to, sizeof m.u.reserve.reply_to, "%sno-such-replies", g.h.prefix);
+    hf_reply_t nt = call(&g, &m);
+    assert_int_equal(nt.outcome, HF_REPLY_REJECTED_INVALID);
+    assert_non_null(strstr(nt.message, "does not exist"));
+    print_message("missing reply_to: %s\n", nt.message);
+
     /* Nothing else is affected. */
     hf_record_t ok = reserve("i4", "k", "SKU-A", 1, 0);
     assert_int_equal(call(&g, &ok).outcome, HF_REPLY_HELD);

@@ -736,6 +736,51 @@ static void test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason(voi
     assert_int_equal(load_rs(fx, "v6").status, GW_RES_HELD);
 }
 
+static bool only_my_replies_exist(void *opaque, const char *topic)
+{
+    (void)opaque;
+    return strcmp(topic, "my-replies") == 0;
+}
+
+static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default_one(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->user->env.topic_exists = only_my_replies_exist;
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("rt1", "k", "SKU-A", 1, 0);
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "no-such-topic");
+    hf_reply_t rep = call(fx, &r);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+    assert_non_null(strstr(rep.message, "reply_to topic \"no-such-topic\" does not exist"));
+    assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "rt1"), 0);
+    assert_false(idem_exists(fx, "rt1", "k")); /* not remembered: fix the topic and retry */
+
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "bad topic!");
+    rep = call(fx, &r);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+    assert_non_null(strstr(rep.message, "not a legal Kafka topic name"));
+
+    /* The same request to a topic that exists is served there. */
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "my-replies");
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
+    size_t last = fx->emits_count;
+    while (last-- > 0 && fx->emits[last].rec.type != HF_REC_REPLY)
+        ;
+    assert_string_equal(fx->emits[last].topic, "my-replies");
+
+    /* A commit naming a missing topic changes nothing; the reservation stays HELD. */
+    hf_record_t c = commit_rec("rt1", "c", "pay");
+    snprintf(c.u.commit.reply_to, sizeof c.u.commit.reply_to, "gone");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_REJECTED_INVALID);
+    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
+    fx->user->env.topic_exists = NULL;
+}
+
 static void test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1828,6 +1873,7 @@ int main(void)
         T(test_reserve_of_an_unknown_sku_is_rejected_invalid_and_records_nothing),
         T(test_reserve_ttl_outside_bounds_is_rejected_and_the_bounds_themselves_are_accepted),
         T(test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason),
+        T(test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default_one),
         T(test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid),
         T(test_retried_reserve_with_the_same_body_gets_the_stored_reply_and_no_second_hold),
         T(test_retried_reserve_while_pending_emits_nothing_and_the_answer_comes_once),
