@@ -28,6 +28,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->ttl_default_ms = 15 * 60 * 1000;
     cfg->hold_max_factor_pct = 200;
     cfg->idempotency_retention_ms = 24 * 3600 * 1000;
+    cfg->reservation_retention_ms = 7 * 24 * 3600 * 1000;
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
     cfg->result_timeout_ms = 3000;
     cfg->view_stale_max_ms = 30000;
@@ -90,6 +91,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(campaign_ttls),
     INT_FIELD(hold_max_factor_pct, 100, 1000),
     INT_FIELD(idempotency_retention_ms, 1000, 604800000),
+    INT_FIELD(reservation_retention_ms, 1000, 1814400000),
     STR_FIELD(late_payment_policy),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),

@@ -37,6 +37,7 @@ typedef struct hf_config {
     char campaign_ttls[HF_CONFIG_STR_MAX]; /* "flash=300000,vip=1800000" */
     int hold_max_factor_pct;               /* max total hold time = factor% x TTL (extensions) */
     int idempotency_retention_ms;          /* how long a key's outcome is kept */
+    int reservation_retention_ms;          /* how long an ended reservation is kept */
     char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */

@@ -82,6 +82,7 @@ typedef struct {
     size_t campaigns_count;
     int hold_max_factor_pct;
     int64_t idempotency_retention_ms;
+    int64_t reservation_retention_ms; /* >= idempotency_retention_ms */
     gw_late_policy_t late_policy;
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
@@ -109,12 +110,14 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
  *   I<reservation_id>|<idempotency_key>        -> IdempotencyRecord
  *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
- * (ref = reservation_id), 'I' idempotency retention (ref = rid|key). A timer is
+ * (ref = reservation_id), 'I' idempotency retention (ref = rid|key), 'F' forget
+ * an ended reservation after the retention (ref = reservation_id). A timer is
  * checked against the state when it fires, so stale timers are harmless. */
 #define GW_KEY_MAX           HF_STATE_KEY_LEN_MAX
 #define GW_TIMER_EXPIRY      'E'
 #define GW_TIMER_PENDING     'P'
 #define GW_TIMER_IDEMPOTENCY 'I'
+#define GW_TIMER_FORGET      'F'
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
 size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref);

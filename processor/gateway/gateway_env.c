@@ -139,6 +139,15 @@ static int env_build(const hf_config_t *cfg, gateway_env_t *e, char *errstr, siz
     e->ttl_default_ms = cfg->ttl_default_ms;
     e->hold_max_factor_pct = cfg->hold_max_factor_pct;
     e->idempotency_retention_ms = cfg->idempotency_retention_ms;
+    e->reservation_retention_ms = cfg->reservation_retention_ms;
+    if (e->reservation_retention_ms < e->idempotency_retention_ms) {
+        /* A retried webhook must find its reservation for as long as it may
+         * find its idempotency record, or it would be told NOT_FOUND. */
+        snprintf(errstr, errstr_size,
+                 "reservation_retention_ms (%d) must be at least idempotency_retention_ms (%d)",
+                 cfg->reservation_retention_ms, cfg->idempotency_retention_ms);
+        return HF_ERR_CONFIG;
+    }
     e->result_timeout_ms = cfg->result_timeout_ms;
     e->view_stale_max_ms = cfg->view_stale_max_ms;
     if (strcmp(cfg->late_payment_policy, "refund") == 0) {

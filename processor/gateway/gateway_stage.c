@@ -94,7 +94,16 @@ int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, rs->reservation_id);
     hf_record_t rec = {.type = HF_REC_RESERVATION_STATE, .u.reservation_state = *rs};
-    return stage_put(ctx, key, len, &rec);
+    int err = stage_put(ctx, key, len, &rec);
+    if (err || !gw_res_terminal(rs->status))
+        return err;
+    /* An ended reservation is forgotten once it has been left alone for the
+     * retention (sweeper.c); a later change arms a later timer. */
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    return gw_timer_add(ctx, rs->updated_at_ms + env->reservation_retention_ms, GW_TIMER_FORGET,
+                        rs->reservation_id);
 }
 
 int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)

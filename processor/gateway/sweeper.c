@@ -2,9 +2,10 @@
  * the timer index in due order and fires what is due: expiry of HELD
  * reservations (holds released, EXPIRED), re-requests of hold results that did
  * not come back in time (same attempt: the counter answers a duplicate with its
- * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of an
- * idempotency record's retention. Each timer is checked against the state when
- * it fires, so timers made stale by a commit or an extension cost nothing. */
+ * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of the
+ * retention of an idempotency record or of an ended reservation. Each timer is
+ * checked against the state when it fires, so timers made stale by a commit or
+ * an extension cost nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,22 @@ static int fire_idempotency(stage_ctx_t *ctx, const char *ref, int64_t now_ms)
     return stage_del(ctx, key, (size_t)n);
 }
 
+/* An ended reservation left alone for the retention is deleted (its
+ * idempotency records go on their own timers); one still settling a late
+ * payment, or changed since the timer was armed, is kept. */
+static int fire_forget(stage_ctx_t *ctx, const hf_reservation_state_t *rs, int64_t now_ms)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    if (!gw_res_terminal(rs->status) || gw_saga_open(rs) ||
+        rs->updated_at_ms + env->reservation_retention_ms > now_ms)
+        return HF_OK;
+    char key[GW_KEY_MAX];
+    size_t len = gw_res_key(key, rs->reservation_id);
+    return stage_del(ctx, key, len);
+}
+
 static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)
 {
     int64_t due_ms = 0;
@@ -102,6 +119,8 @@ static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)
         return rs.status == GW_RES_HELD && rs.expires_at_ms <= now_ms ? gw_expire(ctx, &rs) : HF_OK;
     if (kind == GW_TIMER_PENDING)
         return fire_pending(ctx, &rs, now_ms);
+    if (kind == GW_TIMER_FORGET)
+        return fire_forget(ctx, &rs, now_ms);
     return HF_OK;
 }
 

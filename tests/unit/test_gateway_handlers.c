@@ -31,6 +31,7 @@
 #define TTL_DEFAULT_MS    (15 * 60 * 1000LL)
 #define RESULT_TIMEOUT_MS 5000
 #define RETENTION_MS      (24 * 3600 * 1000LL)
+#define RES_RETENTION_MS  (7 * RETENTION_MS)
 
 /* ======================================================================
  * The counters' model: answers Holds, applies commits and releases.
@@ -160,6 +161,7 @@ static int setup(void **state)
     assert_int_equal(gateway_parse_campaigns("flash=120000", e, errstr, sizeof errstr), HF_OK);
     e->hold_max_factor_pct = 200;
     e->idempotency_retention_ms = RETENTION_MS;
+    e->reservation_retention_ms = RES_RETENTION_MS;
     e->late_policy = GW_LATE_REFUND;
     e->result_timeout_ms = RESULT_TIMEOUT_MS;
     e->view_stale_max_ms = 10000;
@@ -1641,6 +1643,33 @@ static void test_sweeper_rolls_back_after_result_retries_max(void **state)
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
 }
 
+static void test_sweeper_forgets_ended_reservations_after_retention_and_only_those(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "fg1", "SKU-A", 1, 0);
+    hf_record_t c = commit_rec("fg1", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    reserve_held(fx, "fg2", "SKU-A", 1, TTL_DEFAULT_MS); /* stays HELD for 15 min */
+    fx->now_ms += RES_RETENTION_MS - 1;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "fg1").status, GW_RES_COMMITTED); /* not yet */
+    fx->now_ms += 1;
+    fx_tick(fx);
+    hf_reservation_state_t gone;
+    fx->partition = fake_stage_partition_of("fg1");
+    assert_int_equal(gw_load(fx, "fg1", &gone), HF_ERR_NOTFOUND);
+    assert_false(idem_exists(fx, "fg1", "c"));
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_NOT_FOUND);
+    /* fg2 expired long ago (the sweeper expired it in this tick), so it is
+     * ended only now: it is kept for another retention. */
+    assert_int_equal(load_rs(fx, "fg2").status, GW_RES_EXPIRED);
+    fx->now_ms += RES_RETENTION_MS;
+    fx_tick(fx);
+    fx->partition = fake_stage_partition_of("fg2");
+    assert_int_equal(gw_load(fx, "fg2", &gone), HF_ERR_NOTFOUND);
+}
+
 static void test_sweeper_forgets_idempotency_records_after_retention(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1906,6 +1935,7 @@ int main(void)
         T(test_sweeper_resends_overdue_holds_with_the_same_attempt),
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
+        T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
         T(test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall),
         T(test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall),
         T(test_commit_racing_a_shortfall_ends_released_and_flags_the_payment_for_refund),
