@@ -41,6 +41,7 @@ typedef struct {
     const char *bootstrap;
     opts_t o;
     char errstr[512];
+    bool refused; /* a checkout command was answered, but not as asked (exit 3) */
 } cli_t;
 
 static const char *opt(const cli_t *c, const char *name)
@@ -386,8 +387,10 @@ static int cmd_burst(cli_t *c)
 /* ---- checkout requests through the client library (tools/lib/client.h) */
 
 /* Sends req, waits for its reply (re-sending with the same idempotency key on
- * timeout) and prints the reply as JSON. */
-static int call_and_print(cli_t *c, const hf_record_t *req)
+ * timeout) and prints the reply as JSON. An answer other than `success` (the
+ * outcome the command asks for) makes hfctl exit 3, so scripts can tell a
+ * rejection from a transport error (1). */
+static int call_and_print(cli_t *c, const hf_record_t *req, hf_reply_outcome_t success)
 {
     int64_t timeout_ms = 0, attempts = 0;
     if (opt_int64(c, "timeout-ms", 10000, &timeout_ms) || opt_int64(c, "attempts", 3, &attempts))
@@ -404,6 +407,7 @@ static int call_and_print(cli_t *c, const hf_record_t *req)
     char *json = client_reply_json(&rep);
     printf("%s\n", json ? json : "{}");
     free(json);
+    c->refused = rep.outcome != success;
     return HF_OK;
 }
 
@@ -453,7 +457,7 @@ static int cmd_reserve(cli_t *c)
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
     r->sent_at_ms = wall_ms();
-    return call_and_print(c, &rec);
+    return call_and_print(c, &rec, HF_REPLY_HELD);
 }
 
 static int cmd_commit(cli_t *c)
@@ -468,7 +472,7 @@ static int cmd_commit(cli_t *c)
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
     r->sent_at_ms = wall_ms();
-    return call_and_print(c, &rec);
+    return call_and_print(c, &rec, HF_REPLY_COMMITTED);
 }
 
 static int cmd_release(cli_t *c)
@@ -483,7 +487,22 @@ static int cmd_release(cli_t *c)
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
     r->sent_at_ms = wall_ms();
-    return call_and_print(c, &rec);
+    return call_and_print(c, &rec, HF_REPLY_RELEASED);
+}
+
+static int cmd_extend(cli_t *c)
+{
+    hf_record_t rec = {.type = HF_REC_EXTEND};
+    hf_extend_t *r = &rec.u.extend;
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
+                "reservation") ||
+        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+        opt_int64(c, "by-ms", 0, &r->extend_by_ms))
+        return HF_ERR_INVAL;
+    if (opt(c, "reply-to"))
+        snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
+    r->sent_at_ms = wall_ms();
+    return call_and_print(c, &rec, HF_REPLY_HELD);
 }
 
 /* A reservation's committed state, read from the gateway changelog partition
@@ -521,7 +540,9 @@ static int cmd_status(cli_t *c)
         printf("%s{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"qty\":%lld}", n++ ? "," : "",
                h->warehouse_id, h->sku, (long long)h->qty);
     }
-    printf("]}\n");
+    static const char *const late[] = {"none", "rereserving", "rereserved", "refunded"};
+    printf("],\"late_payment\":\"%s\"}\n",
+           rs->rebook >= 0 && rs->rebook < 4 ? late[rs->rebook] : "unknown");
     return HF_OK;
 }
 
@@ -575,12 +596,12 @@ typedef struct {
 } command_t;
 
 static const command_t commands[] = {
-    {"topics", cmd_topics},       {"send", cmd_send},
-    {"stock", cmd_stock},         {"availability", cmd_availability},
-    {"tail", cmd_tail},           {"burst", cmd_burst},
-    {"reserve", cmd_reserve},     {"commit", cmd_commit},
-    {"release", cmd_release},     {"status", cmd_status},
-    {"reconcile", cmd_reconcile},
+    {"topics", cmd_topics},   {"send", cmd_send},
+    {"stock", cmd_stock},     {"availability", cmd_availability},
+    {"tail", cmd_tail},       {"burst", cmd_burst},
+    {"reserve", cmd_reserve}, {"commit", cmd_commit},
+    {"release", cmd_release}, {"extend", cmd_extend},
+    {"status", cmd_status},   {"reconcile", cmd_reconcile},
 };
 
 static void usage(void)
@@ -601,11 +622,15 @@ static void usage(void)
             "          [--ttl-ms N] [--campaign C] [--timeout-ms N] [--attempts N]\n"
             "  commit --reservation R --key K --payment P     release --reservation R --key K "
             "[--reason T]\n"
+            "  extend --reservation R --key K --by-ms N\n"
             "  status --reservation R\n"
             "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
             "[--expiry-lag-max-ms N]\n"
             "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
-            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n");
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n"
+            "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
+            "than asked\n"
+            "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
 }
 
 static int parse(int argc, char **argv, opts_t *o)
@@ -649,7 +674,9 @@ int main(int argc, char **argv)
         int err = commands[i].run(&c);
         if (err && c.errstr[0])
             fprintf(stderr, "hfctl %s: %s: %s\n", argv[1], hf_err_name(err), c.errstr);
-        return err == HF_OK ? 0 : err == HF_ERR_INVAL ? 2 : 1;
+        if (err == HF_OK)
+            return c.refused ? 3 : 0;
+        return err == HF_ERR_INVAL ? 2 : 1;
     }
     fprintf(stderr, "hfctl: unknown command '%s'\n", argv[1]);
     usage();
