@@ -29,6 +29,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->hold_max_factor_pct = 200;
     cfg->idempotency_retention_ms = 24 * 3600 * 1000;
     cfg->reservation_retention_ms = 7 * 24 * 3600 * 1000;
+    cfg->hold_retention_ms = HF_HOLD_RETENTION_DEFAULT_MS;
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
     cfg->result_timeout_ms = 3000;
     cfg->view_stale_max_ms = 30000;
@@ -92,6 +93,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(hold_max_factor_pct, 100, 1000),
     INT_FIELD(idempotency_retention_ms, 1000, 604800000),
     INT_FIELD(reservation_retention_ms, 1000, 1814400000),
+    INT_FIELD(hold_retention_ms, 1000, 1814400000),
     STR_FIELD(late_payment_policy),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),

@@ -38,6 +38,7 @@ typedef struct hf_config {
     int hold_max_factor_pct;               /* max total hold time = factor% x TTL (extensions) */
     int idempotency_retention_ms;          /* how long a key's outcome is kept */
     int reservation_retention_ms;          /* how long an ended reservation is kept */
+    int hold_retention_ms;                 /* counter: how long a settled hold is kept */
     char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */

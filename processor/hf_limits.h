@@ -49,6 +49,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_RESULT_RETRIES_MAX        5
 /* Timers one sweep of one partition fires; the rest wait for the next tick. */
 #define HF_SWEEP_TIMERS_MAX          2000
+/* Counter hold retention sweep: hold records examined per partition per tick
+ * (once a second), and how long a settled hold is kept by default (7 d). */
+#define HF_HOLD_SWEEP_SCAN_MAX       256
+#define HF_HOLD_RETENTION_DEFAULT_MS (7 * 24 * 3600 * 1000)
 /* Campaigns with their own TTL in the configuration. */
 #define HF_CAMPAIGNS_MAX             32
 /* TTL bounds a request may ask for. */

@@ -83,8 +83,10 @@ struct state_iter {
     bool done;
     size_t lower_len;
     size_t upper_len;
+    size_t after_len; /* > 0: a forward scan starts after this key */
     uint8_t lower[STATE_KEY_LEN_MAX];
     uint8_t upper[STATE_KEY_LEN_MAX];
+    uint8_t after[STATE_KEY_LEN_MAX];
     /* The current entry is copied so that its pointers survive writes to the
      * buffer between two state_iter_next calls (a scan that deletes as it goes). */
     uint8_t key[HF_STATE_KEY_LEN_MAX];
@@ -664,6 +666,18 @@ state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, c
     return it;
 }
 
+void state_iter_start_after(state_iter_t *it, int32_t partition, const void *key, size_t key_len)
+{
+    hf_assert(it != NULL && !it->started && !it->reverse && key_len <= HF_STATE_KEY_LEN_MAX);
+    uint8_t enc[STATE_KEY_LEN_MAX];
+    size_t enc_len = state_key_encode(partition, key, key_len, enc);
+    /* Before the range: start at its beginning; inside: after key. */
+    if (state_key_cmp((const char *)enc, enc_len, it->lower, it->lower_len) < 0)
+        return;
+    memcpy(it->after, enc, enc_len);
+    it->after_len = enc_len;
+}
+
 void state_iter_destroy(state_iter_t *it)
 {
     if (it == NULL)
@@ -687,6 +701,14 @@ static bool state_iter_in_range(const state_iter_t *it, const char *k, size_t k_
 
 static void state_iter_seek(state_iter_t *it)
 {
+    if (!it->reverse && it->after_len > 0) {
+        rocksdb_iter_seek(it->it, (const char *)it->after, it->after_len);
+        size_t k_len = 0;
+        const char *k = rocksdb_iter_valid(it->it) ? rocksdb_iter_key(it->it, &k_len) : NULL;
+        if (k && state_key_cmp(k, k_len, it->after, it->after_len) == 0)
+            rocksdb_iter_next(it->it);
+        return;
+    }
     if (!it->reverse) {
         rocksdb_iter_seek(it->it, (const char *)it->lower, it->lower_len);
         return;

@@ -84,5 +84,9 @@ state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, c
 bool state_iter_next(state_iter_t *it, const void **key, size_t *key_len, const void **val,
                      size_t *val_len);
 void state_iter_destroy(state_iter_t *it); /* accepts NULL */
+/* Before the first state_iter_next of a forward scan: begin after key (a key of
+ * the same partition, without the partition prefix), e.g. to resume a bounded
+ * scan where the previous one stopped. A key before the scan's range is ignored. */
+void state_iter_start_after(state_iter_t *it, int32_t partition, const void *key, size_t key_len);
 
 #endif

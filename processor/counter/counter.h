@@ -5,7 +5,8 @@
  * per transaction (key sku).
  *
  * Files: counter_stage.c (the handler table, batch end), one file per record type
- * (hold.c, commit_hold.c, release_hold.c, stock_feed.c), counter_rules.c (pure
+ * (hold.c, commit_hold.c, release_hold.c, stock_feed.c), counter_sweep.c (the
+ * tick: settled holds forgotten after their retention), counter_rules.c (pure
  * arithmetic and invariants), counter_keys.c (state key layout). */
 #ifndef HF_COUNTER_H
 #define HF_COUNTER_H
@@ -60,6 +61,8 @@ int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_commit_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_release_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec);
+/* The tick (counter_sweep.c): forgets settled holds after hold_retention_ms. */
+int counter_tick(stage_ctx_t *ctx);
 
 /* ---- shared by the handlers (counter_stage.c) */
 

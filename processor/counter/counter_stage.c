@@ -146,6 +146,8 @@ static const stage_def_t counter_def = {
     .handlers = counter_handlers,
     .handlers_count = sizeof counter_handlers / sizeof counter_handlers[0],
     .batch_end = counter_batch_end,
+    .tick = counter_tick,
+    .tick_interval_ms = 1000,
 };
 
 const stage_def_t *counter_stage(void)

@@ -319,6 +319,77 @@ static void test_lost_state_is_restored_from_the_changelog(void **state)
     harness_cleanup(&h);
 }
 
+/* Settled holds are forgotten after hold_retention_ms (here the minimum, 1 s):
+ * their records leave the changelog as tombstones, open holds stay, and a
+ * counter restored from that changelog still holds what it must. */
+typedef struct {
+    size_t hold_puts, hold_tombstones;
+} hold_keys_t;
+
+static void count_hold_keys(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    hold_keys_t *k = opaque;
+    if (msg->key_len == 0 || ((const char *)msg->key)[0] != 'H')
+        return;
+    if (msg->value)
+        k->hold_puts++;
+    else
+        k->hold_tombstones++;
+}
+
+static void test_settled_holds_are_forgotten_after_retention(void **state)
+{
+    harness_t h;
+    harness_init(&h, "hold-retention");
+    char key[128];
+    harness_pair(key, "W5", "SKU-G");
+    pid_t pid = harness_start_with(&h, "a", "counter", "{\"hold_retention_ms\": 1000}");
+    hf_record_t r = harness_feed("W5", "SKU-G", HF_FEED_RECEIVE, 100, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    for (int i = 0; i < 30; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "g-%d", i);
+        r = harness_hold(rid, 0, "W5", "SKU-G", 1);
+        harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+        r = i % 2 ? harness_commit_hold(rid, 0, "W5", "SKU-G")
+                  : harness_release_hold(rid, 0, "W5", "SKU-G");
+        harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    }
+    r = harness_hold("open", 0, "W5", "SKU-G", 4);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 61, WAIT_MS), 61);
+
+    hold_keys_t k = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (k.hold_tombstones < 30 && harness_now_ms() < deadline) {
+        harness_sleep_ms(500);
+        memset(&k, 0, sizeof k);
+        harness_read(&h, HF_T_COUNTER_CHANGELOG, count_hold_keys, &k);
+    }
+    print_message("hold records: %zu written, %zu forgotten\n", k.hold_puts, k.hold_tombstones);
+    assert_int_equal(k.hold_tombstones, 30); /* every settled one, never the open one */
+    assert_int_equal(harness_stop(pid), 0);
+
+    char state_dir[600];
+    snprintf(state_dir, sizeof state_dir, "%s/state-a", h.workdir);
+    assert_int_equal(rm_rf(state_dir), 0);
+    r = harness_release_hold("open", 0, "W5", "SKU-G");
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    pid = harness_start_with(&h, "a", "counter", "{\"hold_retention_ms\": 1000}");
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 62, WAIT_MS), 62);
+    tally_t t = {0};
+    harness_read(&h, HF_T_COUNTER_RESULTS, tally_result, &t);
+    assert_int_equal(t.by_cmd[HF_CMD_RELEASE][HF_OUTCOME_OK], 16); /* 15 + the open one */
+    hf_counter_state_t c;
+    assert_true(harness_counter(&h, "W5", "SKU-G", &c));
+    assert_int_equal(c.on_hand, 85); /* 15 sold */
+    assert_int_equal(c.reserved, 0);
+    assert_int_equal(harness_stop(pid), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_every_command_sent_twice_is_applied_once),
         cmocka_unit_test(test_bad_records_go_to_dead_letters_and_the_stage_goes_on),
         cmocka_unit_test(test_lost_state_is_restored_from_the_changelog),
+        cmocka_unit_test(test_settled_holds_are_forgotten_after_retention),
     };
     return cmocka_run_group_tests_name("counter stage on a real broker", tests, NULL, NULL);
 }

@@ -1064,6 +1064,100 @@ static void test_ids_containing_the_separator_are_rejected_even_when_the_key_mat
  * Batch end
  * ====================================================================== */
 
+/* ---- the tick: settled holds are forgotten after their retention */
+
+#define HOLD_RETENTION_MS ((int64_t)HF_HOLD_RETENTION_DEFAULT_MS) /* no config in the fake */
+
+static bool fx_hold_exists(stage_ctx_t *fx, const char *rid, int32_t attempt, const char *w,
+                           const char *s)
+{
+    char pk[COUNTER_KEY_MAX], key[COUNTER_KEY_MAX];
+    pair_key(pk, w, s);
+    fx->partition = fake_stage_partition_of(pk);
+    size_t len = hold_key(key, w, s, attempt, rid);
+    hf_record_t rec;
+    return stage_get(fx, key, len, &rec) == HF_OK;
+}
+
+/* Runs the counter's tick on every partition, one transaction. */
+static void fx_tick(stage_ctx_t *fx)
+{
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++) {
+        fx->partition = p;
+        assert_int_equal(counter_stage()->tick(fx), HF_OK);
+    }
+    fx_end_batch(fx);
+}
+
+static void test_tick_forgets_settled_holds_after_retention_and_never_open_ones(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "W1", "S1", 10, 1);
+    do_hold(fx, "committed", 0, "W1", "S1", 1);
+    do_commit(fx, "committed", 0, "W1", "S1");
+    do_hold(fx, "released", 0, "W1", "S1", 1);
+    do_release(fx, "released", 0, "W1", "S1");
+    do_hold(fx, "refused", 0, "W1", "S1", 100);
+    do_hold(fx, "held", 0, "W1", "S1", 2);
+    do_hold(fx, "revoking", 0, "W1", "S1", 3);
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_COUNT, 4, 2), HF_OK); /* revokes the newest */
+    fx_end_batch(fx);
+    assert_int_equal(fx_hold_status(fx, "revoking", 0, "W1", "S1"), HF_HOLD_REVOKING);
+    hf_counter_state_t before = fx_counter(fx, "W1", "S1");
+
+    fx->now_ms += HOLD_RETENTION_MS - 100; /* not yet */
+    fx_tick(fx);
+    assert_true(fx_hold_exists(fx, "committed", 0, "W1", "S1"));
+    fx->now_ms += 100;
+    fx_tick(fx);
+    assert_false(fx_hold_exists(fx, "committed", 0, "W1", "S1"));
+    assert_false(fx_hold_exists(fx, "released", 0, "W1", "S1"));
+    assert_false(fx_hold_exists(fx, "refused", 0, "W1", "S1"));
+    assert_true(fx_hold_exists(fx, "held", 0, "W1", "S1"));
+    assert_true(fx_hold_exists(fx, "revoking", 0, "W1", "S1"));
+    /* The counters are untouched and still agree with the open holds. */
+    hf_counter_state_t after = fx_counter(fx, "W1", "S1");
+    assert_memory_equal(&before, &after, sizeof before);
+    fx_check_pair(fx, "W1", "S1");
+    /* Open holds settle as usual afterwards. */
+    hf_counter_result_t r = do_release(fx, "revoking", 0, "W1", "S1");
+    assert_int_equal(r.outcome, HF_OUTCOME_OK);
+    fx_end_batch(fx);
+    fx_check_pair(fx, "W1", "S1");
+}
+
+static void test_tick_sweeps_a_bounded_slice_and_resumes_where_it_stopped(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int n = 3 * HF_HOLD_SWEEP_SCAN_MAX + 17;
+    stock(fx, "W1", "S1", n, 1);
+    char rid[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(rid, sizeof rid, "r%05d", i);
+        do_hold(fx, rid, 0, "W1", "S1", 1);
+        do_release(fx, rid, 0, "W1", "S1");
+    }
+    fx_end_batch(fx);
+    fx->now_ms += HOLD_RETENTION_MS;
+    size_t deleted_per_tick[8] = {0};
+    int gone = 0;
+    for (int t = 0; t < 8 && gone < n; t++) {
+        fx_tick(fx);
+        int now_gone = 0;
+        for (int i = 0; i < n; i++) {
+            snprintf(rid, sizeof rid, "r%05d", i);
+            now_gone += !fx_hold_exists(fx, rid, 0, "W1", "S1");
+        }
+        deleted_per_tick[t] = (size_t)(now_gone - gone);
+        gone = now_gone;
+    }
+    assert_int_equal(gone, n);
+    for (int t = 0; t < 3; t++) /* each tick examines at most the bound, then moves on */
+        assert_int_equal(deleted_per_tick[t], HF_HOLD_SWEEP_SCAN_MAX);
+    assert_int_equal(deleted_per_tick[3], 17);
+    expect_counter(fx, "W1", "S1", n, 0, 0, 0);
+}
+
 static void test_batch_end_emits_one_stock_level_per_changed_pair_with_its_last_value(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1578,6 +1672,8 @@ int main(void)
         T(test_ids_at_their_length_bounds_survive_every_key_and_output),
         T(test_record_keyed_other_than_its_pair_is_rejected_naming_the_expected_key),
         T(test_ids_containing_the_separator_are_rejected_even_when_the_key_matches),
+        T(test_tick_forgets_settled_holds_after_retention_and_never_open_ones),
+        T(test_tick_sweeps_a_bounded_slice_and_resumes_where_it_stopped),
         T(test_batch_end_emits_one_stock_level_per_changed_pair_with_its_last_value),
         T(test_stock_level_reports_safety_stock_and_clamps_available_at_zero),
         T(test_random_commands_match_an_independent_model),

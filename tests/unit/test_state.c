@@ -106,14 +106,17 @@ static void render(char *out, size_t out_size, size_t *at, const void *b, size_t
     }
 }
 
-static const char *scan(state_t *st, state_buf_t *buf, int32_t p, const char *prefix,
-                        size_t prefix_len, bool reverse)
+/* Every entry a scan yields, "k=v,k=v"; after (may be NULL): start after it. */
+static const char *scan_after(state_t *st, state_buf_t *buf, int32_t p, const char *prefix,
+                              size_t prefix_len, bool reverse, const char *after)
 {
     static char out[4096];
     size_t at = 0;
     out[0] = '\0';
     state_iter_t *it = state_iter_new(st, buf, p, prefix, prefix_len, reverse);
     assert_non_null(it);
+    if (after)
+        state_iter_start_after(it, p, after, strlen(after));
     const void *k, *v;
     size_t kl, vl;
     int n = 0;
@@ -130,7 +133,8 @@ static const char *scan(state_t *st, state_buf_t *buf, int32_t p, const char *pr
     return out;
 }
 
-#define SCAN(st, buf, p, prefix, reverse) scan(st, buf, p, prefix, strlen(prefix), reverse)
+#define SCAN(st, buf, p, prefix, reverse)                                                          \
+    scan_after(st, buf, p, prefix, strlen(prefix), reverse, NULL)
 
 /* ---- read-your-writes */
 
@@ -390,6 +394,21 @@ static void test_iterator_forward_merges_buffer_over_db(void **ctx)
     assert_string_equal(SCAN(f->st, buf, 1, "b5", false), "b5=buf");
     assert_string_equal(SCAN(f->st, buf, 1, "b3", false), "");
     assert_string_equal(SCAN(f->st, buf, 1, "x", false), "");
+    state_buf_destroy(buf);
+}
+
+static void test_iterator_resumes_after_a_key_through_buffer_and_db(void **ctx)
+{
+    fixture_t *f = *ctx;
+    state_buf_t *buf = iter_fixture(f->st);
+    /* A bounded scan resuming where the last one stopped (the counter's sweep). */
+    assert_string_equal(scan_after(f->st, buf, 1, "b", 1, false, "b2"), "b5=buf,b6=buf");
+    assert_string_equal(scan_after(f->st, buf, 1, "b", 1, false, "b3"), "b5=buf,b6=buf");
+    assert_string_equal(scan_after(f->st, NULL, 1, "b", 1, false, "b1"), "b3=db,b5=db");
+    assert_string_equal(scan_after(f->st, buf, 1, "b", 1, false, "a9"),
+                        "b1=db,b2=buf,b5=buf,b6=buf");
+    assert_string_equal(scan_after(f->st, buf, 1, "b", 1, false, "b6"), "");
+    assert_string_equal(scan_after(f->st, buf, 1, "b", 1, false, "c"), "");
     state_buf_destroy(buf);
 }
 
@@ -889,6 +908,7 @@ int main(void)
         T(test_offsets_are_absent_until_their_buffer_is_written),
         T(test_offsets_and_values_survive_close_and_reopen),
         T(test_iterator_forward_merges_buffer_over_db),
+        T(test_iterator_resumes_after_a_key_through_buffer_and_db),
         T(test_iterator_reverse_merges_buffer_over_db),
         T(test_iterator_never_leaves_its_prefix_or_partition),
         T(test_iterator_with_empty_prefix_sees_the_partition_but_not_its_offsets),
