@@ -23,6 +23,9 @@ typedef struct hf_config {
     int batch_time_max_ms;             /* max time gathering one batch */
     int idle_poll_ms;                  /* first poll's wait when idle */
     int transaction_timeout_ms;        /* broker aborts a stuck transaction after it */
+    /* Local state last current longer ago is rebuilt from the whole changelog on
+     * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
+    int state_max_age_ms;
     /* Extra librdkafka properties for every task client, "name=value,name=value". */
     char kafka_overrides[HF_CONFIG_STR_MAX];
     /* Sold-out signals (aggregator): SOLD_OUT once the network total has stayed at

@@ -563,7 +563,7 @@ static int write_state(task_t *t)
             t->input_next[p] = t->batch_next[0][p];
         if (t->cl_last[p] + 1 > t->cl_next[p])
             t->cl_next[p] = t->cl_last[p] + 1;
-        int err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p]);
+        int err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p], t->ctx.now_ms);
         if (err)
             return err;
     }
@@ -631,6 +631,7 @@ typedef struct {
     task_t *t;
     int32_t partition;
     uint64_t records;
+    int64_t current_at_ms; /* of the state being brought up to date */
 } restore_t;
 
 static int restore_record(void *opaque, const kafka_msg_t *msg)
@@ -650,34 +651,56 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
         return err;
     if (++r->records % TASK_RESTORE_CHUNK_RECORDS == 0) {
         err = state_buf_set_offsets(t->buf, r->partition, t->input_next[r->partition],
-                                    msg->offset + 1);
+                                    msg->offset + 1, r->current_at_ms);
         if (!err)
             err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     }
     return err;
 }
 
+/* Whether local state of partition p may be brought up to date from its
+ * changelog offset, or must be rebuilt from the beginning: compaction drops a
+ * tombstone delete.retention.ms after it was written, so state last current
+ * longer ago than that may miss a deletion another process made meanwhile
+ * (state_max_age_ms is kept below the changelogs' delete.retention.ms). */
+static bool state_too_old(const task_t *t, int32_t p, int64_t cl_next, int64_t current_at_ms)
+{
+    if (cl_next < 0)
+        return false; /* nothing to keep anyway */
+    int64_t age_ms = now_ms() - current_at_ms;
+    if (current_at_ms >= 0 && age_ms <= t->o.cfg->state_max_age_ms)
+        return false;
+    log_warn("task",
+             "%s: partition %d state was last current %s%lld ms ago (state_max_age_ms %d): "
+             "rebuilding it from the whole changelog",
+             t->def->name, p, current_at_ms < 0 ? "an unknown time, say " : "",
+             (long long)(current_at_ms < 0 ? -1 : age_ms), t->o.cfg->state_max_age_ms);
+    return true;
+}
+
 static int restore_partition(task_t *t, int32_t p)
 {
-    int64_t input_next = -1, cl_next = -1;
-    int err = state_get_offsets(t->st, p, &input_next, &cl_next);
+    int64_t input_next = -1, cl_next = -1, current_at_ms = -1;
+    int err = state_get_offsets(t->st, p, &input_next, &cl_next, &current_at_ms);
     if (err)
         return err;
-    if (cl_next < 0) {
-        /* No record of what this state reflects: start from nothing. */
+    if (cl_next < 0 || state_too_old(t, p, cl_next, current_at_ms)) {
+        /* No record of what this state reflects, or too old to trust: start
+         * from nothing. The input offset is the group's, not ours: keep it. */
         err = state_drop_partition(t->st, p, t->errstr, sizeof t->errstr);
         if (err)
             return err;
+        cl_next = -1;
     }
     t->input_next[p] = input_next;
-    restore_t r = {t, p, 0};
+    restore_t r = {t, p, 0, current_at_ms};
     int64_t next = -1;
     int64_t started_ms = now_ms();
     err = kafka_reader_read_to_end(t->rd, topic_name(t->def->changelog_topic), p,
                                    cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
                                    restore_record, &r, &next, t->errstr, sizeof t->errstr);
     if (!err)
-        err = state_buf_set_offsets(t->buf, p, input_next, next);
+        err = state_buf_set_offsets(t->buf, p, input_next, next, now_ms());
     if (!err)
         err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     if (err) {

@@ -40,7 +40,8 @@ enum {
     STATE_PART_LEN = 4,
     STATE_KEY_LEN_MAX = STATE_PART_LEN + HF_STATE_KEY_LEN_MAX,
     STATE_RESERVED_BYTE = 0x00, /* fifth stored byte of every module-owned key */
-    STATE_OFFSETS_VAL_LEN = 16, /* input then changelog next offset, big-endian */
+    STATE_OFFSETS_VAL_LEN = 24, /* input, changelog next offset, current-at ms; big-endian */
+    STATE_OFFSETS_V1_LEN = 16,  /* before current-at: read as "age unknown" */
     STATE_CACHE_BYTES_DEFAULT = 64 << 20,
     STATE_WRITE_BUFFER_BYTES = 32 << 20,
     STATE_WRITE_BUFFERS_MAX = 4,             /* memtables per DB: at most 128 MiB */
@@ -526,7 +527,7 @@ fail:
 /* ---- offsets */
 
 int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_next_offset,
-                          int64_t changelog_next_offset)
+                          int64_t changelog_next_offset, int64_t current_at_ms)
 {
     hf_assert(buf != NULL);
     uint8_t sk[STATE_KEY_LEN_MAX];
@@ -539,6 +540,7 @@ int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_nex
     size_t sk_len = state_offsets_key(partition, sk);
     state_put_be64(v, (uint64_t)input_next_offset);
     state_put_be64(v + 8, (uint64_t)changelog_next_offset);
+    state_put_be64(v + 16, (uint64_t)current_at_ms);
     rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len, (const char *)v, sizeof(v));
     return HF_OK;
 fail:
@@ -546,7 +548,7 @@ fail:
 }
 
 int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset,
-                      int64_t *changelog_next_offset)
+                      int64_t *changelog_next_offset, int64_t *current_at_ms)
 {
     hf_assert(st != NULL && input_next_offset != NULL && changelog_next_offset != NULL);
     uint8_t sk[STATE_KEY_LEN_MAX];
@@ -555,6 +557,8 @@ int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset
     int err = HF_OK;
     *input_next_offset = -1;
     *changelog_next_offset = -1;
+    if (current_at_ms != NULL)
+        *current_at_ms = -1;
     if (partition < 0) {
         err = HF_ERR_INVAL;
         goto fail;
@@ -563,12 +567,15 @@ int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset
     err = state_get_db(st, sk, sk_len, v, sizeof(v), &v_len);
     if (err == HF_ERR_NOTFOUND)
         return HF_OK;
-    if (err == HF_ERR_LIMIT || (err == HF_OK && v_len != sizeof(v)))
+    if (err == HF_ERR_LIMIT ||
+        (err == HF_OK && v_len != sizeof(v) && v_len != STATE_OFFSETS_V1_LEN))
         err = HF_ERR_CORRUPT;
     if (err != HF_OK)
         goto fail;
     *input_next_offset = (int64_t)state_get_be64(v);
     *changelog_next_offset = (int64_t)state_get_be64(v + 8);
+    if (current_at_ms != NULL && v_len == sizeof(v))
+        *current_at_ms = (int64_t)state_get_be64(v + 16);
     if (*input_next_offset < -1 || *changelog_next_offset < -1) {
         *input_next_offset = -1;
         *changelog_next_offset = -1;

@@ -59,12 +59,14 @@ int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_l
 int state_del(state_buf_t *buf, int32_t partition, const void *key, size_t key_len) HF_MUST_CHECK;
 
 /* Records the next input offset and the changelog offset this buffer brings the
- * partition up to; stored by the same atomic write as the buffer. */
+ * partition up to, and when the state was last known to be current with its
+ * changelog (epoch ms; -1 unknown); stored by the same atomic write as the buffer. */
 int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_next_offset,
-                          int64_t changelog_next_offset) HF_MUST_CHECK;
-/* Reads them back; -1 for an offset never stored. */
+                          int64_t changelog_next_offset, int64_t current_at_ms) HF_MUST_CHECK;
+/* Reads them back; -1 for what was never stored (current_at_ms may be NULL; it
+ * is -1 too for offsets written before it existed). */
 int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset,
-                      int64_t *changelog_next_offset) HF_MUST_CHECK;
+                      int64_t *changelog_next_offset, int64_t *current_at_ms) HF_MUST_CHECK;
 
 /* Applies buf to the DB atomically and clears it. */
 int state_buf_write(state_t *st, state_buf_t *buf, char *errstr, size_t errstr_size) HF_MUST_CHECK;

@@ -390,6 +390,71 @@ static void test_settled_holds_are_forgotten_after_retention(void **state)
     harness_cleanup(&h);
 }
 
+/* Counts occurrences of needle in the instance's log. */
+static int log_count(const harness_t *h, const char *instance, const char *needle)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.log", h->workdir, instance);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Local state is brought up to date from its stored changelog offset only while
+ * it is younger than state_max_age_ms (here 3 s); older, it may miss deletions
+ * whose tombstones compaction has dropped, so it is rebuilt from the whole
+ * changelog — and is right either way. */
+static void test_old_local_state_is_rebuilt_from_the_whole_changelog(void **state)
+{
+    harness_t h;
+    harness_init(&h, "state-age");
+    const char *cfg = "{\"state_max_age_ms\": 3000}";
+    char key[128];
+    harness_pair(key, "W6", "SKU-O");
+    pid_t pid = harness_start_with(&h, "a", "counter", cfg);
+    hf_record_t r = harness_feed("W6", "SKU-O", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    r = harness_hold("o-1", 0, "W6", "SKU-O", 2);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 1, WAIT_MS), 1);
+    assert_int_equal(harness_stop(pid), 0);
+
+    pid = harness_start_with(&h, "a", "counter", cfg); /* young state: incremental */
+    r = harness_hold("o-2", 0, "W6", "SKU-O", 2);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 2, WAIT_MS), 2);
+    assert_int_equal(harness_stop(pid), 0);
+    assert_int_equal(log_count(&h, "a", "rebuilding it from the whole changelog"), 0);
+
+    harness_sleep_ms(3500);
+    pid = harness_start_with(&h, "a", "counter", cfg); /* old state: rebuilt */
+    r = harness_hold("o-1", 0, "W6", "SKU-O", 2);      /* repeated: answered from the restore */
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    r = harness_hold("o-3", 0, "W6", "SKU-O", 7); /* 6 left: refused */
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 4, WAIT_MS), 4);
+    assert_true(log_count(&h, "a", "rebuilding it from the whole changelog") >= 1);
+    tally_t t = {0};
+    harness_read(&h, HF_T_COUNTER_RESULTS, tally_result, &t);
+    assert_int_equal(t.ok, 3);
+    assert_int_equal(t.insufficient, 1);
+    hf_counter_state_t c;
+    assert_true(harness_counter(&h, "W6", "SKU-O", &c));
+    assert_int_equal(c.on_hand, 10);
+    assert_int_equal(c.reserved, 4);
+    assert_int_equal(harness_stop(pid), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_bad_records_go_to_dead_letters_and_the_stage_goes_on),
         cmocka_unit_test(test_lost_state_is_restored_from_the_changelog),
         cmocka_unit_test(test_settled_holds_are_forgotten_after_retention),
+        cmocka_unit_test(test_old_local_state_is_rebuilt_from_the_whole_changelog),
     };
     return cmocka_run_group_tests_name("counter stage on a real broker", tests, NULL, NULL);
 }

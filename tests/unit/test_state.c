@@ -262,7 +262,7 @@ static void test_drop_partition_removes_only_that_partition_and_its_offsets(void
     for (size_t i = 0; i < 4; i++) {
         put(buf, parts[i], "a", "x");
         put(buf, parts[i], "\xff\xff", "y");
-        assert_int_equal(state_buf_set_offsets(buf, parts[i], 10 + parts[i], 20), HF_OK);
+        assert_int_equal(state_buf_set_offsets(buf, parts[i], 10 + parts[i], 20, 1000), HF_OK);
     }
     write_buf(f->st, buf);
     if (state_drop_partition(f->st, 1, errstr, sizeof(errstr)) != HF_OK)
@@ -270,14 +270,14 @@ static void test_drop_partition_removes_only_that_partition_and_its_offsets(void
     int64_t in, cl;
     assert_string_equal(get(f->st, NULL, 1, "a"), "<none>");
     assert_string_equal(get(f->st, NULL, 1, "\xff\xff"), "<none>");
-    assert_int_equal(state_get_offsets(f->st, 1, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 1, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, -1);
     assert_int_equal(cl, -1);
     assert_string_equal(SCAN(f->st, NULL, 1, "", false), "");
     const int32_t kept[] = {0, 2, 256};
     for (size_t i = 0; i < 3; i++) {
         assert_string_equal(SCAN(f->st, NULL, kept[i], "", false), "a=x,\\xff\\xff=y");
-        assert_int_equal(state_get_offsets(f->st, kept[i], &in, &cl), HF_OK);
+        assert_int_equal(state_get_offsets(f->st, kept[i], &in, &cl, NULL), HF_OK);
         assert_int_equal(in, 10 + kept[i]);
         assert_int_equal(cl, 20);
     }
@@ -296,7 +296,7 @@ static void test_drop_partition_works_for_the_largest_partition(void **ctx)
     state_buf_t *buf = state_buf_new(f->st);
     put(buf, INT32_MAX, "\xff", "top");
     put(buf, INT32_MAX - 1, "\xff", "below");
-    assert_int_equal(state_buf_set_offsets(buf, INT32_MAX, 5, 6), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, INT32_MAX, 5, 6, 1000), HF_OK);
     write_buf(f->st, buf);
     assert_string_equal(SCAN(f->st, NULL, INT32_MAX, "\xff", true), "\\xff=top");
     if (state_drop_partition(f->st, INT32_MAX, errstr, sizeof(errstr)) != HF_OK)
@@ -304,7 +304,7 @@ static void test_drop_partition_works_for_the_largest_partition(void **ctx)
     assert_string_equal(get(f->st, NULL, INT32_MAX, "\xff"), "<none>");
     assert_string_equal(get(f->st, NULL, INT32_MAX - 1, "\xff"), "below");
     int64_t in, cl;
-    assert_int_equal(state_get_offsets(f->st, INT32_MAX, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, INT32_MAX, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, -1);
     state_buf_destroy(buf);
 }
@@ -315,32 +315,36 @@ static void test_offsets_are_absent_until_their_buffer_is_written(void **ctx)
 {
     fixture_t *f = *ctx;
     int64_t in = 0, cl = 0;
-    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, -1);
     assert_int_equal(cl, -1);
     state_buf_t *buf = state_buf_new(f->st);
-    assert_int_equal(state_buf_set_offsets(buf, 3, 100, 200), HF_OK);
-    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 3, 100, 200, 1000), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, -1);
     write_buf(f->st, buf);
-    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl), HF_OK);
+    int64_t at = 0;
+    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl, &at), HF_OK);
     assert_int_equal(in, 100);
     assert_int_equal(cl, 200);
-    assert_int_equal(state_get_offsets(f->st, 4, &in, &cl), HF_OK);
+    assert_int_equal(at, 1000);
+    assert_int_equal(state_get_offsets(f->st, 4, &in, &cl, &at), HF_OK);
+    assert_int_equal(at, -1);
+    assert_int_equal(state_get_offsets(f->st, 4, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, -1);
     /* A cleared buffer takes its offsets with it. */
-    assert_int_equal(state_buf_set_offsets(buf, 3, 101, 201), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 3, 101, 201, 1000), HF_OK);
     state_buf_clear(buf);
     write_buf(f->st, buf);
-    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, 100);
     /* Large offsets keep all 64 bits. */
-    assert_int_equal(state_buf_set_offsets(buf, 3, INT64_MAX, (int64_t)1 << 40), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 3, INT64_MAX, (int64_t)1 << 40, 1000), HF_OK);
     write_buf(f->st, buf);
-    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 3, &in, &cl, NULL), HF_OK);
     assert_true(in == INT64_MAX);
     assert_true(cl == (int64_t)1 << 40);
-    assert_int_equal(state_buf_set_offsets(buf, 3, -2, 0), HF_ERR_INVAL);
+    assert_int_equal(state_buf_set_offsets(buf, 3, -2, 0, 1000), HF_ERR_INVAL);
     state_buf_destroy(buf);
 }
 
@@ -350,7 +354,7 @@ static void test_offsets_and_values_survive_close_and_reopen(void **ctx)
     state_buf_t *buf = state_buf_new(f->st);
     put(buf, 7, "k", "kept");
     put(buf, 7, "gone", "x");
-    assert_int_equal(state_buf_set_offsets(buf, 7, 42, 43), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 7, 42, 43, 1000), HF_OK);
     write_buf(f->st, buf);
     del(buf, 7, "gone");
     write_buf(f->st, buf);
@@ -358,7 +362,7 @@ static void test_offsets_and_values_survive_close_and_reopen(void **ctx)
     state_buf_destroy(buf);
     reopen(f);
     int64_t in, cl;
-    assert_int_equal(state_get_offsets(f->st, 7, &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(f->st, 7, &in, &cl, NULL), HF_OK);
     assert_int_equal(in, 42);
     assert_int_equal(cl, 43);
     assert_string_equal(get(f->st, NULL, 7, "k"), "kept");
@@ -458,8 +462,8 @@ static void test_iterator_with_empty_prefix_sees_the_partition_but_not_its_offse
     assert_string_equal(SCAN(f->st, buf, 1, "", false), "");
     assert_string_equal(SCAN(f->st, buf, 1, "", true), "");
     put(buf, 1, "b", "1");
-    assert_int_equal(state_buf_set_offsets(buf, 1, 1, 1), HF_OK);
-    assert_int_equal(state_buf_set_offsets(buf, 2, 1, 1), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 1, 1, 1, 1000), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 2, 1, 1, 1000), HF_OK);
     assert_string_equal(SCAN(f->st, buf, 1, "", false), "b=1");
     write_buf(f->st, buf);
     put(buf, 1, "a", "2");
@@ -547,7 +551,7 @@ static void test_buf_count_counts_pending_operations(void **ctx)
     assert_int_equal(state_buf_count(buf), 3);
     put(buf, 1, "a", "2"); /* an overwrite is one more operation */
     assert_int_equal(state_buf_count(buf), 4);
-    assert_int_equal(state_buf_set_offsets(buf, 1, 1, 1), HF_OK);
+    assert_int_equal(state_buf_set_offsets(buf, 1, 1, 1, 1000), HF_OK);
     assert_int_equal(state_buf_count(buf), 5);
     write_buf(f->st, buf);
     assert_int_equal(state_buf_count(buf), 0);
@@ -822,11 +826,12 @@ static void m_offsets(state_t *st, state_buf_t *buf, model_t *m, size_t p)
         m->off_pend[p][0] = (int64_t)rnd_below(1u << 30);
         m->off_pend[p][1] = (int64_t)rnd_below(1u << 30);
         assert_int_equal(
-            state_buf_set_offsets(buf, m_parts[p], m->off_pend[p][0], m->off_pend[p][1]), HF_OK);
+            state_buf_set_offsets(buf, m_parts[p], m->off_pend[p][0], m->off_pend[p][1], 1000),
+            HF_OK);
         m->pend_ops++;
         return;
     }
-    assert_int_equal(state_get_offsets(st, m_parts[p], &in, &cl), HF_OK);
+    assert_int_equal(state_get_offsets(st, m_parts[p], &in, &cl, NULL), HF_OK);
     assert_true(in == m->off_db[p][0]);
     assert_true(cl == m->off_db[p][1]);
 }
