@@ -22,6 +22,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->idle_poll_ms = 100;
     cfg->transaction_timeout_ms = 10000;
     cfg->state_max_age_ms = 6 * 24 * 3600 * 1000;
+    cfg->metrics_port = 0;
     cfg->signal_low_watermark = 0;
     cfg->signal_high_watermark = 1;
     cfg->signal_dwell_ms = 2000;
@@ -85,6 +86,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(idle_poll_ms, 1, 10000),
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
     INT_FIELD(state_max_age_ms, 1000, 2000000000),
+    INT_FIELD(metrics_port, 0, 65535),
     INT_FIELD(signal_low_watermark, 0, 1000000),
     INT_FIELD(signal_high_watermark, 1, 1000000),
     INT_FIELD(signal_dwell_ms, 0, 3600000),

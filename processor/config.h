@@ -26,6 +26,7 @@ typedef struct hf_config {
     /* Local state last current longer ago is rebuilt from the whole changelog on
      * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
     int state_max_age_ms;
+    int metrics_port; /* HTTP GET /metrics and /healthz on this port; 0: off */
     /* Extra librdkafka properties for every task client, "name=value,name=value". */
     char kafka_overrides[HF_CONFIG_STR_MAX];
     /* Sold-out signals (aggregator): SOLD_OUT once the network total has stayed at

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "stages.h"
 #include "state.h"
 #include "task.h"
@@ -170,6 +171,17 @@ int main(int argc, char **argv)
             state_close(dbs[i]);
         return 1;
     }
+    if (cfg.metrics_port > 0) {
+        int port = 0;
+        err = metrics_serve(cfg.metrics_port, &port, errstr, sizeof errstr);
+        if (err) {
+            log_error("main", "%s", errstr);
+            for (size_t i = 0; i < dbs_count; i++)
+                state_close(dbs[i]);
+            return 1;
+        }
+        log_info("main", "metrics on http://0.0.0.0:%d/metrics", port);
+    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -185,6 +197,7 @@ int main(int argc, char **argv)
         if (workers[i].rc != HF_OK)
             rc = workers[i].rc == HF_ERR_FATAL ? 4 : 1;
     }
+    metrics_stop();
     for (size_t i = 0; i < dbs_count; i++)
         state_close(dbs[i]);
     codec_shutdown();

@@ -15,6 +15,7 @@
 #include "hf_limits.h"
 #include "kafka.h"
 #include "log.h"
+#include "metrics.h"
 #include "topics.h"
 
 /* A batch stops taking records once it has this many outputs; the rest of the
@@ -76,6 +77,7 @@ struct task {
     bool owned[HF_PARTITIONS_MAX];
     bool revoked;                          /* set by on_revoke, consumed by gather */
     int64_t input_next[HF_PARTITIONS_MAX]; /* primary input topic, for state */
+    int metrics;                           /* this stage's slot in metrics.h */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
     int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
 
@@ -406,6 +408,7 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
     if (!err)
         err = arena_add(&t->arena, source, strlen(source) + 1, &o->source_off);
     t->stats.dead_letters++;
+    metrics_add(t->metrics, HF_M_DEAD_LETTERS, 1);
     log_warn("task", "%s: dead-lettered %s: %s", t->def->name, source, reason);
     return err;
 }
@@ -441,6 +444,7 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     t->batch_next[ti][msg->partition] = msg->offset + 1;
     t->batch_touched[msg->partition] = true;
     t->stats.records++;
+    metrics_add(t->metrics, HF_M_RECORDS, 1);
 
     if (!msg->value || msg->value_len == 0)
         return dead_letter(t, msg, "empty value: a command must be an Avro record");
@@ -591,6 +595,8 @@ static int commit_batch(task_t *t)
               t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
               (long long)(t2 - t1), (long long)(now_ms() - t2));
     t->stats.transactions++;
+    metrics_add(t->metrics, HF_M_TXNS, 1);
+    metrics_observe_commit_ms(t->metrics, now_ms() - t0);
     err = write_state(t);
     if (err) {
         /* Kafka has the batch but RocksDB does not: the only safe way on is to
@@ -616,6 +622,7 @@ static int abort_batch(task_t *t, int cause)
     log_warn("task", "%s: aborting transaction (%s): %s", t->def->name, hf_err_name(cause),
              t->errstr);
     t->stats.aborts++;
+    metrics_add(t->metrics, HF_M_ABORTS, 1);
     int err = kafka_txn_abort(t->kp, t->errstr, sizeof t->errstr);
     if (err == HF_ERR_FATAL)
         return err;
@@ -711,6 +718,7 @@ static int restore_partition(task_t *t, int32_t p)
     t->cl_next[p] = next;
     t->cl_last[p] = next - 1;
     t->stats.restored_records += r.records;
+    metrics_add(t->metrics, HF_M_RESTORED, r.records);
     log_info("task",
              "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
              t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
@@ -733,6 +741,7 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
         if (err)
             return err;
         t->owned[p] = true;
+        metrics_add_partitions(t->metrics, 1);
     }
     return HF_OK;
 }
@@ -743,6 +752,10 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
     t->revoked = true;
     /* State stays on disk: when the partition comes back, restore resumes from the
      * changelog offset it reflects instead of replaying everything. */
+    int64_t owned = 0;
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++)
+        owned += t->owned[p];
+    metrics_add_partitions(t->metrics, -owned);
     memset(t->owned, 0, sizeof t->owned);
     log_info("task", "%s: %zu partitions revoked", t->def->name, count);
 }
@@ -858,6 +871,7 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     int err = HF_ERR_NOMEM;
     t->o = *opts;
     t->def = opts->def;
+    t->metrics = metrics_stage(t->def->name);
     t->st = opts->st;
     t->ctx.t = t;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "gateway.h"
 #include "log.h"
+#include "metrics.h"
 #include "topics.h"
 #include "view.h"
 
@@ -99,6 +100,16 @@ static int64_t view_staleness(void *opaque)
     return view_staleness_ms(opaque);
 }
 
+static double gauge_view_staleness_ms(void *opaque)
+{
+    return (double)view_staleness_ms(opaque);
+}
+
+static double gauge_view_skus(void *opaque)
+{
+    return (double)view_size(opaque);
+}
+
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, size_t errstr_size)
 {
     env->campaigns_count = 0;
@@ -174,6 +185,11 @@ static int env_start_view(const hf_config_t *cfg, gateway_env_t *e, char *errstr
     e->availability = view_availability;
     e->staleness_ms = view_staleness;
     e->opaque = env_view;
+    metrics_gauge("holdfast_gateway_view_staleness_ms",
+                  "Milliseconds since the routing view was last current (-1: never)",
+                  gauge_view_staleness_ms, env_view);
+    metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
+                  env_view);
     kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
     err = kafka_reader_new(&meta_conf, &topics.reader, errstr, errstr_size);
     if (err)

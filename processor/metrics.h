@@ -1,0 +1,58 @@
+/* Process metrics in the Prometheus text exposition format, served over plain
+ * HTTP when metrics_port is set: GET /metrics and GET /healthz. Counters are
+ * lock-free atomics bumped by the task loop (per stage), gauges are callbacks
+ * read at scrape time (e.g. the gateway's routing view). Counts include the work
+ * of transactions that were later aborted and retried: they measure effort, the
+ * topics are the record of what happened. */
+#ifndef HF_METRICS_H
+#define HF_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+
+#define HF_METRICS_STAGES_MAX 8
+#define HF_METRICS_GAUGES_MAX 8
+
+/* Per-stage counters: name, help. */
+#define HF_METRIC_MAP(X)                                                                           \
+    X(RECORDS, "holdfast_records_applied_total", "Input records applied by a handler")            \
+    X(DEAD_LETTERS, "holdfast_dead_letters_total", "Input records sent to the dead-letter topic") \
+    X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")              \
+    X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")  \
+    X(RESTORED, "holdfast_changelog_records_restored_total",                                      \
+      "Changelog records applied while restoring state")
+
+typedef enum {
+#define HF_METRIC_ENUM(id, name, help) HF_M_##id,
+    HF_METRIC_MAP(HF_METRIC_ENUM)
+#undef HF_METRIC_ENUM
+        HF_M__COUNT
+} hf_metric_t;
+
+/* The slot of a stage's series (registered on first call); -1 when the table is
+ * full (the metrics of that stage are then not kept). */
+int metrics_stage(const char *stage_name);
+void metrics_add(int stage, hf_metric_t m, uint64_t n);
+/* One transaction's commit duration (histogram holdfast_transaction_commit_ms). */
+void metrics_observe_commit_ms(int stage, int64_t ms);
+/* Partitions a stage's tasks own right now (holdfast_partitions_owned). */
+void metrics_add_partitions(int stage, int64_t delta);
+
+/* A gauge read at scrape time: name must be a valid metric name; fn returns the
+ * value. Registered once per process; false when the table is full. */
+bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque), void *opaque);
+
+/* Renders every metric into buf (NUL-terminated, truncated to size); returns the
+ * length it needed. */
+size_t metrics_render(char *buf, size_t size);
+
+/* Serves HTTP on 0.0.0.0:port (port 0: any free port) in a background thread
+ * until metrics_stop. *bound_port is the port listened on. */
+int metrics_serve(int port, int *bound_port, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+void metrics_stop(void);
+
+#endif
