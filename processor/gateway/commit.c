@@ -23,16 +23,12 @@ static int reply_stored(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
 static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                        hf_reservation_state_t *rs)
 {
-    for (int32_t i = 0; i < rs->allocations_count; i++) {
-        if (rs->allocations[i].status != GW_HOLD_OK)
-            continue;
-        int err = gw_emit_commit_hold(ctx, rs, &rs->allocations[i]);
-        if (err)
-            return err;
-    }
+    int err = gw_commit_holds(ctx, rs);
+    if (err)
+        return err;
     rs->status = GW_RES_COMMITTED;
     snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
-    int err = gw_store(ctx, rs);
+    err = gw_store(ctx, rs);
     if (!err)
         err = gw_emit_ledger(ctx, rs, HF_LEDGER_COMMITTED, "");
     return err ? err : reply_stored(ctx, c, hash, rs, HF_REPLY_COMMITTED, "");

@@ -202,6 +202,8 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                  const hf_hold_ref_t *h) HF_MUST_CHECK;
 int gw_emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                         const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* Emits CommitHold for every OK hold: the sale goes to the counters. */
+int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs) HF_MUST_CHECK;
 /* Emits ReleaseHold for hold i (SENT or OK) and marks it RELEASED. */
 int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i,
                    const char *reason) HF_MUST_CHECK;

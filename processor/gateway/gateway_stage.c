@@ -293,6 +293,18 @@ int gw_emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, cons
     return emit_command(ctx, h, &rec);
 }
 
+int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
+{
+    for (int32_t i = 0; i < rs->allocations_count; i++) {
+        if (rs->allocations[i].status != GW_HOLD_OK)
+            continue;
+        int err = gw_emit_commit_hold(ctx, rs, &rs->allocations[i]);
+        if (err)
+            return err;
+    }
+    return HF_OK;
+}
+
 int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, const char *reason)
 {
     hf_hold_ref_t *h = &rs->allocations[i];

@@ -147,18 +147,14 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
 int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
     hf_assert(rs->rebook == GW_REBOOK_PENDING && gw_all_answered(rs));
-    for (int32_t i = 0; i < rs->allocations_count; i++) {
-        if (rs->allocations[i].status != GW_HOLD_OK)
-            continue;
-        int err = gw_emit_commit_hold(ctx, rs, &rs->allocations[i]);
-        if (err)
-            return err;
-    }
+    int err = gw_commit_holds(ctx, rs);
+    if (err)
+        return err;
     rs->rebook = GW_REBOOK_COMMITTED;
     rs->result_deadline_ms = 0;
     log_info("gateway", "%s: re-reserved and committed for late payment %s", rs->reservation_id,
              rs->payment_id);
-    int err = gw_store(ctx, rs);
+    err = gw_store(ctx, rs);
     if (!err)
         err = gw_emit_ledger(ctx, rs, HF_LEDGER_LATE_PAYMENT, GW_LATE_REBOOKED);
     return err ? err
