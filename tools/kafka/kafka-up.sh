@@ -5,7 +5,7 @@
 #
 # usage: tools/kafka/kafka-up.sh [--fetch]   (--fetch: only get the jars)
 # env:   HOLDFAST_KAFKA_PORT (default 9092; the controller listens on PORT+1)
-#        KAFKA_HEAP_OPTS (default -Xmx1G -Xms512m)
+#        KAFKA_HEAP_OPTS (default -Xmx1G -Xms1G: a heap sized up front, fewer young GCs)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -89,7 +89,7 @@ fi
 t0=$(date +%s%N)
 # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of flags
 setsid java -cp "$libs/*" -Dlog4j2.configurationFile="$here/log4j2.xml" -Dkafka.logs.dir="$data" \
-  ${KAFKA_HEAP_OPTS:--Xmx1G -Xms512m} \
+  ${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G} \
   -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
   -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true \
   kafka.Kafka "$props" </dev/null >"$data/stdout.log" 2>&1 &
