@@ -161,6 +161,11 @@ typedef struct {
     const char *const *configs; /* NULL-terminated "key=value", may be NULL */
 } kafka_topic_spec_t;
 
+/* Deletes every topic whose name starts with prefix (non-empty); *deleted is
+ * how many the broker accepted. For tests and benchmarks that own a prefix. */
+int kafka_topics_delete_prefix(const kafka_conf_t *conf, const char *prefix, size_t *deleted,
+                               char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
 /* Creates each topic that is missing. Existing topics are left as they are and
  * their partition count is written to existing_partitions[i] (0 when created). */
 int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs, size_t count,

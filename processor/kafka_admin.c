@@ -125,25 +125,84 @@ static int topics_wait_ready(rd_kafka_t *rk, const kafka_topic_spec_t *specs, si
     return HF_ERR_TIMEOUT;
 }
 
-int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs, size_t count,
-                        int32_t *existing_partitions, char *errstr, size_t errstr_size)
+/* A plain client for admin requests; NULL with errstr set on failure. */
+static rd_kafka_t *admin_client(const kafka_conf_t *conf, char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     if (rd_kafka_conf_set(c, "bootstrap.servers", conf->bootstrap, errstr, errstr_size) !=
         RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(c);
-        return HF_ERR_CONFIG;
+        return NULL;
     }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, errstr_size);
-    if (!rk) {
+    if (!rk)
         rd_kafka_conf_destroy(c);
+    return rk;
+}
+
+int kafka_topics_ensure(const kafka_conf_t *conf, const kafka_topic_spec_t *specs, size_t count,
+                        int32_t *existing_partitions, char *errstr, size_t errstr_size)
+{
+    rd_kafka_t *rk = admin_client(conf, errstr, errstr_size);
+    if (!rk)
         return HF_ERR_KAFKA;
-    }
     int err = topics_describe(rk, specs, count, existing_partitions, errstr, errstr_size);
     if (err == HF_OK)
         err = topics_create(rk, specs, count, existing_partitions, errstr, errstr_size);
     if (err == HF_OK)
         err = topics_wait_ready(rk, specs, count, errstr, errstr_size);
+    rd_kafka_destroy(rk);
+    return err;
+}
+
+int kafka_topics_delete_prefix(const kafka_conf_t *conf, const char *prefix, size_t *deleted,
+                               char *errstr, size_t errstr_size)
+{
+    *deleted = 0;
+    if (!prefix || !*prefix) {
+        snprintf(errstr, errstr_size, "refusing to delete topics without a prefix");
+        return HF_ERR_INVAL;
+    }
+    rd_kafka_t *rk = admin_client(conf, errstr, errstr_size);
+    if (!rk)
+        return HF_ERR_KAFKA;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
+    if (kerr) {
+        snprintf(errstr, errstr_size, "metadata: %s", rd_kafka_err2str(kerr));
+        rd_kafka_destroy(rk);
+        return HF_ERR_KAFKA;
+    }
+    size_t plen = strlen(prefix), n = 0;
+    rd_kafka_DeleteTopic_t **dts = calloc((size_t)md->topic_cnt + 1, sizeof *dts);
+    for (int t = 0; dts && t < md->topic_cnt; t++)
+        if (strncmp(md->topics[t].topic, prefix, plen) == 0)
+            dts[n++] = rd_kafka_DeleteTopic_new(md->topics[t].topic);
+    rd_kafka_metadata_destroy(md);
+    int err = dts ? HF_OK : HF_ERR_NOMEM;
+    if (err == HF_OK && n > 0) {
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_DeleteTopics(rk, dts, n, NULL, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+        const rd_kafka_DeleteTopics_result_t *res =
+            ev ? rd_kafka_event_DeleteTopics_result(ev) : NULL;
+        if (!res) {
+            snprintf(errstr, errstr_size, "delete topics: %s",
+                     ev ? rd_kafka_event_error_string(ev) : "timed out");
+            err = HF_ERR_KAFKA;
+        } else {
+            size_t rn = 0;
+            const rd_kafka_topic_result_t **trs = rd_kafka_DeleteTopics_result_topics(res, &rn);
+            for (size_t i = 0; i < rn; i++)
+                *deleted += rd_kafka_topic_result_error(trs[i]) == RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+        if (ev)
+            rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(q);
+    }
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_DeleteTopic_destroy(dts[i]);
+    free(dts);
     rd_kafka_destroy(rk);
     return err;
 }

@@ -277,13 +277,16 @@ int metrics_serve(int port, int *bound_port, char *errstr, size_t errstr_size)
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t alen = sizeof a;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        snprintf(errstr, errstr_size, "metrics port %d: %s (set metrics_port to a free port, or 0 "
-                 "to pick one)", port, strerror(errno));
+        snprintf(errstr, errstr_size,
+                 "metrics port %d: %s (set metrics_port to a free port, or 0 "
+                 "to pick one)",
+                 port, strerror(errno));
         close(fd);
         return HF_ERR_IO;
     }

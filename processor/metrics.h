@@ -19,11 +19,11 @@
 
 /* Per-stage counters: name, help. */
 #define HF_METRIC_MAP(X)                                                                           \
-    X(RECORDS, "holdfast_records_applied_total", "Input records applied by a handler")            \
-    X(DEAD_LETTERS, "holdfast_dead_letters_total", "Input records sent to the dead-letter topic") \
-    X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")              \
-    X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")  \
-    X(RESTORED, "holdfast_changelog_records_restored_total",                                      \
+    X(RECORDS, "holdfast_records_applied_total", "Input records applied by a handler")             \
+    X(DEAD_LETTERS, "holdfast_dead_letters_total", "Input records sent to the dead-letter topic")  \
+    X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")               \
+    X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")   \
+    X(RESTORED, "holdfast_changelog_records_restored_total",                                       \
       "Changelog records applied while restoring state")
 
 typedef enum {

@@ -22,6 +22,8 @@
 
 typedef struct stage_ctx stage_ctx_t;
 
+struct hf_config;
+
 typedef int (*stage_handler_fn)(stage_ctx_t *ctx, const hf_record_t *rec);
 
 typedef struct {
@@ -41,6 +43,10 @@ typedef struct {
     /* Called about every tick_interval_ms per owned partition (timers); may be NULL. */
     int (*tick)(stage_ctx_t *ctx);
     int tick_interval_ms;
+    /* Least time between two transactions that carry records, from the
+     * configuration; NULL: none. A stage whose outputs tolerate some delay
+     * gathers longer instead, and the broker writes fewer transaction markers. */
+    int (*commit_interval_ms)(const struct hf_config *cfg);
 } stage_def_t;
 
 /* ---- what a handler may do */

@@ -100,6 +100,8 @@ struct task {
     uint8_t dlbuf[HF_RECORD_LEN_MAX + 1024]; /* an encoded DeadLetter */
     stage_ctx_t ctx;
     int64_t next_tick_ms;
+    int64_t commit_interval_ms; /* the stage's least time between transactions */
+    int64_t last_commit_ms;
     task_stats_t stats;
     char errstr[512];
 };
@@ -595,8 +597,9 @@ static int commit_batch(task_t *t)
               t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
               (long long)(t2 - t1), (long long)(now_ms() - t2));
     t->stats.transactions++;
+    t->last_commit_ms = now_ms();
     metrics_add(t->metrics, HF_M_TXNS, 1);
-    metrics_observe_commit_ms(t->metrics, now_ms() - t0);
+    metrics_observe_commit_ms(t->metrics, t->last_commit_ms - t0);
     err = write_state(t);
     if (err) {
         /* Kafka has the batch but RocksDB does not: the only safe way on is to
@@ -763,18 +766,24 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
 /* ---- the loop */
 
 /* Appends what the consumer has to t->msgs: waits for the first record (bounded by
- * idle_poll_ms), then takes whatever else is already there without waiting. */
+ * idle_poll_ms), then takes whatever else is already there without waiting — or,
+ * for a stage with a commit interval, goes on gathering until that much time has
+ * passed since its last transaction. */
 static int gather(task_t *t)
 {
     const hf_config_t *cfg = t->o.cfg;
     size_t max = (size_t)cfg->batch_records_max;
     int64_t started = now_ms();
+    int64_t ready_at_ms = t->last_commit_ms + t->commit_interval_ms;
     while (t->msgs_count < max) {
         int timeout = t->msgs_count == 0 ? cfg->idle_poll_ms : 0;
         if (t->msgs_count == 0 && t->def->tick) {
             int64_t until_tick = t->next_tick_ms - now_ms();
             timeout = until_tick < 0 ? 0 : until_tick < timeout ? (int)until_tick : timeout;
         }
+        int64_t until_ready = ready_at_ms - now_ms();
+        if (t->msgs_count > 0 && until_ready > 0)
+            timeout = (int)until_ready;
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
         if (t->revoked) {
@@ -794,10 +803,12 @@ static int gather(task_t *t)
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
             return rc == HF_ERR_FATAL ? rc : HF_OK;
         }
-        if (rc == 0)
+        if (rc == 0 && !(t->msgs_count > 0 && now_ms() < ready_at_ms))
             break;
+        if (rc == 0)
+            continue;
         t->msgs_count++;
-        if (now_ms() - started >= cfg->batch_time_max_ms)
+        if (now_ms() - started >= cfg->batch_time_max_ms && now_ms() >= ready_at_ms)
             break;
     }
     return HF_OK;
@@ -872,6 +883,7 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     t->o = *opts;
     t->def = opts->def;
     t->metrics = metrics_stage(t->def->name);
+    t->commit_interval_ms = t->def->commit_interval_ms ? t->def->commit_interval_ms(opts->cfg) : 0;
     t->st = opts->st;
     t->ctx.t = t;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);

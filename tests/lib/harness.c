@@ -104,6 +104,16 @@ void harness_cleanup(harness_t *h)
 {
     kafka_producer_destroy(h->kp);
     h->kp = NULL;
+    /* The test's topics go with it: a broker carrying thousands of leftover
+     * partitions slows every later test and restart. HARNESS_KEEP_TOPICS=1 keeps
+     * them for a post-mortem (hfctl tail with HOLDFAST_TOPIC_PREFIX). */
+    const char *keep = getenv("HARNESS_KEEP_TOPICS");
+    if (keep && strcmp(keep, "1") == 0)
+        return;
+    char errstr[256];
+    size_t deleted = 0;
+    if (kafka_topics_delete_prefix(&h->kconf, h->prefix, &deleted, errstr, sizeof errstr) != HF_OK)
+        print_message("could not delete topics %s*: %s\n", h->prefix, errstr);
 }
 
 pid_t harness_start(harness_t *h, const char *instance, const char *stages)
