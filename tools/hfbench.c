@@ -3,7 +3,8 @@
  * target rate, latency measured from each request's intended send time (a stall
  * shows up as latency, it does not slow the sender), shoppers at random
  * locations, Zipf-popular SKUs, and after a HELD reply a commit, an abandon
- * (release) or nothing at all (the hold expires), each after a random delay.
+ * (release), nothing at all (the hold expires) or a payment that comes after
+ * the hold expired (--late-pct), each after a random delay.
  * Some reserves are sent twice with the same idempotency key; their replies
  * must agree.
  *
@@ -34,7 +35,7 @@
 
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
-    int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, ttl_ms;
+    int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms;
     int64_t stock, doorbuster_stock;
     int burst_factor;
     double zipf_s;
@@ -45,7 +46,7 @@ typedef struct {
 typedef struct {
     int64_t intended_ms, reply_ms;
     int8_t outcome; /* -1 = no reply yet */
-    int8_t fate;    /* 0 commit, 1 abandon, 2 let expire */
+    int8_t fate;    /* 0 commit, 1 abandon, 2 let expire, 3 pay after expiry */
     bool doorbuster, built, settled;
     int32_t sku_rank; /* the request's body, fixed at first build so a */
     float lat, lon;   /* duplicate send repeats it exactly */
@@ -74,6 +75,8 @@ static int32_t *lat_second; /* the second each latency belongs to */
 static size_t lat_count;
 static int64_t settle_lat[2][BENCH_REQS_MAX / 2]; /* commit, release */
 static size_t settle_count[2];
+/* Payments sent after their hold expired, and how they were answered. */
+static size_t late_sent, late_committed, late_expired, late_other;
 static int64_t doorbuster_reject_lat[BENCH_REQS_MAX / 4];
 static size_t doorbuster_reject_count;
 static size_t duplicate_mismatches, duplicates_checked, expired_seen;
@@ -81,6 +84,7 @@ static int64_t doorbuster_units_held, doorbuster_units_committed, doorbuster_sol
     doorbuster_last_hold_ms;
 static int64_t bench_start_ms;
 static int dup_pct_global;
+static int64_t ttl_ms_global; /* of the holds left to expire */
 static char wh_ids[BENCH_WAREHOUSES_MAX][HF_WAREHOUSE_LEN_MAX + 1];
 static int wh_count;
 
@@ -158,7 +162,7 @@ static hf_record_t make_reserve(const bench_opts_t *o, int i, unsigned *seed)
         snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "SKU-%05d", b->sku_rank);
     q->lines[0].qty = 1;
     q->ship_to = (hf_geo_t){b->lat, b->lon};
-    q->ttl_ms = reqs[i].fate == 2 ? o->ttl_ms : 0;
+    q->ttl_ms = reqs[i].fate == 2 || reqs[i].fate == 3 ? o->ttl_ms : 0;
     q->sent_at_ms = now_ms();
     return r;
 }
@@ -166,7 +170,7 @@ static hf_record_t make_reserve(const bench_opts_t *o, int i, unsigned *seed)
 static hf_record_t make_settle(const bench_opts_t *o, int i)
 {
     static hf_record_t r;
-    if (reqs[i].fate == 0) {
+    if (reqs[i].fate == 0 || reqs[i].fate == 3) {
         hf_commit_t *c = &hf_record_reset(&r, HF_REC_COMMIT)->u.commit;
         snprintf(c->reservation_id, sizeof c->reservation_id, "hb-%u-%d", o->seed, i);
         snprintf(c->idempotency_key, sizeof c->idempotency_key, "hbc-%u-%d", o->seed, i);
@@ -223,9 +227,12 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
             doorbuster_last_hold_ms = now;
         }
         static unsigned settle_seed = 1;
-        if (q->fate != 2) /* commit after 50-500 ms, abandon after 50-1000 ms */
+        if (q->fate == 0 || q->fate == 1) /* commit after 50-500 ms, abandon after 50-1000 ms */
             heap_push(
                 (action_t){now + 50 + rand_r(&settle_seed) % (q->fate == 0 ? 450 : 950), i, false});
+        else if (q->fate == 3) /* the payment comes 0.5-1.5 s after the hold expired */
+            heap_push(
+                (action_t){now + ttl_ms_global + 500 + rand_r(&settle_seed) % 1000, i, false});
     } else if (rep->outcome == HF_REPLY_REJECTED_INSUFFICIENT) {
         s->rejected_insufficient++;
         if (q->doorbuster &&
@@ -257,6 +264,12 @@ static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_coun
     if (q->settled)
         return;
     q->settled = true;
+    if (q->fate == 3) { /* not a commit of a live hold: counted apart */
+        late_committed += rep->outcome == HF_REPLY_COMMITTED;
+        late_expired += rep->outcome == HF_REPLY_EXPIRED;
+        late_other += rep->outcome != HF_REPLY_COMMITTED && rep->outcome != HF_REPLY_EXPIRED;
+        return;
+    }
     if (settle_count[kind] < BENCH_REQS_MAX / 2)
         settle_lat[kind][settle_count[kind]++] = now - q->intended_ms;
     second_t *s = sec(now);
@@ -352,6 +365,10 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
         (json_int_t)pctl(settle_lat[1], settle_count[1], 0.99), "expired_seen",
         (json_int_t)expired_seen, "duplicates_checked", (json_int_t)duplicates_checked,
         "duplicate_mismatches", (json_int_t)duplicate_mismatches);
+    json_object_set_new(j, "late_payments",
+                        json_pack("{s:I, s:I, s:I, s:I}", "sent", (json_int_t)late_sent,
+                                  "committed", (json_int_t)late_committed, "expired",
+                                  (json_int_t)late_expired, "other", (json_int_t)late_other));
     if (strcmp(o->scenario, "flash-sale") == 0) {
         json_object_set_new(
             j, "doorbuster",
@@ -437,6 +454,7 @@ static int send_due(const bench_opts_t *o, run_t *r, int64_t now)
             continue;
         }
         hf_record_t s = make_settle(o, a.req);
+        late_sent += reqs[a.req].fate == 3;
         reqs[a.req].intended_ms = now; /* settle latency from its own send */
         if (client_send_async(r->c, &s, errstr, sizeof errstr))
             return HF_ERR_KAFKA;
@@ -497,8 +515,11 @@ static int plan(const bench_opts_t *o, unsigned *seed)
         reqs[i].outcome = -1;
         /* A shopper who got a doorbuster nearly always buys it. */
         int f = (int)(rand_r(seed) % 100), commit = door ? 90 : o->commit_pct,
-            abandon = door ? 10 : o->abandon_pct;
-        reqs[i].fate = f < commit ? 0 : f < commit + abandon ? 1 : 2;
+            abandon = door ? 10 : o->abandon_pct, late = door ? 0 : o->late_pct;
+        reqs[i].fate = f < commit                    ? 0
+                       : f < commit + abandon        ? 1
+                       : f < commit + abandon + late ? 3
+                                                     : 2;
         door ? bi++ : si++;
     }
     return n;
@@ -545,6 +566,7 @@ static int run_bench(const bench_opts_t *o)
     char errstr[256];
     run_t r = {.seed = o->seed};
     dup_pct_global = o->dup_pct;
+    ttl_ms_global = o->ttl_ms;
     bench_start_ms = now_ms() + 1000;
     int64_t planned_start = bench_start_ms;
     r.reqs_count = plan(o, &r.seed);
@@ -577,10 +599,10 @@ static int run_bench(const bench_opts_t *o)
     for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
         series[i].doorbuster_in_stock = -1;
     printf("hfbench %s: %d reserves/s for %d s over %d SKUs (Zipf s=%.2f)%s; fates: %d%% commit, "
-           "%d%% abandon, rest expire (ttl %d ms); %d%% duplicates\n",
+           "%d%% abandon, %d%% pay after expiry, rest expire (ttl %d ms); %d%% duplicates\n",
            o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
            strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "", o->commit_pct,
-           o->abandon_pct, o->ttl_ms, o->dup_pct);
+           o->abandon_pct, o->late_pct, o->ttl_ms, o->dup_pct);
     int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
     int printed = 0;
     while (now_ms() < end) {
@@ -777,6 +799,7 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o)
         INT_OPT("dup-pct", dup_pct, 0, 100)
         INT_OPT("commit-pct", commit_pct, 0, 100)
         INT_OPT("abandon-pct", abandon_pct, 0, 100)
+        INT_OPT("late-pct", late_pct, 0, 100)
         INT_OPT("ttl-ms", ttl_ms, 1000, 3600000)
         INT_OPT("seed", seed, 0, 1000000000)
 #undef INT_OPT
@@ -786,8 +809,8 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o)
             return -1;
         }
     }
-    if (o->commit_pct + o->abandon_pct > 100) {
-        fprintf(stderr, "hfbench: --commit-pct + --abandon-pct must not exceed 100\n");
+    if (o->commit_pct + o->abandon_pct + o->late_pct > 100) {
+        fprintf(stderr, "hfbench: --commit-pct + --abandon-pct + --late-pct must not exceed 100\n");
         return -1;
     }
     return 0;
@@ -820,7 +843,8 @@ int main(int argc, char **argv)
                 "usage: hfbench seed --skus N --stock Q [--per-sku W] [--doorbuster-stock Q]\n"
                 "       hfbench run --scenario steady|flash-sale [--rate R] [--seconds S]\n"
                 "              [--skus N] [--zipf S] [--doorbuster-stock Q] [--burst-factor F]\n"
-                "              [--commit-pct P] [--abandon-pct P] [--ttl-ms T] [--dup-pct P]\n"
+                "              [--commit-pct P] [--abandon-pct P] [--late-pct P] [--ttl-ms T] "
+                "[--dup-pct P]\n"
                 "              [--seed N] [--report FILE]\n"
                 "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX\n");
         return 2;

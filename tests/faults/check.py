@@ -115,7 +115,10 @@ def verify(args):
 
     agree("reservations", c.get("reservations"), reserves - invalid)
     agree("rejected", c.get("rejected"), insufficient)
-    agree("committed", c.get("committed"), committed)
+    # A payment after expiry that re-reserved its lines is answered COMMITTED
+    # while its reservation stays EXPIRED (late_payment_policy rereserve).
+    agree("committed + late_rereserved", c.get("committed", 0) + c.get("late_rereserved", 0),
+          committed)
     agree("released", c.get("released"), released)
     ended = c.get("committed", 0) + c.get("released", 0) + c.get("expired", 0) + c.get("held", 0)
     agree("committed + released + expired + held", ended, held)
@@ -136,6 +139,13 @@ def verify(args):
             problems.append(f"{path}: {b.get('without_reply')} reserves without a reply")
         if b.get("duplicate_mismatches", 1) != 0:
             problems.append(f"{path}: {b.get('duplicate_mismatches')} duplicate replies disagreed")
+        late = b.get("late_payments", {})
+        if late.get("other", 0) != 0:
+            problems.append(f"{path}: {late['other']} late payments answered neither COMMITTED "
+                            "nor EXPIRED")
+        if late.get("committed", 0) + late.get("expired", 0) != late.get("sent", 0):
+            problems.append(f"{path}: {late.get('sent')} late payments sent, "
+                            f"{late.get('committed', 0) + late.get('expired', 0)} answered")
         if b.get("doorbuster", {}).get("oversold", 0) != 0:
             problems.append(f"{path}: doorbuster oversold by {b['doorbuster']['oversold']}")
     # hfbench's measured reserves are "hb-<seed>-<n>"; its warm-up ones ("hw-")
@@ -156,7 +166,8 @@ def verify(args):
         "commit_outcomes": tally.get("commit", {}),
         "release_outcomes": tally.get("release", {}),
         "reconcile": {k: c.get(k) for k in ("reservations", "held", "committed", "released",
-                                             "expired", "rejected", "holds", "dead_letters",
+                                             "expired", "rejected", "late_payments",
+                                             "late_rereserved", "holds", "dead_letters",
                                              "gateway_expiry_lag_ms_max")},
         "bench": {"reserves": bench_reserves, "held": bench_held, "summaries": len(args.bench)},
         "problems": problems,

@@ -28,7 +28,9 @@ skus=${FT_SKUS:-500}
 doorbuster=50
 
 ft_init kill9
-echo '{}' >"$FT_WORK/config.json"
+# Late payments are re-reserved, so the kills also land in the middle of
+# re-reservations (hfbench --late-pct: payments after the hold expired).
+echo '{"late_payment_policy": "rereserve"}' >"$FT_WORK/config.json"
 hf_start p1
 bench_seed --skus "$skus" --per-sku 5 --stock 200 --doorbuster-stock "$doorbuster" --seed 7
 
@@ -69,7 +71,7 @@ if [ "$flash" = 1 ]; then
 fi
 
 run_with_kills steady "$steady_kills" "$seconds" --scenario steady --rate "$rate" \
-  --seconds "$seconds" --skus "$skus" --seed 101
+  --seconds "$seconds" --skus "$skus" --late-pct 5 --seed 101
 if [ "$flash" = 1 ]; then
   # The doorbuster burst (burst-factor x stock reserves within 2 s) starts 2 s in.
   run_with_kills flash "$flash_kills" "$flash_seconds" --scenario flash-sale \
