@@ -300,7 +300,10 @@ int view_wait_ready(view_t *v, int timeout_ms)
     return ready ? HF_OK : HF_ERR_TIMEOUT;
 }
 
-size_t view_size(const view_t *v)
+size_t view_size(view_t *v)
 {
-    return v->size;
+    pthread_rwlock_rdlock(&v->lock);
+    size_t n = v->size;
+    pthread_rwlock_unlock(&v->lock);
+    return n;
 }

@@ -36,6 +36,6 @@ int64_t view_staleness_ms(const view_t *v);
 int view_wait_ready(view_t *v, int timeout_ms) HF_MUST_CHECK;
 
 /* Number of SKUs in the view. */
-size_t view_size(const view_t *v);
+size_t view_size(view_t *v);
 
 #endif

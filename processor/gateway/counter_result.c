@@ -60,9 +60,7 @@ static int revoke_committed(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
         err = gw_emit_ledger(ctx, rs, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
     if (err)
         return err;
-    hf_reservation_state_t flag = *rs; /* the refund concerns the payment, not holds */
-    flag.allocations_count = 0;
-    return gw_emit_ledger(ctx, &flag, HF_LEDGER_LATE_PAYMENT, "refund");
+    return gw_flag_refund(ctx, rs, rs->payment_id, NULL);
 }
 
 static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)

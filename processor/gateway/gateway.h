@@ -109,6 +109,7 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
  *   R<reservation_id>                          -> ReservationState
  *   I<reservation_id>|<idempotency_key>        -> IdempotencyRecord
  *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
+ *   P<reservation_id>|<payment_id>             -> "" (payment flagged for refund)
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
  * (ref = reservation_id), 'I' idempotency retention (ref = rid|key), 'F' forget
  * an ended reservation after the retention (ref = reservation_id). A timer is
@@ -120,6 +121,7 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
 #define GW_TIMER_FORGET      'F'
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
+size_t gw_payment_key(char *out, const char *reservation_id, const char *payment_id);
 size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref);
 /* Splits a timer key; false if it is not one. ref is NUL-terminated into ref_out. */
 bool gw_timer_parse(const char *key, size_t key_len, int64_t *due_ms, char *kind, char *ref_out,
@@ -236,6 +238,11 @@ int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 /* A Commit of an EXPIRED reservation: refund, or re-reserve, per the policy. */
 int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                     hf_reservation_state_t *rs) HF_MUST_CHECK;
+/* Flags payment_id of rs for refund: a LATE_PAYMENT "refund" ledger event
+ * (naming the units it no longer buys when returned is given), once per
+ * (reservation, payment) — a P key remembers it. */
+int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
+                   const hf_hold_ref_t *returned) HF_MUST_CHECK;
 /* Flags c's payment for refund (once per payment_id) and answers it outcome/why. */
 int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                       hf_reservation_state_t *rs, hf_reply_outcome_t outcome,

@@ -52,42 +52,60 @@ static int64_t monotonic_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The cached answer for topic, if any is still good; under topics.mu. */
+static const topic_seen_t *seen_lookup(const char *topic, int64_t now)
+{
+    for (size_t i = 0; i < topics.count; i++) {
+        const topic_seen_t *t = &topics.seen[i];
+        if (strcmp(t->name, topic) == 0)
+            return t->exists || now - t->checked_at_ms < GW_TOPIC_MISSING_TTL_MS ? t : NULL;
+    }
+    return NULL;
+}
+
+static void seen_store(const char *topic, bool exists, int64_t now)
+{
+    topic_seen_t *slot = NULL;
+    for (size_t i = 0; i < topics.count && !slot; i++)
+        if (strcmp(topics.seen[i].name, topic) == 0)
+            slot = &topics.seen[i];
+    if (!slot && topics.count < GW_TOPICS_CACHED)
+        slot = &topics.seen[topics.count++];
+    if (!slot) {
+        slot = &topics.seen[topics.next_evict];
+        topics.next_evict = (topics.next_evict + 1) % GW_TOPICS_CACHED;
+    }
+    snprintf(slot->name, sizeof slot->name, "%s", topic);
+    slot->exists = exists;
+    slot->checked_at_ms = now;
+}
+
 static bool topic_exists(void *opaque, const char *topic)
 {
     (void)opaque;
     int64_t now = monotonic_ms();
     pthread_mutex_lock(&topics.mu);
-    topic_seen_t *slot = NULL;
-    for (size_t i = 0; i < topics.count && !slot; i++)
-        if (strcmp(topics.seen[i].name, topic) == 0)
-            slot = &topics.seen[i];
-    if (slot && (slot->exists || now - slot->checked_at_ms < GW_TOPIC_MISSING_TTL_MS)) {
-        bool exists = slot->exists;
-        pthread_mutex_unlock(&topics.mu);
+    const topic_seen_t *cached = seen_lookup(topic, now);
+    bool known = cached != NULL, exists = cached && cached->exists;
+    pthread_mutex_unlock(&topics.mu);
+    if (known)
         return exists;
-    }
+    /* The lookup runs unlocked: other tasks' cache hits do not wait for it. */
     int32_t partitions = 0;
     char errstr[256] = "";
     int err = kafka_partition_count(topics.reader, topic, GW_TOPIC_LOOKUP_MS, &partitions, errstr,
                                     sizeof errstr);
-    /* A broker that does not answer says nothing about the topic: let the
-     * request through, as before this check existed. */
-    bool exists = err != HF_ERR_NOTFOUND;
-    if (err && err != HF_ERR_NOTFOUND)
+    if (err && err != HF_ERR_NOTFOUND) {
+        /* The broker did not answer: that says nothing about the topic. Let the
+         * request through uncached; if its reply then fails the transaction,
+         * the retry asks again. */
         log_warn("gateway", "reply topic %s not checked: %s", topic, errstr);
-    if (!slot) {
-        if (topics.count < GW_TOPICS_CACHED) {
-            slot = &topics.seen[topics.count++];
-        } else {
-            slot = &topics.seen[topics.next_evict];
-            topics.next_evict = (topics.next_evict + 1) % GW_TOPICS_CACHED;
-        }
+        return true;
     }
-    snprintf(slot->name, sizeof slot->name, "%s", topic);
-    slot->exists = exists;
-    slot->checked_at_ms = now;
+    pthread_mutex_lock(&topics.mu);
+    seen_store(topic, err == HF_OK, now);
     pthread_mutex_unlock(&topics.mu);
-    return exists;
+    return err == HF_OK;
 }
 
 static int view_availability(void *opaque, const char *sku, hf_availability_t *out)
@@ -175,25 +193,32 @@ static int env_build(const hf_config_t *cfg, gateway_env_t *e, char *errstr, siz
 static int env_start_view(const hf_config_t *cfg, gateway_env_t *e, char *errstr,
                           size_t errstr_size)
 {
-    kafka_conf_t kconf = {cfg->bootstrap, "holdfast-gateway-view", NULL};
-    int err = view_new(&kconf, topic_name(HF_T_AVAILABILITY), &env_view, errstr, errstr_size);
-    if (err)
-        return err;
-    if (view_wait_ready(env_view, GW_VIEW_READY_WAIT_MS) != HF_OK)
-        log_warn("gateway", "routing view not caught up after %d ms; routing degrades until it is",
-                 GW_VIEW_READY_WAIT_MS);
+    /* Each piece is made once: a failed start is retried by the next record,
+     * and must not leave a second view, reader or gauge behind. */
+    if (!topics.reader) {
+        kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
+        int err = kafka_reader_new(&meta_conf, &topics.reader, errstr, errstr_size);
+        if (err)
+            return err;
+    }
+    if (!env_view) {
+        kafka_conf_t kconf = {cfg->bootstrap, "holdfast-gateway-view", NULL};
+        int err = view_new(&kconf, topic_name(HF_T_AVAILABILITY), &env_view, errstr, errstr_size);
+        if (err)
+            return err;
+        if (view_wait_ready(env_view, GW_VIEW_READY_WAIT_MS) != HF_OK)
+            log_warn("gateway",
+                     "routing view not caught up after %d ms; routing degrades until it is",
+                     GW_VIEW_READY_WAIT_MS);
+        metrics_gauge("holdfast_gateway_view_staleness_ms",
+                      "Milliseconds since the routing view was last current (-1: never)",
+                      gauge_view_staleness_ms, env_view);
+        metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
+                      env_view);
+    }
     e->availability = view_availability;
     e->staleness_ms = view_staleness;
     e->opaque = env_view;
-    metrics_gauge("holdfast_gateway_view_staleness_ms",
-                  "Milliseconds since the routing view was last current (-1: never)",
-                  gauge_view_staleness_ms, env_view);
-    metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
-                  env_view);
-    kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
-    err = kafka_reader_new(&meta_conf, &topics.reader, errstr, errstr_size);
-    if (err)
-        return err;
     e->topic_exists = topic_exists;
     return HF_OK;
 }

@@ -21,6 +21,13 @@ size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotenc
     return (size_t)n;
 }
 
+size_t gw_payment_key(char *out, const char *reservation_id, const char *payment_id)
+{
+    int n = snprintf(out, GW_KEY_MAX, "P%s|%s", reservation_id, payment_id);
+    hf_assert(n > 0 && n < GW_KEY_MAX);
+    return (size_t)n;
+}
+
 size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref)
 {
     hf_assert(due_ms >= 0);

@@ -12,10 +12,11 @@
  *              every hold is released and the payment refunded as above.
  * The reservation stays EXPIRED either way (terminal states never move); the
  * re-reservation lives in its rebook fields. There is one re-reservation per
- * reservation: another payment arriving later is answered on its merits
- * (refunded, or CONFLICT once the first one bought the stock). A reservation a
- * stock count revoked is always refunded. A payment is flagged at most once:
- * retries of the webhook, under any idempotency key, get the first answer. */
+ * reservation: any other payment for it is refunded. A reservation a stock
+ * count revoked is always refunded. A payment is flagged at most once per
+ * reservation — a marker P<reservation_id>|<payment_id> remembers it as long as
+ * the reservation is kept — so webhook retries, under any idempotency key and
+ * in any order with other payments, flag nothing twice. */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,28 +38,54 @@ static int answer_rebook(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                      rs->rebook_reply_to, outcome, msg);
 }
 
-/* The ledger's refund flag names the payment, not holds. */
-static int emit_refund_flag(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
+/* Whether payment_id of this reservation was flagged for refund already. */
+static int refund_flagged(stage_ctx_t *ctx, const char *reservation_id, const char *payment_id,
+                          bool *flagged)
 {
-    hf_reservation_state_t flag = *rs;
+    char key[GW_KEY_MAX];
+    size_t len = gw_payment_key(key, reservation_id, payment_id);
+    state_iter_t *it = stage_iter(ctx, key, len, false);
+    if (!it)
+        return HF_ERR_NOMEM;
+    const void *k, *v;
+    size_t klen, vlen;
+    /* The prefix also matches longer payment ids: only the exact key counts. */
+    *flagged = false;
+    while (!*flagged && state_iter_next(it, &k, &klen, &v, &vlen))
+        *flagged = klen == len && memcmp(k, key, len) == 0;
+    state_iter_destroy(it);
+    return HF_OK;
+}
+
+int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
+                   const hf_hold_ref_t *returned)
+{
+    bool flagged = false;
+    int err = refund_flagged(ctx, rs->reservation_id, payment_id, &flagged);
+    if (err || flagged)
+        return err;
+    char key[GW_KEY_MAX];
+    size_t len = gw_payment_key(key, rs->reservation_id, payment_id);
+    err = stage_put_raw(ctx, key, len, "t", 1);
+    if (err)
+        return err;
+    /* The event names the payment, and the units it no longer buys, if any. */
+    static _Thread_local hf_reservation_state_t flag;
+    flag = *rs;
+    snprintf(flag.payment_id, sizeof flag.payment_id, "%s", payment_id);
     flag.allocations_count = 0;
+    if (returned) {
+        flag.allocations[flag.allocations_count] = *returned;
+        flag.allocations[flag.allocations_count++].status = GW_HOLD_OK;
+    }
     return gw_emit_ledger(ctx, &flag, HF_LEDGER_LATE_PAYMENT, GW_LATE_REFUNDED);
 }
 
 int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
                       hf_reservation_state_t *rs, hf_reply_outcome_t outcome, const char *why)
 {
-    /* The reservation remembers the payment it flagged, so the provider
-     * retrying under a new idempotency key does not flag a second refund. */
-    if (strcmp(rs->payment_id, c->payment_id) != 0) {
-        snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
-        int err = gw_store(ctx, rs);
-        if (!err)
-            err = emit_refund_flag(ctx, rs);
-        if (err)
-            return err;
-    }
-    return answer(ctx, c, hash, rs, outcome, why);
+    int err = gw_flag_refund(ctx, rs, c->payment_id, NULL);
+    return err ? err : answer(ctx, c, hash, rs, outcome, why);
 }
 
 /* First the same warehouses and quantities the reservation held: the stock its
@@ -118,25 +145,34 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
         return HF_ERR_CONFIG;
     bool same_payment = strcmp(rs->payment_id, c->payment_id) == 0;
     switch (rs->rebook) {
-    case GW_REBOOK_NONE:
-        if (env->late_policy == GW_LATE_RERESERVE && !same_payment)
+    case GW_REBOOK_NONE: {
+        bool flagged = false;
+        int err = refund_flagged(ctx, rs->reservation_id, c->payment_id, &flagged);
+        if (err)
+            return err;
+        if (env->late_policy == GW_LATE_RERESERVE && !flagged)
             return rebook_start(ctx, c, hash, rs);
         return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED,
                                  "late payment: the reservation expired; payment flagged "
                                  "for refund");
+    }
     case GW_REBOOK_PENDING:
-        /* Not stored: a retry once it is decided must get the decision. */
-        return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
-                               HF_REPLY_CONFLICT,
-                               same_payment ? "late payment: re-reserving for this payment, "
-                                              "retry for the outcome"
-                                            : "late payment: re-reserving for another payment");
+        if (same_payment) /* not stored: a retry once it is decided must get the decision */
+            return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
+                                   HF_REPLY_CONFLICT,
+                                   "late payment: re-reserving for this payment, retry for the "
+                                   "outcome");
+        /* One re-reservation per reservation: this payment can buy nothing. */
+        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_CONFLICT,
+                                 "late payment: the reservation is being re-reserved for another "
+                                 "payment; this one is flagged for refund");
     case GW_REBOOK_COMMITTED:
         if (same_payment)
             return answer(ctx, c, hash, rs, HF_REPLY_COMMITTED,
                           "already committed by this payment (re-reserved after expiry)");
-        return answer(ctx, c, hash, rs, HF_REPLY_CONFLICT,
-                      "already committed by another payment (re-reserved after expiry)");
+        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_CONFLICT,
+                                 "already committed by another payment (re-reserved after "
+                                 "expiry); this one is flagged for refund");
     default:
         return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED,
                                  "late payment: the reservation expired and its stock could "
@@ -175,7 +211,7 @@ int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *w
              why);
     err = gw_store(ctx, rs);
     if (!err)
-        err = emit_refund_flag(ctx, rs);
+        err = gw_flag_refund(ctx, rs, rs->payment_id, NULL);
     if (err)
         return err;
     char msg[HF_TEXT_LEN_MAX + 1];
@@ -196,6 +232,7 @@ int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
         /* The commit raced a stock count, as in counter_result.c: the revoked
          * hold is released, the units the counters already sold stay sold,
          * and the payment is refunded. */
+        hf_hold_ref_t revoked = rs->allocations[i];
         int err = gw_release_one(ctx, rs, i, GW_REASON_SHORTFALL);
         if (err)
             return err;
@@ -203,7 +240,9 @@ int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
                  rs->reservation_id, rs->payment_id);
         rs->rebook = GW_REBOOK_REFUNDED;
         err = gw_store(ctx, rs);
-        return err ? err : emit_refund_flag(ctx, rs);
+        /* The refund event names the units given back: the sale the
+         * "rereserved" event recorded did not stand for them. */
+        return err ? err : gw_flag_refund(ctx, rs, rs->payment_id, &revoked);
     }
     default: {
         int err = gw_release_one(ctx, rs, i, GW_REASON_SHORTFALL);

@@ -19,6 +19,9 @@ typedef struct {
     size_t len;
 } gw_due_timer_t;
 
+/* Refund markers of a forgotten reservation are deleted this many at a time. */
+#define GW_FORGET_CHUNK 64
+
 /* Reads due timer keys; the iterator is closed before anything is written. */
 static int collect_due(stage_ctx_t *ctx, int64_t now_ms, gw_due_timer_t *due, size_t *count)
 {
@@ -96,7 +99,32 @@ static int fire_forget(stage_ctx_t *ctx, const hf_reservation_state_t *rs, int64
         return HF_OK;
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, rs->reservation_id);
-    return stage_del(ctx, key, len);
+    int err = stage_del(ctx, key, len);
+    if (err)
+        return err;
+    /* Its refund markers go with it ("P<rid>|": '|' ends the id, so no other
+     * reservation's keys share the prefix). */
+    int n = snprintf(key, sizeof key, "P%s|", rs->reservation_id);
+    hf_assert(n > 0 && n < (int)sizeof key);
+    static _Thread_local gw_due_timer_t markers[GW_FORGET_CHUNK];
+    size_t count = GW_FORGET_CHUNK;
+    while (!err && count == GW_FORGET_CHUNK) { /* deleted keys no longer show */
+        count = 0;
+        state_iter_t *it = stage_iter(ctx, key, (size_t)n, false);
+        if (!it)
+            return HF_ERR_NOMEM;
+        const void *k, *v;
+        size_t klen, vlen;
+        while (count < GW_FORGET_CHUNK && state_iter_next(it, &k, &klen, &v, &vlen)) {
+            hf_assert(klen < GW_KEY_MAX);
+            memcpy(markers[count].key, k, klen);
+            markers[count++].len = klen;
+        }
+        state_iter_destroy(it);
+        for (size_t i = 0; i < count && !err; i++)
+            err = stage_del(ctx, markers[i].key, markers[i].len);
+    }
+    return err;
 }
 
 static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)

@@ -1241,6 +1241,14 @@ static void test_late_payment_is_flagged_for_refund_once_per_payment_id(void **s
     hf_record_t c3 = commit_rec("g5", "c3", "pay-2"); /* a second payment: its own refund */
     assert_int_equal(call(fx, &c3).outcome, HF_REPLY_EXPIRED);
     assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 2);
+    /* The first payment's webhook again, after the second: still flagged once. */
+    hf_record_t c4 = commit_rec("g5", "c4", "pay-1");
+    assert_int_equal(call(fx, &c4).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 2);
+    /* A payment id that extends a flagged one is another payment. */
+    hf_record_t c5 = commit_rec("g5", "c5", "pay-10");
+    assert_int_equal(call(fx, &c5).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "g5", HF_LEDGER_LATE_PAYMENT), 3);
 }
 
 /* ---- late payments under late_payment_policy = rereserve (late_payment.c) */
@@ -1316,7 +1324,8 @@ static void test_rereserve_holds_the_expired_stock_again_and_commits_it(void **s
     assert_int_equal(rs.status, GW_RES_EXPIRED); /* terminal states never move */
     assert_int_equal(rs.rebook, GW_REBOOK_COMMITTED);
 
-    /* Retries under any key get the sale; another payment is a conflict. */
+    /* Retries under any key get the sale; another payment is a conflict, and
+     * is flagged for refund (once, however often it is retried). */
     hf_reply_t again_rep = call(fx, &c);
     assert_int_equal(again_rep.outcome, HF_REPLY_COMMITTED);
     assert_int_equal(again_rep.allocations_count, rep.allocations_count);
@@ -1324,12 +1333,17 @@ static void test_rereserve_holds_the_expired_stock_again_and_commits_it(void **s
     assert_int_equal(call(fx, &c3).outcome, HF_REPLY_COMMITTED);
     hf_record_t other = commit_rec("L1", "c4", "pay-other");
     assert_int_equal(call(fx, &other).outcome, HF_REPLY_CONFLICT);
+    hf_record_t other2 = commit_rec("L1", "c5", "pay-other");
+    assert_int_equal(call(fx, &other2).outcome, HF_REPLY_CONFLICT);
+    hf_ledger_event_t refund = last_ledger(fx, "L1", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(refund.reason, GW_LATE_REFUNDED);
+    assert_string_equal(refund.payment_id, "pay-other");
     size_t releases = commands_since(fx, from, HF_REC_RELEASE_HOLD);
     hf_record_t x = release_rec("L1", "x"); /* the sold units stay sold */
     assert_int_equal(call(fx, &x).outcome, HF_REPLY_EXPIRED);
     settle(fx);
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), releases);
-    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_LATE_PAYMENT), 2); /* sale, refund */
     assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 1);
     assert_int_equal(committed_total(fx, "SKU-A"), 2);
 }
@@ -1461,7 +1475,10 @@ static void test_rereserved_hold_revoked_before_its_commit_refunds_the_payment(v
     assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_COMMITTED);
     assert_int_equal(load_rs(fx, "L8").rebook, GW_REBOOK_REFUNDED);
     assert_int_equal(ledger_count(fx, from, "L8", HF_LEDGER_LATE_PAYMENT), 2);
-    assert_string_equal(last_ledger(fx, "L8", HF_LEDGER_LATE_PAYMENT).reason, GW_LATE_REFUNDED);
+    hf_ledger_event_t refund = last_ledger(fx, "L8", HF_LEDGER_LATE_PAYMENT);
+    assert_string_equal(refund.reason, GW_LATE_REFUNDED);
+    assert_int_equal(refund.allocations_count, 1); /* the units given back */
+    assert_int_equal(refund.allocations[0].qty, 1);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
     assert_int_equal(committed_total(fx, "SKU-A"), 0);
 }
@@ -1643,6 +1660,21 @@ static void test_sweeper_rolls_back_after_result_retries_max(void **state)
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
 }
 
+/* Keys under "P<rid>|": the refund markers of rid. */
+static size_t refund_markers(stage_ctx_t *fx, const char *rid)
+{
+    char prefix[GW_KEY_MAX];
+    int n = snprintf(prefix, sizeof prefix, "P%s|", rid);
+    fx->partition = fake_stage_partition_of(rid);
+    state_iter_t *it = stage_iter(fx, prefix, (size_t)n, false);
+    const void *k, *v;
+    size_t klen, vlen, count = 0;
+    while (state_iter_next(it, &k, &klen, &v, &vlen))
+        count++;
+    state_iter_destroy(it);
+    return count;
+}
+
 static void test_sweeper_forgets_ended_reservations_after_retention_and_only_those(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1662,12 +1694,17 @@ static void test_sweeper_forgets_ended_reservations_after_retention_and_only_tho
     assert_false(idem_exists(fx, "fg1", "c"));
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_NOT_FOUND);
     /* fg2 expired long ago (the sweeper expired it in this tick), so it is
-     * ended only now: it is kept for another retention. */
+     * ended only now: it is kept for another retention. A late payment for it
+     * leaves a refund marker, which goes with the reservation. */
     assert_int_equal(load_rs(fx, "fg2").status, GW_RES_EXPIRED);
+    hf_record_t late = commit_rec("fg2", "c", "pay-late");
+    assert_int_equal(call(fx, &late).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(refund_markers(fx, "fg2"), 1);
     fx->now_ms += RES_RETENTION_MS;
     fx_tick(fx);
     fx->partition = fake_stage_partition_of("fg2");
     assert_int_equal(gw_load(fx, "fg2", &gone), HF_ERR_NOTFOUND);
+    assert_int_equal(refund_markers(fx, "fg2"), 0);
 }
 
 static void test_sweeper_forgets_idempotency_records_after_retention(void **state)
