@@ -86,7 +86,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(batch_time_max_ms, 1, 10000),
     INT_FIELD(idle_poll_ms, 1, 10000),
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
-    INT_FIELD(state_max_age_ms, 1000, 2000000000),
+    INT_FIELD(state_max_age_ms, 1000, 604800000),
     INT_FIELD(metrics_port, 0, 65535),
     INT_FIELD(signal_low_watermark, 0, 1000000),
     INT_FIELD(signal_high_watermark, 1, 1000000),
@@ -138,6 +138,29 @@ static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr
     return HF_ERR_CONFIG;
 }
 
+int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    /* A settled hold must outlive every re-send of its Hold by the gateway
+     * (result_timeout_ms, growing, HF_RESULT_RETRIES_MAX times), or a late
+     * re-send would find no record and reserve a second time. */
+    int64_t resend_window_ms = (int64_t)cfg->result_timeout_ms * HF_RESULT_WAIT_FACTOR;
+    if (cfg->hold_retention_ms < 2 * resend_window_ms) {
+        snprintf(errstr, errstr_size,
+                 "hold_retention_ms %d must be at least twice the gateway's re-send window, "
+                 "%d x result_timeout_ms %d = %lld ms",
+                 cfg->hold_retention_ms, HF_RESULT_WAIT_FACTOR, cfg->result_timeout_ms,
+                 (long long)resend_window_ms);
+        return HF_ERR_CONFIG;
+    }
+    if (cfg->signal_high_watermark <= cfg->signal_low_watermark) {
+        snprintf(errstr, errstr_size,
+                 "signal_high_watermark %d must be above signal_low_watermark %d",
+                 cfg->signal_high_watermark, cfg->signal_low_watermark);
+        return HF_ERR_CONFIG;
+    }
+    return HF_OK;
+}
+
 int config_load_file(hf_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
 {
     json_error_t jerr;
@@ -159,5 +182,5 @@ int config_load_file(hf_config_t *cfg, const char *path, char *errstr, size_t er
             err = config_set(cfg, key, v, errstr, errstr_size);
     }
     json_decref(root);
-    return err;
+    return err ? err : config_check(cfg, errstr, errstr_size);
 }

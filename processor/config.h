@@ -60,5 +60,8 @@ int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
 /* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
  * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_OVERRIDES). */
 void config_apply_env(hf_config_t *cfg);
+/* Rules between settings (config_load_file applies them); HF_ERR_CONFIG with
+ * the reason otherwise. */
+int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 #endif

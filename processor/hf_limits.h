@@ -47,12 +47,19 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Unanswered holds are asked again (same attempt: the counter dedups) at most
  * this many times before the reservation gives up and rolls back. */
 #define HF_RESULT_RETRIES_MAX        5
+/* The gateway waits result_timeout_ms x (1 + 2 + ... + (1 + HF_RESULT_RETRIES_MAX))
+ * for a Hold's result before rolling back: this factor times the timeout. */
+#define HF_RESULT_WAIT_FACTOR        ((1 + HF_RESULT_RETRIES_MAX) * (2 + HF_RESULT_RETRIES_MAX) / 2)
 /* Timers one sweep of one partition fires; the rest wait for the next tick. */
 #define HF_SWEEP_TIMERS_MAX          2000
-/* Counter hold retention sweep: hold records examined per partition per tick
- * (once a second), and how long a settled hold is kept by default (7 d). */
-#define HF_HOLD_SWEEP_SCAN_MAX       256
-#define HF_HOLD_RETENTION_DEFAULT_MS (7 * 24 * 3600 * 1000)
+/* Counter hold retention sweep (counter_sweep.c): hold records examined per
+ * partition per tick (once a second) — the first pass, then at least, at most —
+ * and how long a settled hold is kept by default (1 h: long past any re-send). */
+#define HF_HOLD_SWEEP_FIRST_PASS     256
+#define HF_HOLD_SWEEP_SCAN_MIN       64
+#define HF_HOLD_SWEEP_SCAN_MAX       16384
+#define HF_HOLD_SWEEP_PASSES         4 /* per retention: a hold lives <= 1.25 x retention */
+#define HF_HOLD_RETENTION_DEFAULT_MS (3600 * 1000)
 /* Campaigns with their own TTL in the configuration. */
 #define HF_CAMPAIGNS_MAX             32
 /* TTL bounds a request may ask for. */

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hf_assert.h"
@@ -211,14 +213,24 @@ static void respond(int fd, int status, const char *reason, const char *type, co
     send_all(fd, body, body_len);
 }
 
-/* Reads the request head (bounded in size and time); true once "\r\n\r\n" or a
- * full first line is in. */
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads the request head, bounded in size and in total time (a client that
+ * trickles bytes cannot hold the one server thread); true once "\r\n\r\n" or
+ * a full first line is in. */
 static bool read_request(int fd, char *req, size_t size)
 {
     size_t len = 0;
+    int64_t deadline_ms = monotonic_ms() + METRICS_IO_WAIT_MS;
     while (len + 1 < size) {
+        int64_t left_ms = deadline_ms - monotonic_ms();
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, METRICS_IO_WAIT_MS) <= 0)
+        if (left_ms <= 0 || poll(&p, 1, (int)left_ms) <= 0)
             return false;
         ssize_t r = recv(fd, req + len, size - 1 - len, 0);
         if (r <= 0)
@@ -261,6 +273,9 @@ static void *server_main(void *arg)
         int c = accept(server.fd, NULL, NULL);
         if (c < 0)
             continue;
+        /* A reader that stops reading cannot block the thread (or shutdown). */
+        struct timeval send_wait = {METRICS_IO_WAIT_MS / 1000, 0};
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof send_wait);
         serve_one(c);
         close(c);
     }

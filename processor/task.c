@@ -27,6 +27,8 @@
 #define TASK_INPUT_TOPICS_MAX      4
 /* Restore writes its buffer every this many changelog records. */
 #define TASK_RESTORE_CHUNK_RECORDS 5000
+/* How often the state of owned partitions is marked current even when idle. */
+#define TASK_STATE_AGE_REFRESH_MS  (3600 * 1000)
 /* librdkafka properties a config may override. */
 #define TASK_KAFKA_OVERRIDES_MAX   16
 
@@ -102,6 +104,7 @@ struct task {
     int64_t next_tick_ms;
     int64_t commit_interval_ms; /* the stage's least time between transactions */
     int64_t last_commit_ms;
+    int64_t age_refreshed_ms; /* last time every owned partition was marked current */
     task_stats_t stats;
     char errstr[512];
 };
@@ -694,7 +697,9 @@ static int restore_partition(task_t *t, int32_t p)
     int err = state_get_offsets(t->st, p, &input_next, &cl_next, &current_at_ms);
     if (err)
         return err;
-    if (cl_next < 0 || state_too_old(t, p, cl_next, current_at_ms)) {
+    int64_t started_ms = now_ms();
+    bool full = cl_next < 0 || state_too_old(t, p, cl_next, current_at_ms);
+    if (full) {
         /* No record of what this state reflects, or too old to trust: start
          * from nothing. The input offset is the group's, not ours: keep it. */
         err = state_drop_partition(t->st, p, t->errstr, sizeof t->errstr);
@@ -703,9 +708,12 @@ static int restore_partition(task_t *t, int32_t p)
         cl_next = -1;
     }
     t->input_next[p] = input_next;
-    restore_t r = {t, p, 0, current_at_ms};
+    /* Saved with each restored chunk: an incremental restore is only as current
+     * as the state it started from; a full one as the moment it started (every
+     * tombstone since is still in the changelog), so a crash mid-rebuild can
+     * resume it instead of starting over. */
+    restore_t r = {t, p, 0, full ? started_ms : current_at_ms};
     int64_t next = -1;
-    int64_t started_ms = now_ms();
     err = kafka_reader_read_to_end(t->rd, topic_name(t->def->changelog_topic), p,
                                    cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
                                    restore_record, &r, &next, t->errstr, sizeof t->errstr);
@@ -837,9 +845,34 @@ static int apply_batch(task_t *t, size_t *applied)
     return HF_OK;
 }
 
+/* Marks every owned partition's state current now (this task is its only
+ * writer), at most every TASK_STATE_AGE_REFRESH_MS, so a partition that saw no
+ * traffic is not taken for stale after a restart. Runs between batches, when
+ * the buffer is empty. */
+static int refresh_state_age(task_t *t)
+{
+    int64_t now = now_ms();
+    if (now - t->age_refreshed_ms < TASK_STATE_AGE_REFRESH_MS || state_buf_count(t->buf) != 0)
+        return HF_OK;
+    t->age_refreshed_ms = now;
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+        if (!t->owned[p] || t->cl_next[p] < 0)
+            continue;
+        int err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p], now);
+        if (err)
+            return err;
+    }
+    return state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+}
+
 static int task_step(task_t *t)
 {
-    int err = gather(t);
+    int err = refresh_state_age(t);
+    if (err) {
+        log_error("task", "%s: state age refresh failed: %s", t->def->name, t->errstr);
+        return HF_ERR_FATAL;
+    }
+    err = gather(t);
     if (err)
         return err;
     batch_reset(t);

@@ -497,7 +497,7 @@ static int cmd_extend(cli_t *c)
     if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
                 "reservation") ||
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
-        opt_int64(c, "by-ms", 0, &r->extend_by_ms))
+        !need(c, "by-ms") || opt_int64(c, "by-ms", 0, &r->extend_by_ms))
         return HF_ERR_INVAL;
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));

@@ -1,16 +1,21 @@
 /* The counter's tick: settled holds are forgotten after their retention. A hold
  * record stays once it is committed, released or refused, so that a repeated
  * command gets its first answer; once nothing can repeat it (the gateway asks
- * again only while a reservation is pending, minutes at most) it is dead weight,
- * and without this sweep the state would grow with every hold ever made.
+ * again only while a reservation is pending, minutes at most; config.c makes
+ * hold_retention_ms at least twice that window) it is dead weight, and without
+ * this sweep the state would grow with every hold ever made.
  *
- * Every second each owned partition examines the next HF_HOLD_SWEEP_SCAN_MAX
- * hold records, resuming after the last one the previous tick saw (the cursor
- * lives in memory; after a restart a pass starts over), and deletes the settled
- * ones not updated for hold_retention_ms. A pass over N holds of a partition
- * takes N / HF_HOLD_SWEEP_SCAN_MAX seconds. Held and revoking holds are never
- * touched. Deletions are ordinary writes: tombstones in the changelog, in the
- * same transaction as whatever else the task applied. */
+ * Each tick (once a second) every owned partition examines the next slice of
+ * its hold records, resuming after the last one the previous tick saw, and
+ * deletes the settled ones not updated for hold_retention_ms. The slice is paced
+ * so that a whole pass takes a quarter of the retention: its size is the last
+ * pass's count x 4 x tick / retention (HF_HOLD_SWEEP_FIRST_PASS before a pass
+ * completed), kept within [HF_HOLD_SWEEP_SCAN_MIN, HF_HOLD_SWEEP_SCAN_MAX]. So a
+ * settled hold lives at most 1.25 x the retention, and the work per tick follows
+ * the rate holds are made at (about 4 x it), not a fixed guess. The cursor lives
+ * in memory (a restart starts a pass over); a tick whose transaction aborts
+ * leaves its slice to the next pass. Held and revoking holds are never touched.
+ * Deletions are ordinary writes: tombstones in the changelog. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,10 +31,30 @@ typedef struct {
     size_t len;
 } sweep_key_t;
 
-/* Where each partition's pass has got to; empty = from the start. A partition is
- * swept by one task at a time, but may move between tasks of the process. */
-static pthread_mutex_t cursors_mu = PTHREAD_MUTEX_INITIALIZER;
-static sweep_key_t cursors[HF_PARTITIONS_MAX];
+/* A partition's pass: where it has got to (empty = from the start), how many
+ * records it has seen, and how many the last complete pass saw (-1: none yet).
+ * A partition is swept by one task at a time, but may move between tasks. */
+typedef struct {
+    sweep_key_t cursor;
+    int64_t seen, last_pass;
+} sweep_pass_t;
+
+static pthread_mutex_t passes_mu = PTHREAD_MUTEX_INITIALIZER;
+static sweep_pass_t passes[HF_PARTITIONS_MAX];
+static bool passes_ready;
+
+size_t counter_sweep_slice(int64_t last_pass, int64_t retention_ms, int tick_ms)
+{
+    if (last_pass < 0 || retention_ms <= 0)
+        return HF_HOLD_SWEEP_FIRST_PASS;
+    /* last_pass x PASSES x tick / retention, rounded up (as a double: no overflow). */
+    double want = (double)last_pass * HF_HOLD_SWEEP_PASSES * tick_ms / (double)retention_ms;
+    if (want < HF_HOLD_SWEEP_SCAN_MIN)
+        return HF_HOLD_SWEEP_SCAN_MIN;
+    if (want > HF_HOLD_SWEEP_SCAN_MAX)
+        return HF_HOLD_SWEEP_SCAN_MAX;
+    return (size_t)want + 1;
+}
 
 static bool settled(hf_hold_status_t s)
 {
@@ -53,6 +78,14 @@ static bool expired_hold(const void *key, size_t key_len, const void *val, size_
     return settled(hs->status) && hs->updated_at_ms <= cutoff_ms;
 }
 
+void counter_sweep_reset(void)
+{
+    pthread_mutex_lock(&passes_mu);
+    passes_ready = false;
+    memset(passes, 0, sizeof passes);
+    pthread_mutex_unlock(&passes_mu);
+}
+
 int counter_tick(stage_ctx_t *ctx)
 {
     int32_t p = stage_partition(ctx);
@@ -61,38 +94,46 @@ int counter_tick(stage_ctx_t *ctx)
     int64_t retention_ms = cfg ? cfg->hold_retention_ms : HF_HOLD_RETENTION_DEFAULT_MS;
     int64_t cutoff_ms = stage_now_ms(ctx) - retention_ms;
 
-    sweep_key_t from;
-    pthread_mutex_lock(&cursors_mu);
-    from = cursors[p];
-    pthread_mutex_unlock(&cursors_mu);
+    sweep_pass_t pass;
+    pthread_mutex_lock(&passes_mu);
+    if (!passes_ready) {
+        for (size_t i = 0; i < HF_PARTITIONS_MAX; i++)
+            passes[i].last_pass = -1;
+        passes_ready = true;
+    }
+    pass = passes[p];
+    pthread_mutex_unlock(&passes_mu);
+    size_t slice =
+        counter_sweep_slice(pass.last_pass, retention_ms, counter_stage()->tick_interval_ms);
 
     state_iter_t *it = stage_iter(ctx, "H", 1, false);
     if (!it)
         return HF_ERR_NOMEM;
-    if (from.len > 0)
-        state_iter_start_after(it, p, from.key, from.len);
+    if (pass.cursor.len > 0)
+        state_iter_start_after(it, p, pass.cursor.key, pass.cursor.len);
     static _Thread_local sweep_key_t doomed[HF_HOLD_SWEEP_SCAN_MAX];
     size_t doomed_count = 0, scanned = 0;
-    sweep_key_t last = {.len = 0};
     const void *k, *v;
     size_t klen, vlen;
     /* Collected first, deleted after: the iterator is closed before any write. */
-    while (scanned < HF_HOLD_SWEEP_SCAN_MAX && state_iter_next(it, &k, &klen, &v, &vlen)) {
+    while (scanned < slice && state_iter_next(it, &k, &klen, &v, &vlen)) {
         scanned++;
-        hf_assert(klen <= sizeof last.key);
-        memcpy(last.key, k, klen);
-        last.len = klen;
+        hf_assert(klen <= sizeof pass.cursor.key);
+        memcpy(pass.cursor.key, k, klen);
+        pass.cursor.len = klen;
         if (expired_hold(k, klen, v, vlen, cutoff_ms))
-            doomed[doomed_count++] = last;
+            doomed[doomed_count++] = pass.cursor;
     }
     state_iter_destroy(it);
-
-    pthread_mutex_lock(&cursors_mu);
-    if (scanned < HF_HOLD_SWEEP_SCAN_MAX)
-        cursors[p].len = 0; /* reached the end: the next pass starts over */
-    else
-        cursors[p] = last;
-    pthread_mutex_unlock(&cursors_mu);
+    pass.seen += (int64_t)scanned;
+    if (scanned < slice) { /* reached the end: the next pass starts over */
+        pass.last_pass = pass.seen;
+        pass.seen = 0;
+        pass.cursor.len = 0;
+    }
+    pthread_mutex_lock(&passes_mu);
+    passes[p] = pass;
+    pthread_mutex_unlock(&passes_mu);
 
     for (size_t i = 0; i < doomed_count; i++) {
         int err = stage_del(ctx, doomed[i].key, doomed[i].len);

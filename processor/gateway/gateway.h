@@ -224,8 +224,9 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
  * has since released, when they cover every line exactly; false (nothing done)
  * when they do not. *err is the emit's error. */
 bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err);
-/* Once every hold of a PENDING reservation is answered: HELD, re-route the
- * missing quantity, or release everything and reject. Stores rs. */
+/* Once every hold of an open saga (gw_saga_open) is answered: re-route the
+ * missing quantity, or end it — a PENDING reservation HELD or REJECTED, a
+ * late payment's re-reservation committed or refunded. Stores rs. */
 int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 /* Ends a reservation that has holds: releases them, moves to status, ledger. */
 int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,

@@ -319,7 +319,8 @@ static void test_lost_state_is_restored_from_the_changelog(void **state)
     harness_cleanup(&h);
 }
 
-/* Settled holds are forgotten after hold_retention_ms (here the minimum, 1 s):
+/* Settled holds are forgotten after hold_retention_ms (here 5 s, allowed with a
+ * 100 ms result_timeout_ms):
  * their records leave the changelog as tombstones, open holds stay, and a
  * counter restored from that changelog still holds what it must. */
 typedef struct {
@@ -343,7 +344,8 @@ static void test_settled_holds_are_forgotten_after_retention(void **state)
     harness_init(&h, "hold-retention");
     char key[128];
     harness_pair(key, "W5", "SKU-G");
-    pid_t pid = harness_start_with(&h, "a", "counter", "{\"hold_retention_ms\": 1000}");
+    pid_t pid = harness_start_with(&h, "a", "counter",
+                                   "{\"hold_retention_ms\": 5000, \"result_timeout_ms\": 100}");
     hf_record_t r = harness_feed("W5", "SKU-G", HF_FEED_RECEIVE, 100, 1);
     harness_send(&h, HF_T_STOCK_FEED, key, &r);
     for (int i = 0; i < 30; i++) {
@@ -377,7 +379,8 @@ static void test_settled_holds_are_forgotten_after_retention(void **state)
     r = harness_release_hold("open", 0, "W5", "SKU-G");
     harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
     harness_flush(&h);
-    pid = harness_start_with(&h, "a", "counter", "{\"hold_retention_ms\": 1000}");
+    pid = harness_start_with(&h, "a", "counter",
+                             "{\"hold_retention_ms\": 5000, \"result_timeout_ms\": 100}");
     assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 62, WAIT_MS), 62);
     tally_t t = {0};
     harness_read(&h, HF_T_COUNTER_RESULTS, tally_result, &t);

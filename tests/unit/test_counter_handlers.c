@@ -33,6 +33,7 @@
 
 static int setup(void **state)
 {
+    counter_sweep_reset(); /* the sweep's passes belong to the last test's store */
     *state = fake_stage_new("counter", 1700000000000LL);
     return 0;
 }
@@ -1079,6 +1080,19 @@ static bool fx_hold_exists(stage_ctx_t *fx, const char *rid, int32_t attempt, co
     return stage_get(fx, key, len, &rec) == HF_OK;
 }
 
+static void test_sweep_slice_paces_a_pass_to_a_quarter_of_the_retention(void **state)
+{
+    const int64_t hour_ms = 3600 * 1000;
+    assert_int_equal(counter_sweep_slice(-1, hour_ms, 1000), HF_HOLD_SWEEP_FIRST_PASS);
+    assert_int_equal(counter_sweep_slice(1000, hour_ms, 1000), HF_HOLD_SWEEP_SCAN_MIN);
+    /* 3.6 M holds, 1 h: 4 passes an hour means 4,000 a second. */
+    size_t s = counter_sweep_slice(3600000, hour_ms, 1000);
+    assert_true(s >= 4000 && s <= 4001);
+    assert_int_equal(counter_sweep_slice(1000000000, hour_ms, 1000), HF_HOLD_SWEEP_SCAN_MAX);
+    /* A shorter retention sweeps faster. */
+    assert_true(counter_sweep_slice(3600000, hour_ms / 2, 1000) > s);
+}
+
 /* Runs the counter's tick on every partition, one transaction. */
 static void fx_tick(stage_ctx_t *fx)
 {
@@ -1129,7 +1143,7 @@ static void test_tick_forgets_settled_holds_after_retention_and_never_open_ones(
 static void test_tick_sweeps_a_bounded_slice_and_resumes_where_it_stopped(void **state)
 {
     stage_ctx_t *fx = *state;
-    const int n = 3 * HF_HOLD_SWEEP_SCAN_MAX + 17;
+    const int n = 3 * HF_HOLD_SWEEP_FIRST_PASS + 17;
     stock(fx, "W1", "S1", n, 1);
     char rid[32];
     for (int i = 0; i < n; i++) {
@@ -1152,8 +1166,8 @@ static void test_tick_sweeps_a_bounded_slice_and_resumes_where_it_stopped(void *
         gone = now_gone;
     }
     assert_int_equal(gone, n);
-    for (int t = 0; t < 3; t++) /* each tick examines at most the bound, then moves on */
-        assert_int_equal(deleted_per_tick[t], HF_HOLD_SWEEP_SCAN_MAX);
+    for (int t = 0; t < 3; t++) /* each tick of a first pass examines its slice, moves on */
+        assert_int_equal(deleted_per_tick[t], HF_HOLD_SWEEP_FIRST_PASS);
     assert_int_equal(deleted_per_tick[3], 17);
     expect_counter(fx, "W1", "S1", n, 0, 0, 0);
 }
@@ -1674,6 +1688,7 @@ int main(void)
         T(test_ids_containing_the_separator_are_rejected_even_when_the_key_matches),
         T(test_tick_forgets_settled_holds_after_retention_and_never_open_ones),
         T(test_tick_sweeps_a_bounded_slice_and_resumes_where_it_stopped),
+        T(test_sweep_slice_paces_a_pass_to_a_quarter_of_the_retention),
         T(test_batch_end_emits_one_stock_level_per_changed_pair_with_its_last_value),
         T(test_stock_level_reports_safety_stock_and_clamps_available_at_zero),
         T(test_random_commands_match_an_independent_model),

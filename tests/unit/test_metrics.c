@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -110,6 +111,20 @@ static void test_http_serves_metrics_and_health_and_refuses_the_rest(void **stat
 
     http(port, "POST /metrics HTTP/1.0\r\n\r\n");
     assert_true(strncmp(page, "HTTP/1.0 404 Not Found\r\n", 24) == 0);
+
+    /* A client that connects and says nothing holds the one server thread for
+     * at most its 2 s deadline: the next probe is still answered. */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(silent, (struct sockaddr *)&to, sizeof to), 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    http(port, "GET /healthz HTTP/1.0\r\n\r\n");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_non_null(strstr(page, "\r\n\r\nok\n"));
+    assert_true(t1.tv_sec - t0.tv_sec <= 4);
+    close(silent);
 
     /* The port is really held while serving. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
