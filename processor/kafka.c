@@ -18,10 +18,14 @@ struct kafka_consumer {
     kafka_rebalance_t rebalance;
 };
 
+#define KAFKA_WARM_TOPICS_MAX 32
+
 struct kafka_producer {
     rd_kafka_t *rk;
     bool transactional;
     uint64_t failed_count; /* delivery failures; written by the DR callback */
+    rd_kafka_topic_t *warm[KAFKA_WARM_TOPICS_MAX]; /* kept known: see kafka_producer_warm */
+    size_t warm_count;
 };
 
 struct kafka_reader {
@@ -405,12 +409,34 @@ fail:
     return err;
 }
 
+int kafka_producer_warm(kafka_producer_t *kp, const char *const *topics, size_t count,
+                        int timeout_ms, char *errstr, size_t errstr_size)
+{
+    for (size_t i = 0; i < count && kp->warm_count < KAFKA_WARM_TOPICS_MAX; i++) {
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(kp->rk, topics[i], NULL);
+        if (!rkt) {
+            snprintf(errstr, errstr_size, "topic %s: %s", topics[i],
+                     rd_kafka_err2str(rd_kafka_last_error()));
+            return HF_ERR_KAFKA;
+        }
+        kp->warm[kp->warm_count++] = rkt;
+        /* The answer fills the producer's cache for this topic; a missing
+         * topic is not an error here (its first produce will say so). */
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(kp->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md);
+    }
+    return HF_OK;
+}
+
 void kafka_producer_destroy(kafka_producer_t *kp)
 {
     if (!kp)
         return;
     if (!kp->transactional)
         rd_kafka_flush(kp->rk, 10000);
+    for (size_t i = 0; i < kp->warm_count; i++)
+        rd_kafka_topic_destroy(kp->warm[i]);
     rd_kafka_destroy(kp->rk);
     free(kp);
 }

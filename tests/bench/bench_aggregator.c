@@ -166,6 +166,23 @@ static void bench_aggregator_latency(void **state)
         if (times[i].signal_ms)
             sig[ns++] = times[i].signal_ms - times[i].dwell_end_ms;
     }
+    /* Where the tail sits in time: hops over 500 ms by second of the run. */
+    int slow_by_second[600] = {0}, last_second = 0;
+    for (int i = 0; i < skus; i++) {
+        if (!(times[i].level_ms && times[i].avail_ms) ||
+            times[i].avail_ms - times[i].level_ms <= 500)
+            continue;
+        int s = (int)((times[i].sent_ms - start) / 1000);
+        if (s >= 0 && s < 600) {
+            slow_by_second[s]++;
+            last_second = s > last_second ? s : last_second;
+        }
+    }
+    printf("  hops over 500 ms by second of the run:");
+    for (int s = 0; s <= last_second; s++)
+        if (slow_by_second[s])
+            printf(" t=%d:%d", s, slow_by_second[s]);
+    printf("\n");
     report("StockLevel visible -> Availability visible", hop, nh);
     report("hold sent -> Availability visible", e2e, ne);
     report("dwell end (2000 ms) -> SOLD_OUT visible", sig, ns);
