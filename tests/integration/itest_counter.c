@@ -348,6 +348,9 @@ static void test_settled_holds_are_forgotten_after_retention(void **state)
                                    "{\"hold_retention_ms\": 5000, \"result_timeout_ms\": 100}");
     hf_record_t r = harness_feed("W5", "SKU-G", HF_FEED_RECEIVE, 100, 1);
     harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    /* The two input topics are not ordered with each other: stock first. */
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
     for (int i = 0; i < 30; i++) {
         char rid[32];
         snprintf(rid, sizeof rid, "g-%d", i);
@@ -423,6 +426,9 @@ static void test_old_local_state_is_rebuilt_from_the_whole_changelog(void **stat
     pid_t pid = harness_start_with(&h, "a", "counter", cfg);
     hf_record_t r = harness_feed("W6", "SKU-O", HF_FEED_RECEIVE, 10, 1);
     harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    /* The two input topics are not ordered with each other: stock first. */
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
     r = harness_hold("o-1", 0, "W6", "SKU-O", 2);
     harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
     harness_flush(&h);
