@@ -65,7 +65,7 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: holdfast run [--config FILE] [--stages LIST] [--instance ID] [--state-dir DIR]\n"
-        "  --config FILE   JSON object overriding defaults (see docs/ARCHITECTURE.md)\n"
+        "  --config FILE   JSON object overriding defaults (see docs/CONFIGURATION.md)\n"
         "  --stages LIST   comma-separated, of: %s (default: counter)\n"
         "  --instance ID   stable id of this process; a restart with the same id fences the old "
         "one\n"
