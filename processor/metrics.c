@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "log.h"
 
 #define METRICS_NAME_MAX    64
@@ -213,22 +214,15 @@ static void respond(int fd, int status, const char *reason, const char *type, co
     send_all(fd, body, body_len);
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads the request head, bounded in size and in total time (a client that
  * trickles bytes cannot hold the one server thread); true once "\r\n\r\n" or
  * a full first line is in. */
 static bool read_request(int fd, char *req, size_t size)
 {
     size_t len = 0;
-    int64_t deadline_ms = monotonic_ms() + METRICS_IO_WAIT_MS;
+    int64_t deadline_ms = hf_mono_ms() + METRICS_IO_WAIT_MS;
     while (len + 1 < size) {
-        int64_t left_ms = deadline_ms - monotonic_ms();
+        int64_t left_ms = deadline_ms - hf_mono_ms();
         struct pollfd p = {fd, POLLIN, 0};
         if (left_ms <= 0 || poll(&p, 1, (int)left_ms) <= 0)
             return false;

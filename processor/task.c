@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "hf_limits.h"
 #include "kafka.h"
 #include "log.h"
@@ -108,13 +109,6 @@ struct task {
     task_stats_t stats;
     char errstr[512];
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- arena and written-key set */
 
@@ -581,16 +575,16 @@ static int write_state(task_t *t)
 
 static int commit_batch(task_t *t)
 {
-    int64_t t0 = now_ms();
+    int64_t t0 = hf_wall_ms();
     int err = kafka_txn_begin(t->kp, t->errstr, sizeof t->errstr);
     if (!err)
         err = produce_outputs(t);
     if (!err)
         err = produce_changelog(t);
-    int64_t t1 = now_ms();
+    int64_t t1 = hf_wall_ms();
     if (!err)
         err = send_offsets(t);
-    int64_t t2 = now_ms();
+    int64_t t2 = hf_wall_ms();
     if (!err)
         err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
     if (err)
@@ -598,9 +592,9 @@ static int commit_batch(task_t *t)
     log_debug("task",
               "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms",
               t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
-              (long long)(t2 - t1), (long long)(now_ms() - t2));
+              (long long)(t2 - t1), (long long)(hf_wall_ms() - t2));
     t->stats.transactions++;
-    t->last_commit_ms = now_ms();
+    t->last_commit_ms = hf_wall_ms();
     metrics_add(t->metrics, HF_M_TXNS, 1);
     metrics_observe_commit_ms(t->metrics, t->last_commit_ms - t0);
     err = write_state(t);
@@ -680,7 +674,7 @@ static bool state_too_old(const task_t *t, int32_t p, int64_t cl_next, int64_t c
 {
     if (cl_next < 0)
         return false; /* nothing to keep anyway */
-    int64_t age_ms = now_ms() - current_at_ms;
+    int64_t age_ms = hf_wall_ms() - current_at_ms;
     if (current_at_ms >= 0 && age_ms <= t->o.cfg->state_max_age_ms)
         return false;
     log_warn("task",
@@ -697,7 +691,7 @@ static int restore_partition(task_t *t, int32_t p)
     int err = state_get_offsets(t->st, p, &input_next, &cl_next, &current_at_ms);
     if (err)
         return err;
-    int64_t started_ms = now_ms();
+    int64_t started_ms = hf_wall_ms();
     bool full = cl_next < 0 || state_too_old(t, p, cl_next, current_at_ms);
     if (full) {
         /* No record of what this state reflects, or too old to trust: start
@@ -718,7 +712,7 @@ static int restore_partition(task_t *t, int32_t p)
                                    cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
                                    restore_record, &r, &next, t->errstr, sizeof t->errstr);
     if (!err)
-        err = state_buf_set_offsets(t->buf, p, input_next, next, now_ms());
+        err = state_buf_set_offsets(t->buf, p, input_next, next, hf_wall_ms());
     if (!err)
         err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     if (err) {
@@ -733,7 +727,7 @@ static int restore_partition(task_t *t, int32_t p)
     log_info("task",
              "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
              t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
-             (long long)(now_ms() - started_ms));
+             (long long)(hf_wall_ms() - started_ms));
     return HF_OK;
 }
 
@@ -781,15 +775,15 @@ static int gather(task_t *t)
 {
     const hf_config_t *cfg = t->o.cfg;
     size_t max = (size_t)cfg->batch_records_max;
-    int64_t started = now_ms();
+    int64_t started = hf_wall_ms();
     int64_t ready_at_ms = t->last_commit_ms + t->commit_interval_ms;
     while (t->msgs_count < max) {
         int timeout = t->msgs_count == 0 ? cfg->idle_poll_ms : 0;
         if (t->msgs_count == 0 && t->def->tick) {
-            int64_t until_tick = t->next_tick_ms - now_ms();
+            int64_t until_tick = t->next_tick_ms - hf_wall_ms();
             timeout = until_tick < 0 ? 0 : until_tick < timeout ? (int)until_tick : timeout;
         }
-        int64_t until_ready = ready_at_ms - now_ms();
+        int64_t until_ready = ready_at_ms - hf_wall_ms();
         if (t->msgs_count > 0 && until_ready > 0)
             timeout = (int)until_ready;
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
@@ -804,19 +798,19 @@ static int gather(task_t *t)
             release_msgs(t, t->msgs_count);
             if (rc == 1)
                 t->msgs[t->msgs_count++] = current;
-            started = now_ms();
+            started = hf_wall_ms();
             continue;
         }
         if (rc < 0) {
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
             return rc == HF_ERR_FATAL ? rc : HF_OK;
         }
-        if (rc == 0 && !(t->msgs_count > 0 && now_ms() < ready_at_ms))
+        if (rc == 0 && !(t->msgs_count > 0 && hf_wall_ms() < ready_at_ms))
             break;
         if (rc == 0)
             continue;
         t->msgs_count++;
-        if (now_ms() - started >= cfg->batch_time_max_ms && now_ms() >= ready_at_ms)
+        if (hf_wall_ms() - started >= cfg->batch_time_max_ms && hf_wall_ms() >= ready_at_ms)
             break;
     }
     return HF_OK;
@@ -826,7 +820,7 @@ static int gather(task_t *t)
  * and the stage's batch end. Returns how many records it applied. */
 static int apply_batch(task_t *t, size_t *applied)
 {
-    t->ctx.now_ms = now_ms();
+    t->ctx.now_ms = hf_wall_ms();
     size_t i = 0;
     for (; i < t->msgs_count && t->outs_count < TASK_OUTPUTS_SOFT_MAX; i++) {
         int err = apply_record(t, &t->msgs[i]);
@@ -851,7 +845,7 @@ static int apply_batch(task_t *t, size_t *applied)
  * the buffer is empty. */
 static int refresh_state_age(task_t *t)
 {
-    int64_t now = now_ms();
+    int64_t now = hf_wall_ms();
     if (now - t->age_refreshed_ms < TASK_STATE_AGE_REFRESH_MS || state_buf_count(t->buf) != 0)
         return HF_OK;
     t->age_refreshed_ms = now;

@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "log.h"
 
 #define VIEW_PARTITIONS_MAX       256
@@ -50,13 +51,6 @@ struct view {
     bool ready;
     hf_record_t rec;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t sku_hash(const char *s)
 {
@@ -145,7 +139,7 @@ static void mark_current(view_t *v)
     for (int32_t p = 0; p < v->partitions; p++)
         if (!v->at_end[p])
             return;
-    atomic_store(&v->current_at_ms, now_ms());
+    atomic_store(&v->current_at_ms, hf_wall_ms());
     if (!v->ready) {
         pthread_mutex_lock(&v->ready_mu);
         v->ready = true;
@@ -193,8 +187,8 @@ static void *view_main(void *arg)
         if (rc < 0)
             log_warn("view", "%s", errstr);
         /* At the end of every partition, and the broker still answers: current. */
-        if (now_ms() >= next_liveness) {
-            next_liveness = now_ms() + VIEW_LIVENESS_INTERVAL_MS;
+        if (hf_wall_ms() >= next_liveness) {
+            next_liveness = hf_wall_ms() + VIEW_LIVENESS_INTERVAL_MS;
             if (kafka_reader_broker_alive(v->rd, v->topic, 0, 1000))
                 mark_current(v);
         } else if (rc == 2) {
@@ -278,7 +272,7 @@ int view_get(view_t *v, const char *sku, hf_availability_t *out)
 int64_t view_staleness_ms(const view_t *v)
 {
     int64_t at = atomic_load(&v->current_at_ms);
-    return at < 0 ? -1 : now_ms() - at;
+    return at < 0 ? -1 : hf_wall_ms() - at;
 }
 
 int view_wait_ready(view_t *v, int timeout_ms)

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "codec.h"
+#include "hf_clock.h"
 #include "kafka.h"
 #include "lib/client.h"
 #include "topics.h"
@@ -87,13 +88,6 @@ static int dup_pct_global;
 static int64_t ttl_ms_global; /* of the holds left to expire */
 static char wh_ids[BENCH_WAREHOUSES_MAX][HF_WAREHOUSE_LEN_MAX + 1];
 static int wh_count;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- min-heap of delayed actions */
 
@@ -163,7 +157,7 @@ static hf_record_t make_reserve(const bench_opts_t *o, int i, unsigned *seed)
     q->lines[0].qty = 1;
     q->ship_to = (hf_geo_t){b->lat, b->lon};
     q->ttl_ms = reqs[i].fate == 2 || reqs[i].fate == 3 ? o->ttl_ms : 0;
-    q->sent_at_ms = now_ms();
+    q->sent_at_ms = hf_wall_ms();
     return r;
 }
 
@@ -254,7 +248,7 @@ static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_coun
     int i = atoi(rep->reservation_id + n);
     if (i < 0 || i >= reqs_count)
         return;
-    int64_t now = now_ms();
+    int64_t now = hf_wall_ms();
     if (strncmp(rep->idempotency_key, "hbk-", 4) == 0) {
         on_reserve_reply(i, rep, now);
         return;
@@ -288,12 +282,12 @@ static void on_side_record(const kafka_msg_t *m)
     if (!m->value || codec_decode(m->value, m->value_len, &rec, errstr, sizeof errstr))
         return;
     if (rec.type == HF_REC_SIGNAL && rec.u.signal.emitted_at_ms >= bench_start_ms) {
-        sec(now_ms())->signals++;
+        sec(hf_wall_ms())->signals++;
         if (strcmp(rec.u.signal.sku, DOORBUSTER) == 0 && rec.u.signal.kind == HF_SIGNAL_SOLD_OUT)
             doorbuster_sold_out_ms = rec.u.signal.emitted_at_ms;
     } else if (rec.type == HF_REC_AVAILABILITY && strcmp(rec.u.availability.sku, DOORBUSTER) == 0 &&
                rec.u.availability.updated_at_ms >= bench_start_ms) {
-        second_t *s = sec(now_ms());
+        second_t *s = sec(hf_wall_ms());
         s->doorbuster_available = rec.u.availability.total;
         s->doorbuster_in_stock = rec.u.availability.in_stock;
     } else if (rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.kind == HF_LEDGER_EXPIRED &&
@@ -547,7 +541,8 @@ static int warm_up(const bench_opts_t *o, run_t *r)
             return HF_ERR_KAFKA;
     }
     hf_reply_t rep;
-    for (int64_t deadline = now_ms() + 60000; answered < WARM_UP_RESERVES && now_ms() < deadline;)
+    for (int64_t deadline = hf_wall_ms() + 60000;
+         answered < WARM_UP_RESERVES && hf_wall_ms() < deadline;)
         if (client_poll(r->c, 200, &rep, errstr, sizeof errstr) == 1 &&
             strncmp(rep.reservation_id, "hw-", 3) == 0)
             answered++;
@@ -567,7 +562,7 @@ static int run_bench(const bench_opts_t *o)
     run_t r = {.seed = o->seed};
     dup_pct_global = o->dup_pct;
     ttl_ms_global = o->ttl_ms;
-    bench_start_ms = now_ms() + 1000;
+    bench_start_ms = hf_wall_ms() + 1000;
     int64_t planned_start = bench_start_ms;
     r.reqs_count = plan(o, &r.seed);
     if (r.reqs_count < 0) {
@@ -593,7 +588,7 @@ static int run_bench(const bench_opts_t *o)
      * are paid for by a few reserves (released at once) before the clock starts. */
     if (warm_up(o, &r) != HF_OK)
         return 1;
-    bench_start_ms = now_ms() + 500;
+    bench_start_ms = hf_wall_ms() + 500;
     for (int i = 0; i < r.reqs_count; i++)
         reqs[i].intended_ms += bench_start_ms - planned_start;
     for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
@@ -605,8 +600,8 @@ static int run_bench(const bench_opts_t *o)
            o->abandon_pct, o->late_pct, o->ttl_ms, o->dup_pct);
     int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
     int printed = 0;
-    while (now_ms() < end) {
-        int64_t now = now_ms();
+    while (hf_wall_ms() < end) {
+        int64_t now = hf_wall_ms();
         if (send_due(o, &r, now))
             return 1;
         poll_replies(o, &r, 5);
@@ -660,7 +655,7 @@ static int feed(kafka_producer_t *kp, const char *wh, const char *sku, int64_t q
     f->kind = HF_FEED_RECEIVE;
     f->qty = qty;
     f->feed_seq = seq;
-    f->issued_at_ms = now_ms();
+    f->issued_at_ms = hf_wall_ms();
     uint8_t buf[512];
     size_t len = 0;
     snprintf(key, sizeof key, "%s|%s", wh, sku);
@@ -694,7 +689,7 @@ static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
     if (!err)
         err = kafka_partition_count(rd, topic_name(HF_T_AVAILABILITY), 10000, &parts, errstr,
                                     sizeof errstr);
-    for (int64_t deadline = now_ms() + timeout_ms; !err;) {
+    for (int64_t deadline = hf_wall_ms() + timeout_ms; !err;) {
         count_t c = {0};
         for (int32_t p = 0; !err && p < parts; p++) {
             int64_t next = 0;
@@ -704,7 +699,7 @@ static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
         }
         if (err || c.records >= n)
             break;
-        if (now_ms() > deadline) {
+        if (hf_wall_ms() > deadline) {
             snprintf(errstr, sizeof errstr,
                      "only %zu of %zu SKUs reached the routing view; is "
                      "holdfast running the counter and aggregator stages?",
@@ -733,7 +728,7 @@ static int seed_catalog(const bench_opts_t *o)
         return 1;
     }
     unsigned seed = o->seed;
-    int64_t seq = now_ms(); /* increasing across runs: a re-seed adds stock */
+    int64_t seq = hf_wall_ms(); /* increasing across runs: a re-seed adds stock */
     int err = HF_OK;
     for (int s = 0; s < o->skus && !err; s++) {
         char sku[HF_SKU_LEN_MAX + 1];

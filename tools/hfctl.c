@@ -19,13 +19,14 @@
 
 #include "codec.h"
 #include "counter/counter.h"
-#include "kafka.h"
-#include "topics.h"
 #include "gateway/gateway.h"
+#include "hf_clock.h"
+#include "kafka.h"
 #include "lib/burst.h"
 #include "lib/client.h"
 #include "lib/reconcile.h"
 #include "lib/topics_file.h"
+#include "topics.h"
 
 #define OPTS_MAX 16
 
@@ -77,13 +78,6 @@ static int opt_int64(cli_t *c, const char *name, int64_t def, int64_t *out)
     }
     *out = x;
     return HF_OK;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int copy_id(char *dst, size_t dst_size, const char *v, const char *name)
@@ -151,14 +145,14 @@ static int cmd_send(cli_t *c)
         if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku) ||
             opt_int64(c, "qty", 1, &h->qty))
             return HF_ERR_INVAL;
-        h->issued_at_ms = wall_ms();
+        h->issued_at_ms = hf_wall_ms();
         pair_key(key, h->warehouse_id, h->sku);
     } else if (strcmp(what, "commit-hold") == 0) {
         hf_commit_hold_t *h = &rec.u.commit_hold;
         rec.type = HF_REC_COMMIT_HOLD;
         if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
             return HF_ERR_INVAL;
-        h->issued_at_ms = wall_ms();
+        h->issued_at_ms = hf_wall_ms();
         pair_key(key, h->warehouse_id, h->sku);
     } else if (strcmp(what, "release-hold") == 0) {
         hf_release_hold_t *h = &rec.u.release_hold;
@@ -166,7 +160,7 @@ static int cmd_send(cli_t *c)
         if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
             return HF_ERR_INVAL;
         snprintf(h->reason, sizeof h->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "manual");
-        h->issued_at_ms = wall_ms();
+        h->issued_at_ms = hf_wall_ms();
         pair_key(key, h->warehouse_id, h->sku);
     } else {
         fprintf(stderr, "hfctl: send what? hold | commit-hold | release-hold\n");
@@ -195,7 +189,7 @@ static int stock_feed(cli_t *c)
         parse_feed_kind(need(c, "kind"), &f->kind) || !need(c, "qty") || !need(c, "seq") ||
         opt_int64(c, "qty", 0, &f->qty) || opt_int64(c, "seq", 0, &f->feed_seq))
         return HF_ERR_INVAL;
-    f->issued_at_ms = wall_ms();
+    f->issued_at_ms = hf_wall_ms();
     char key[COUNTER_KEY_MAX];
     pair_key(key, f->warehouse_id, f->sku);
     return produce_one(c, HF_T_STOCK_FEED, key, &rec);
@@ -456,7 +450,7 @@ static int cmd_reserve(cli_t *c)
         snprintf(r->campaign, sizeof r->campaign, "%s", opt(c, "campaign"));
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
-    r->sent_at_ms = wall_ms();
+    r->sent_at_ms = hf_wall_ms();
     return call_and_print(c, &rec, HF_REPLY_HELD);
 }
 
@@ -471,7 +465,7 @@ static int cmd_commit(cli_t *c)
         return HF_ERR_INVAL;
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
-    r->sent_at_ms = wall_ms();
+    r->sent_at_ms = hf_wall_ms();
     return call_and_print(c, &rec, HF_REPLY_COMMITTED);
 }
 
@@ -486,7 +480,7 @@ static int cmd_release(cli_t *c)
     snprintf(r->reason, sizeof r->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "abandoned");
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
-    r->sent_at_ms = wall_ms();
+    r->sent_at_ms = hf_wall_ms();
     return call_and_print(c, &rec, HF_REPLY_RELEASED);
 }
 
@@ -501,7 +495,7 @@ static int cmd_extend(cli_t *c)
         return HF_ERR_INVAL;
     if (opt(c, "reply-to"))
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
-    r->sent_at_ms = wall_ms();
+    r->sent_at_ms = hf_wall_ms();
     return call_and_print(c, &rec, HF_REPLY_HELD);
 }
 

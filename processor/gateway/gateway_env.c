@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "gateway.h"
+#include "hf_clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "topics.h"
@@ -45,13 +46,6 @@ static struct {
     size_t count, next_evict;
 } topics = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The cached answer for topic, if any is still good; under topics.mu. */
 static const topic_seen_t *seen_lookup(const char *topic, int64_t now)
 {
@@ -83,7 +77,7 @@ static void seen_store(const char *topic, bool exists, int64_t now)
 static bool topic_exists(void *opaque, const char *topic)
 {
     (void)opaque;
-    int64_t now = monotonic_ms();
+    int64_t now = hf_mono_ms();
     pthread_mutex_lock(&topics.mu);
     const topic_seen_t *cached = seen_lookup(topic, now);
     bool known = cached != NULL, exists = cached && cached->exists;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "codec.h"
+#include "hf_clock.h"
 #include "kafka.h"
 #include "topics.h"
 
@@ -26,13 +27,6 @@ typedef struct {
     char errstr[256];
 } producer_t;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *produce_holds(void *arg)
 {
     producer_t *p = arg;
@@ -45,12 +39,12 @@ static void *produce_holds(void *arg)
         hf_record_t rec = {.type = HF_REC_HOLD};
         hf_hold_t *h = &rec.u.hold;
         snprintf(h->reservation_id, sizeof h->reservation_id, "burst-%d-%zu-%lld", p->index, i,
-                 (long long)(now_ms() % 1000000));
+                 (long long)(hf_wall_ms() % 1000000));
         snprintf(h->warehouse_id, sizeof h->warehouse_id, "%s",
                  p->wh[rand_r(&seed) % (unsigned)p->wh_count]);
         snprintf(h->sku, sizeof h->sku, "%s", p->o->sku);
         h->qty = 1;
-        h->issued_at_ms = now_ms();
+        h->issued_at_ms = hf_wall_ms();
         uint8_t buf[512];
         size_t len = 0;
         char key[HF_WAREHOUSE_LEN_MAX + HF_SKU_LEN_MAX + 2];
@@ -168,7 +162,7 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
 
     size_t total = o->holds / (size_t)o->producers * (size_t)o->producers;
     pthread_t th[BURST_PRODUCERS_MAX];
-    int64_t started = now_ms();
+    int64_t started = hf_wall_ms();
     for (int i = 0; i < o->producers; i++) {
         if (i > 0)
             prods[i] = prods[0];
@@ -177,7 +171,8 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
     }
     printf("burst: %zu holds of 1 unit on %s over %d warehouses from %d producers\n", total, o->sku,
            prods[0].wh_count, o->producers);
-    for (int64_t deadline = started + o->timeout_ms; t.results < total && now_ms() < deadline;) {
+    for (int64_t deadline = started + o->timeout_ms;
+         t.results < total && hf_wall_ms() < deadline;) {
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
         err =
@@ -185,7 +180,7 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
         if (err)
             break;
         printf("  %5.1f s  results %zu/%zu  held %zu  insufficient %zu\n",
-               (double)(now_ms() - started) / 1000.0, t.results, total, t.ok, t.insufficient);
+               (double)(hf_wall_ms() - started) / 1000.0, t.results, total, t.ok, t.insufficient);
         fflush(stdout);
     }
     for (int i = 0; i < o->producers; i++) {
@@ -211,7 +206,7 @@ int burst_run(const burst_opts_t *o, char *errstr, size_t errstr_size)
                "\"stock_levels_seen\":%zu,\"negative_stock_levels\":%zu,\"available_left\":%lld,"
                "\"seconds\":%.1f}\n",
                pass ? "PASS" : "FAIL", total, t.ok, t.insufficient, t.levels, t.negative,
-               (long long)left, (double)(now_ms() - started) / 1000.0);
+               (long long)left, (double)(hf_wall_ms() - started) / 1000.0);
         if (!pass)
             err = HF_ERR_CORRUPT;
     }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "codec.h"
+#include "hf_clock.h"
 #include "kafka.h"
 #include "topics.h"
 
@@ -28,13 +29,6 @@ struct hf_client {
     int32_t partitions;
     uint8_t buf[HF_RECORD_LEN_MAX];
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *client_request_id(const hf_record_t *req, const char **idempotency_key)
 {
@@ -61,9 +55,9 @@ static int drain(hf_client_t *c, char *errstr, size_t errstr_size)
 {
     bool at_end[CLIENT_PARTITIONS_MAX] = {false};
     int32_t ends = 0;
-    int64_t deadline = mono_ms() + CLIENT_DRAIN_MS_MAX;
+    int64_t deadline = hf_mono_ms() + CLIENT_DRAIN_MS_MAX;
     while (ends < c->partitions) {
-        if (mono_ms() > deadline) {
+        if (hf_mono_ms() > deadline) {
             snprintf(errstr, errstr_size, "replies topic %s: not at its end after %d ms",
                      c->replies, CLIENT_DRAIN_MS_MAX);
             return HF_ERR_TIMEOUT;
@@ -153,9 +147,9 @@ int client_send(hf_client_t *c, const hf_record_t *req, char *errstr, size_t err
 
 int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr, size_t errstr_size)
 {
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = hf_mono_ms() + timeout_ms;
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - hf_mono_ms();
         kafka_msg_t m;
         int rc = kafka_reader_poll(c->rd, left > 0 ? (int)left : 0, &m, errstr, errstr_size);
         if (rc < 0)
@@ -172,7 +166,7 @@ int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr, s
                 return 1;
             }
         }
-        if (rc == 0 || mono_ms() >= deadline)
+        if (rc == 0 || hf_mono_ms() >= deadline)
             return 0;
     }
 }
@@ -190,8 +184,8 @@ int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, 
         int err = client_send(c, req, errstr, errstr_size);
         if (err)
             return err;
-        int64_t deadline = mono_ms() + attempt_timeout_ms;
-        for (int64_t left = attempt_timeout_ms; left > 0; left = deadline - mono_ms()) {
+        int64_t deadline = hf_mono_ms() + attempt_timeout_ms;
+        for (int64_t left = attempt_timeout_ms; left > 0; left = deadline - hf_mono_ms()) {
             int rc = client_poll(c, (int)left, out, errstr, errstr_size);
             if (rc < 0)
                 return rc;

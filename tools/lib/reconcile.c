@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "codec.h"
+#include "hf_clock.h"
 #include "kafka.h"
 #include "reconcile_int.h"
 #include "topics.h"
@@ -55,13 +56,6 @@ void reconcile_opts_default(reconcile_opts_t *o)
     o->settle_wait_ms = 1000;
     o->timeout_ms = 10000;
     reconcile_limits_default(&o->limits);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int on_msg(void *opaque, const kafka_msg_t *msg)
@@ -328,7 +322,7 @@ static int run_attempts(drv_t *d, bool *quiet, int *attempts)
 int reconcile_run(const reconcile_opts_t *o, FILE *out, rc_verdict_t *verdict, char *errstr,
                   size_t errstr_size)
 {
-    int64_t started = mono_ms();
+    int64_t started = hf_mono_ms();
     drv_t d = {.o = o, .errstr = errstr, .errstr_size = errstr_size};
     kafka_conf_t kc = {o->bootstrap, "hfctl-reconcile", NULL};
     d.rec = malloc(sizeof *d.rec);
@@ -344,7 +338,7 @@ int reconcile_run(const reconcile_opts_t *o, FILE *out, rc_verdict_t *verdict, c
         char *records = json_dumps(d.counts, JSON_COMPACT);
         *verdict = reconcile_verdict(d.rc, quiet);
         err = reconcile_print(d.rc, quiet, attempts, o->quiescent, records,
-                              (double)(mono_ms() - started) / 1000.0, out);
+                              (double)(hf_mono_ms() - started) / 1000.0, out);
         free(records);
     }
     if (err)
