@@ -64,7 +64,7 @@ int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec);
 /* The tick (counter_sweep.c): forgets settled holds after hold_retention_ms. */
 int counter_tick(stage_ctx_t *ctx);
 /* How many hold records one tick examines, given the last complete pass's
- * count (-1: none yet): a pass takes about retention / HF_HOLD_SWEEP_PASSES. */
+ * count (<= 0: none yet): a pass takes about retention / HF_HOLD_SWEEP_PASSES. */
 size_t counter_sweep_slice(int64_t last_pass, int64_t retention_ms, int tick_ms);
 /* Forgets where every partition's pass has got to (tests with fresh stores). */
 void counter_sweep_reset(void);

@@ -32,7 +32,8 @@ typedef struct {
 } sweep_key_t;
 
 /* A partition's pass: where it has got to (empty = from the start), how many
- * records it has seen, and how many the last complete pass saw (-1: none yet).
+ * records it has seen, and how many the last complete pass saw (0: none yet, or
+ * an empty partition — either way the first-pass slice, which costs nothing).
  * A partition is swept by one task at a time, but may move between tasks. */
 typedef struct {
     sweep_key_t cursor;
@@ -41,11 +42,10 @@ typedef struct {
 
 static pthread_mutex_t passes_mu = PTHREAD_MUTEX_INITIALIZER;
 static sweep_pass_t passes[HF_PARTITIONS_MAX];
-static bool passes_ready;
 
 size_t counter_sweep_slice(int64_t last_pass, int64_t retention_ms, int tick_ms)
 {
-    if (last_pass < 0 || retention_ms <= 0)
+    if (last_pass <= 0 || retention_ms <= 0)
         return HF_HOLD_SWEEP_FIRST_PASS;
     /* last_pass x PASSES x tick / retention, rounded up (as a double: no overflow). */
     double want = (double)last_pass * HF_HOLD_SWEEP_PASSES * tick_ms / (double)retention_ms;
@@ -81,7 +81,6 @@ static bool expired_hold(const void *key, size_t key_len, const void *val, size_
 void counter_sweep_reset(void)
 {
     pthread_mutex_lock(&passes_mu);
-    passes_ready = false;
     memset(passes, 0, sizeof passes);
     pthread_mutex_unlock(&passes_mu);
 }
@@ -96,11 +95,6 @@ int counter_tick(stage_ctx_t *ctx)
 
     sweep_pass_t pass;
     pthread_mutex_lock(&passes_mu);
-    if (!passes_ready) {
-        for (size_t i = 0; i < HF_PARTITIONS_MAX; i++)
-            passes[i].last_pass = -1;
-        passes_ready = true;
-    }
     pass = passes[p];
     pthread_mutex_unlock(&passes_mu);
     size_t slice =
