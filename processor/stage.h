@@ -47,6 +47,11 @@ typedef struct {
      * configuration; NULL: none. A stage whose outputs tolerate some delay
      * gathers longer instead, and the broker writes fewer transaction markers. */
     int (*commit_interval_ms)(const struct hf_config *cfg);
+    /* Rebuilds derived state on restore; NULL: the stage has none. Called for
+     * every changelog record restored into ctx's partition, before it is applied
+     * (so stage_get still sees the value it replaces); rec is the decoded value,
+     * NULL for a tombstone. It writes only with stage_put_local / stage_del_local. */
+    int (*reindex)(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
 } stage_def_t;
 
 /* ---- what a handler may do */
@@ -67,6 +72,13 @@ int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len) HF_MUST_CHECK;
 /* Raw bytes variants for index entries. */
 int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
                   size_t val_len) HF_MUST_CHECK;
+/* Derived state (indexes): written and read like other state, applied with the
+ * transaction's batch, but never sent to the changelog — the stage's reindex
+ * hook rebuilds it from the records it derives from when a partition is
+ * restored. Saves the broker one changelog record per index change. */
+int stage_put_local(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                    size_t val_len) HF_MUST_CHECK;
+int stage_del_local(stage_ctx_t *ctx, const char *key, size_t key_len) HF_MUST_CHECK;
 /* Iterates this partition's keys under prefix, seeing buffered writes. */
 state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse);
 

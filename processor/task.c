@@ -283,6 +283,18 @@ int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record
     return stage_put_raw(ctx, key, key_len, t->valbuf, len);
 }
 
+int stage_put_local(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                    size_t val_len)
+{
+    hf_assert(val_len > 0); /* an empty value would read as a tombstone */
+    return state_put(ctx->t->buf, ctx->partition, key, key_len, val, val_len);
+}
+
+int stage_del_local(stage_ctx_t *ctx, const char *key, size_t key_len)
+{
+    return state_del(ctx->t->buf, ctx->partition, key, key_len);
+}
+
 int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
 {
     int err = state_del(ctx->t->buf, ctx->partition, key, key_len);
@@ -641,6 +653,27 @@ typedef struct {
     int64_t current_at_ms; /* of the state being brought up to date */
 } restore_t;
 
+/* Lets the stage rebuild what it derives from a restored record (its local
+ * indexes) before the record is applied. */
+static int reindex_record(task_t *t, int32_t partition, const kafka_msg_t *msg)
+{
+    stage_ctx_t *ctx = &t->ctx;
+    ctx->msg = NULL;
+    ctx->partition = partition;
+    ctx->now_ms = hf_wall_ms();
+    const hf_record_t *rec = NULL;
+    if (msg->value) {
+        int err = codec_decode(msg->value, msg->value_len, &t->rec, t->errstr, sizeof t->errstr);
+        if (err) {
+            log_error("task", "%s: changelog partition %d offset %lld does not decode: %s",
+                      t->def->name, partition, (long long)msg->offset, t->errstr);
+            return HF_ERR_CORRUPT;
+        }
+        rec = &t->rec;
+    }
+    return t->def->reindex(ctx, msg->key, msg->key_len, rec);
+}
+
 static int restore_record(void *opaque, const kafka_msg_t *msg)
 {
     restore_t *r = opaque;
@@ -651,7 +684,9 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
                   t->def->name, r->partition, (long long)msg->offset);
         return HF_OK;
     }
-    int err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
+    int err = t->def->reindex ? reindex_record(t, r->partition, msg) : HF_OK;
+    if (!err)
+        err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
                                      msg->value_len)
                          : state_del(t->buf, r->partition, msg->key, msg->key_len);
     if (err)

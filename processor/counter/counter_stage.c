@@ -138,6 +138,47 @@ static int counter_batch_end(stage_ctx_t *ctx)
     return stage_foreach_written(ctx, emit_stock_level);
 }
 
+static bool hold_is_open(hf_hold_status_t s);
+
+/* Restore: the open-hold index (O keys) is derived from the hold records and
+ * never changelogged; a restored hold record opens or closes its entry. */
+static int counter_reindex(stage_ctx_t *ctx, const char *key, size_t key_len,
+                           const hf_record_t *rec)
+{
+    if (key_len < 2 || key[0] != 'H')
+        return HF_OK;
+    /* "H<w>|<sku>|<ref>" */
+    const char *bar1 = memchr(key + 1, '|', key_len - 1);
+    const char *bar2 = bar1 ? memchr(bar1 + 1, '|', key_len - (size_t)(bar1 + 1 - key)) : NULL;
+    if (!bar2 || bar2 + 1 >= key + key_len)
+        return HF_OK; /* not a key this program wrote */
+    char w[HF_WAREHOUSE_LEN_MAX + 1], sku[HF_SKU_LEN_MAX + 1];
+    size_t wlen = (size_t)(bar1 - (key + 1)), slen = (size_t)(bar2 - (bar1 + 1));
+    if (wlen >= sizeof w || slen >= sizeof sku)
+        return HF_OK;
+    memcpy(w, key + 1, wlen);
+    w[wlen] = '\0';
+    memcpy(sku, bar1 + 1, slen);
+    sku[slen] = '\0';
+    const char *ref = bar2 + 1;
+    size_t ref_len = key_len - (size_t)(ref - key);
+
+    char okey[COUNTER_KEY_MAX];
+    hf_hold_state_t old;
+    int err = counter_load_hold(ctx, key, key_len, &old);
+    if (err && err != HF_ERR_NOTFOUND)
+        return err;
+    if (err == HF_OK && hold_is_open(old.status)) {
+        err = stage_del_local(ctx, okey, open_hold_key(okey, w, sku, old.seq));
+        if (err)
+            return err;
+    }
+    if (rec && rec->type == HF_REC_HOLD_STATE && hold_is_open(rec->u.hold_state.status))
+        return stage_put_local(ctx, okey, open_hold_key(okey, w, sku, rec->u.hold_state.seq), ref,
+                               ref_len);
+    return HF_OK;
+}
+
 static const stage_def_t counter_def = {
     .name = "counter",
     .input_topics = counter_inputs,
@@ -148,6 +189,7 @@ static const stage_def_t counter_def = {
     .batch_end = counter_batch_end,
     .tick = counter_tick,
     .tick_interval_ms = 1000,
+    .reindex = counter_reindex,
 };
 
 const stage_def_t *counter_stage(void)
@@ -193,7 +235,7 @@ int counter_settle_hold(stage_ctx_t *ctx, const counter_hold_id_t *id, counter_s
         if (!err && !hold_is_open(hs.status)) {
             char okey[COUNTER_KEY_MAX];
             size_t okey_len = open_hold_key(okey, id->warehouse_id, id->sku, hs.seq);
-            err = stage_del(ctx, okey, okey_len);
+            err = stage_del_local(ctx, okey, okey_len);
         }
         if (err)
             return err;

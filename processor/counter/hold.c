@@ -55,7 +55,7 @@ int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec)
         char okey[COUNTER_KEY_MAX];
         size_t okey_len = open_hold_key(okey, h->warehouse_id, h->sku, hs.seq);
         /* The open-hold index points back at the hold by its reference. */
-        err = stage_put_raw(ctx, okey, okey_len, ref, ref_len);
+        err = stage_put_local(ctx, okey, okey_len, ref, ref_len);
         if (err)
             return err;
     } else {

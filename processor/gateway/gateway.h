@@ -156,6 +156,8 @@ int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_tick(stage_ctx_t *ctx);
+/* Restore: rebuilds the (unlogged) timer index from a restored record (sweeper.c). */
+int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
 
 /* ---- shared (gateway_stage.c) */
 int gw_load(stage_ctx_t *ctx, const char *reservation_id,

@@ -29,6 +29,7 @@ static const stage_def_t gateway_def = {
     .handlers_count = sizeof gateway_handlers / sizeof gateway_handlers[0],
     .tick = gateway_tick,
     .tick_interval_ms = 250,
+    .reindex = gateway_reindex,
 };
 
 const stage_def_t *gateway_stage(void)
@@ -110,8 +111,9 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)
 {
     char key[GW_KEY_MAX];
     size_t len = gw_timer_key(key, due_ms, kind, ref);
-    return stage_put_raw(ctx, key, len, "t",
-                         1); /* not empty: an empty value reads as a tombstone */
+    /* Derived from the reservation and idempotency records (gateway_reindex), so
+     * local only; not empty: an empty value reads as a tombstone. */
+    return stage_put_local(ctx, key, len, "t", 1);
 }
 
 int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply)

@@ -132,7 +132,7 @@ static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)
     int64_t due_ms = 0;
     char kind, ref[GW_KEY_MAX];
     hf_assert(gw_timer_parse(t->key, t->len, &due_ms, &kind, ref, sizeof ref));
-    int err = stage_del(ctx, t->key, t->len);
+    int err = stage_del_local(ctx, t->key, t->len);
     if (err)
         return err;
     if (kind == GW_TIMER_IDEMPOTENCY)
@@ -163,5 +163,40 @@ int gateway_tick(stage_ctx_t *ctx)
     for (size_t i = 0; err == HF_OK && i < count; i++)
         err = fire(ctx, &due[i], now_ms);
     free(due);
+    return err;
+}
+
+/* Restore: the timer index is derived state (stage_put_local), so it is rebuilt
+ * from each restored reservation and idempotency record — the timers their
+ * handlers would have armed. A timer left from an older value is harmless: it
+ * is checked against the state when it fires. */
+int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
+{
+    if (!rec || key_len < 2)
+        return HF_OK;
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    if (key[0] == 'I' && rec->type == HF_REC_IDEMPOTENCY_RECORD) {
+        char ref[GW_KEY_MAX];
+        if (key_len - 1 >= sizeof ref)
+            return HF_OK;
+        memcpy(ref, key + 1, key_len - 1);
+        ref[key_len - 1] = '\0';
+        return gw_timer_add(ctx,
+                            rec->u.idempotency_record.stored_at_ms + env->idempotency_retention_ms,
+                            GW_TIMER_IDEMPOTENCY, ref);
+    }
+    if (key[0] != 'R' || rec->type != HF_REC_RESERVATION_STATE)
+        return HF_OK;
+    const hf_reservation_state_t *rs = &rec->u.reservation_state;
+    int err = HF_OK;
+    if (rs->status == GW_RES_HELD)
+        err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
+    if (!err && gw_saga_open(rs) && rs->result_deadline_ms != 0)
+        err = gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
+    if (!err && gw_res_terminal(rs->status))
+        err = gw_timer_add(ctx, rs->updated_at_ms + env->reservation_retention_ms, GW_TIMER_FORGET,
+                           rs->reservation_id);
     return err;
 }

@@ -819,6 +819,32 @@ static size_t shortfall_scenario(stage_ctx_t *fx)
     return first;
 }
 
+/* The open-hold index is never changelogged: a restore rebuilds it from the hold
+ * records, and a count after it still revokes the newest open holds. */
+static void test_restore_rebuilds_the_open_hold_index_from_the_hold_records(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "W1", "S1", 20, 1);
+    (void)do_hold(fx, "A", 0, "W1", "S1", 2);
+    (void)do_hold(fx, "B", 0, "W1", "S1", 3);
+    (void)do_hold(fx, "C", 0, "W1", "S1", 4);
+    (void)do_hold(fx, "D", 0, "W1", "S1", 5);
+    fx_end_batch(fx);
+    (void)do_commit(fx, "A", 0, "W1", "S1");
+    (void)do_release(fx, "C", 0, "W1", "S1");
+    fx_end_batch(fx);
+    fake_stage_restore(fx, counter_stage());
+    fx_check_pair(fx, "W1", "S1"); /* the index names B and D, nothing else */
+    expect_counter(fx, "W1", "S1", 18, 8, 0, 0);
+    fx_clear_emits(fx);
+    size_t first = fx->emits_count;
+    stock(fx, "W1", "S1", 4, 2); /* shortfall 8 - 4: D (newest open) covers it */
+    assert_int_equal(fx->emits_count - first, 1);
+    expect_result(result_at(fx, first), "D", 0, "W1", "S1", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 5,
+                  0);
+    fx_check_pair(fx, "W1", "S1");
+}
+
 static void test_count_below_reserved_revokes_the_newest_holds_first(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1676,6 +1702,7 @@ int main(void)
         T(test_feed_adjust_that_would_make_on_hand_negative_is_rejected),
         T(test_feed_with_invalid_qty_seq_or_kind_is_rejected),
         T(test_count_below_reserved_revokes_the_newest_holds_first),
+        T(test_restore_rebuilds_the_open_hold_index_from_the_hold_records),
         T(test_commit_of_a_revoked_hold_is_revoked_and_changes_nothing),
         T(test_releasing_revoked_holds_brings_revoking_and_reserved_down),
         T(test_hold_during_shortfall_is_insufficient),

@@ -1707,6 +1707,81 @@ static void test_sweeper_forgets_ended_reservations_after_retention_and_only_tho
     assert_int_equal(refund_markers(fx, "fg2"), 0);
 }
 
+/* The timer index is never changelogged: a restore rebuilds it from the
+ * reservation and idempotency records. Each timer it derives was armed by the
+ * handlers too, and after it the sweeper expires, re-asks and forgets as before. */
+#define GW_TIMERS_SEEN_MAX 64
+static size_t timer_keys(stage_ctx_t *fx, char keys[][GW_KEY_MAX])
+{
+    size_t n = 0;
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++) {
+        fx->partition = p;
+        state_iter_t *it = stage_iter(fx, "T", 1, false);
+        assert_non_null(it);
+        const void *k, *v;
+        size_t klen, vlen;
+        while (state_iter_next(it, &k, &klen, &v, &vlen)) {
+            assert_true(n < GW_TIMERS_SEEN_MAX && klen + 4 < GW_KEY_MAX);
+            keys[n][0] = (char)('0' + p);
+            memcpy(keys[n] + 1, k, klen);
+            keys[n][klen + 1] = '\0'; /* timer keys hold no NUL after the due time */
+            memcpy(keys[n] + GW_KEY_MAX - 4, &klen, sizeof(uint16_t));
+            n++;
+        }
+        state_iter_destroy(it);
+    }
+    return n;
+}
+
+static void test_restore_rebuilds_the_timer_index_from_the_records(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t a = reserve_held(fx, "rt1", "SKU-A", 2, 5000);
+    hf_reply_t b = reserve_held(fx, "rt2", "SKU-A", 3, 20000);
+    reserve_held(fx, "rt3", "SKU-A", 1, 0);
+    hf_record_t c = commit_rec("rt3", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    hf_record_t r = reserve_rec("rt4", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    counters_apply(fx);
+    drop_results(fx); /* rt4 waits for an answer that was lost */
+
+    static char before[GW_TIMERS_SEEN_MAX][GW_KEY_MAX], after[GW_TIMERS_SEEN_MAX][GW_KEY_MAX];
+    size_t nb = timer_keys(fx, before);
+    fake_stage_restore(fx, gateway_stage());
+    size_t na = timer_keys(fx, after);
+    assert_true(na > 0);
+    for (size_t i = 0; i < na; i++) { /* restore invents no timer */
+        bool found = false;
+        for (size_t j = 0; j < nb && !found; j++)
+            found = memcmp(after[i], before[j], GW_KEY_MAX) == 0;
+        if (!found)
+            fail_msg("restore armed a timer the handlers never did: %s", after[i] + 1);
+    }
+
+    size_t from = fx->emits_count;
+    fx->now_ms = T0 + RESULT_TIMEOUT_MS;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1); /* rt4 asked again */
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "rt2").status, GW_RES_HELD);
+    fx->now_ms = b.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "rt2").status, GW_RES_EXPIRED);
+    fx->now_ms = T0 + RETENTION_MS + 1;
+    fx_tick(fx);
+    assert_false(idem_exists(fx, "rt3", "c"));
+    fx->now_ms = T0 + RES_RETENTION_MS + 1;
+    fx_tick(fx);
+    hf_reservation_state_t gone;
+    fx->partition = fake_stage_partition_of("rt3");
+    assert_int_equal(gw_load(fx, "rt3", &gone), HF_ERR_NOTFOUND);
+}
+
 static void test_sweeper_forgets_idempotency_records_after_retention(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1972,6 +2047,7 @@ int main(void)
         T(test_sweeper_resends_overdue_holds_with_the_same_attempt),
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
+        T(test_restore_rebuilds_the_timer_index_from_the_records),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
         T(test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall),
         T(test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall),

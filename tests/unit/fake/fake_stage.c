@@ -110,6 +110,21 @@ int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len)
     return err ? err : written_add(ctx, key, key_len);
 }
 
+int stage_put_local(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
+                    size_t val_len)
+{
+    if (key_len > HF_STATE_KEY_LEN_MAX || val_len == 0)
+        return HF_ERR_LIMIT;
+    return state_put(ctx->buf, ctx->partition, key, key_len, val, val_len);
+}
+
+int stage_del_local(stage_ctx_t *ctx, const char *key, size_t key_len)
+{
+    if (key_len > HF_STATE_KEY_LEN_MAX)
+        return HF_ERR_LIMIT;
+    return state_del(ctx->buf, ctx->partition, key, key_len);
+}
+
 state_iter_t *stage_iter(stage_ctx_t *ctx, const char *prefix, size_t prefix_len, bool reverse)
 {
     return state_iter_new(ctx->st, ctx->buf, ctx->partition, prefix, prefix_len, reverse);
@@ -206,6 +221,9 @@ void fake_stage_destroy(stage_ctx_t *ctx)
     state_buf_destroy(ctx->buf);
     state_close(ctx->st);
     nftw(ctx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    for (size_t i = 0; i < ctx->changelog_count; i++)
+        free(ctx->changelog[i].val);
+    free(ctx->changelog);
     free(ctx->emits);
     free(ctx->written);
     free(ctx);
@@ -252,9 +270,66 @@ int fake_stage_apply(stage_ctx_t *ctx, const stage_def_t *def, const char *key,
     return err;
 }
 
+/* What the task's changelog would hold for written key w: its value at the end
+ * of the transaction, or a tombstone. */
+static void changelog_add(stage_ctx_t *ctx, const fake_stage_written_t *w)
+{
+    if (ctx->changelog_count == ctx->changelog_cap) {
+        size_t cap = ctx->changelog_cap ? ctx->changelog_cap * 2 : 256;
+        fake_stage_changelog_t *c = realloc(ctx->changelog, cap * sizeof *c);
+        assert_non_null(c);
+        ctx->changelog = c;
+        ctx->changelog_cap = cap;
+    }
+    fake_stage_changelog_t *c = &ctx->changelog[ctx->changelog_count++];
+    c->partition = w->partition;
+    memcpy(c->key, w->key, w->key_len);
+    c->key_len = w->key_len;
+    size_t len = 0;
+    int err = state_get(ctx->st, NULL, w->partition, w->key, w->key_len, ctx->valbuf,
+                        sizeof ctx->valbuf, &len);
+    assert_true(err == HF_OK || err == HF_ERR_NOTFOUND);
+    c->val = NULL;
+    c->val_len = 0;
+    if (err == HF_OK) {
+        c->val = malloc(len ? len : 1);
+        assert_non_null(c->val);
+        memcpy(c->val, ctx->valbuf, len);
+        c->val_len = len;
+    }
+}
+
 void fake_stage_commit(stage_ctx_t *ctx)
 {
     if (state_buf_write(ctx->st, ctx->buf, ctx->errstr, sizeof ctx->errstr) != HF_OK)
         fail_msg("state_buf_write: %s", ctx->errstr);
+    for (size_t i = 0; i < ctx->written_count; i++)
+        changelog_add(ctx, &ctx->written[i]);
     ctx->written_count = 0;
+}
+
+void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def)
+{
+    assert_int_equal(state_buf_count(ctx->buf), 0);
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++)
+        if (state_drop_partition(ctx->st, p, ctx->errstr, sizeof ctx->errstr) != HF_OK)
+            fail_msg("state_drop_partition: %s", ctx->errstr);
+    for (size_t i = 0; i < ctx->changelog_count; i++) {
+        const fake_stage_changelog_t *c = &ctx->changelog[i];
+        ctx->partition = c->partition;
+        hf_record_t rec;
+        const hf_record_t *recp = NULL;
+        if (c->val) {
+            if (codec_decode(c->val, c->val_len, &rec, ctx->errstr, sizeof ctx->errstr) != HF_OK)
+                fail_msg("changelog value of %.*s: %s", (int)c->key_len, c->key, ctx->errstr);
+            recp = &rec;
+        }
+        if (def->reindex)
+            assert_int_equal(def->reindex(ctx, c->key, c->key_len, recp), HF_OK);
+        int err = c->val ? state_put(ctx->buf, c->partition, c->key, c->key_len, c->val, c->val_len)
+                         : state_del(ctx->buf, c->partition, c->key, c->key_len);
+        assert_int_equal(err, HF_OK);
+    }
+    if (state_buf_write(ctx->st, ctx->buf, ctx->errstr, sizeof ctx->errstr) != HF_OK)
+        fail_msg("state_buf_write: %s", ctx->errstr);
 }

@@ -36,6 +36,16 @@ typedef struct {
     size_t key_len;
 } fake_stage_written_t;
 
+/* One changelog record: a key's value at the end of a transaction (val NULL: a
+ * tombstone), as the task would produce it. */
+typedef struct {
+    int32_t partition;
+    char key[HF_STATE_KEY_LEN_MAX];
+    size_t key_len;
+    uint8_t *val;
+    size_t val_len;
+} fake_stage_changelog_t;
+
 /* Whatever a test keeps beside the fake (fx->user); each test that needs one
  * defines it, the fake never looks inside. */
 struct fake_stage_user;
@@ -55,6 +65,8 @@ struct stage_ctx {
     char reject_reason[HF_TEXT_LEN_MAX * 2];
     uint8_t valbuf[HF_RECORD_LEN_MAX];
     char errstr[512];
+    fake_stage_changelog_t *changelog; /* every committed transaction's written keys */
+    size_t changelog_count, changelog_cap;
     struct fake_stage_user *user; /* the test's own; NULL unless it sets one */
 };
 
@@ -80,5 +92,10 @@ int fake_stage_apply(stage_ctx_t *ctx, const stage_def_t *def, const char *key,
 /* Ends the transaction: the buffer goes to the store and the written keys are
  * forgotten. Fails the test if the store refuses the write. */
 void fake_stage_commit(stage_ctx_t *ctx);
+
+/* Drops every partition's state and rebuilds it from the changelog the commits
+ * so far produced, calling def->reindex as the task's restore does: what a
+ * crash that lost the local disk leaves. Fails the test on error. */
+void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def);
 
 #endif
