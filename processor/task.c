@@ -4,6 +4,7 @@
  * assignment. Handlers reach it only through stage.h. */
 #include "task.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -922,6 +923,11 @@ static int task_step(task_t *t)
 
 int task_run(task_t *t, char *errstr, size_t errstr_size)
 {
+    /* "hf-gateway-0": top -H and /proc/<pid>/task/<tid>/comm tell the stages apart
+     * (the kernel keeps 15 characters). */
+    char name[16];
+    snprintf(name, sizeof name, "hf-%s-%d", t->def->name, t->o.thread_index);
+    pthread_setname_np(pthread_self(), name);
     int aborts_in_row = 0;
     while (!atomic_load(t->o.stop)) {
         uint64_t aborts = t->stats.aborts;
