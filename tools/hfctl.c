@@ -577,7 +577,7 @@ static int cmd_reconcile(cli_t *c)
     reconcile_opts_default(&o);
     o.bootstrap = c->bootstrap;
     reconcile_limits_t *l = &o.limits;
-    int64_t v[8];
+    int64_t v[9];
     const char *q = opt(c, "quiescent");
     if (opt_int64(c, "violations", (int64_t)l->violations_shown_max, &v[0]) ||
         opt_int64(c, "settle-attempts", o.settle_attempts_max, &v[1]) ||
@@ -586,9 +586,10 @@ static int cmd_reconcile(cli_t *c)
         opt_int64(c, "holds-max", (int64_t)l->holds_max, &v[4]) ||
         opt_int64(c, "reservations-max", (int64_t)l->reservations_max, &v[5]) ||
         opt_int64(c, "reply-keys-max", (int64_t)l->reply_keys_max, &v[6]) ||
-        opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]))
+        opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]) ||
+        opt_int64(c, "sales-max", (int64_t)l->sales_max, &v[8]))
         return HF_ERR_INVAL;
-    for (int i = 3; i < 8; i++)
+    for (int i = 3; i < 9; i++)
         if (v[i] <= 0) {
             fprintf(stderr, "hfctl: table caps and --timeout-ms must be positive\n");
             return HF_ERR_INVAL;
@@ -602,6 +603,7 @@ static int cmd_reconcile(cli_t *c)
     l->reservations_max = (size_t)v[5];
     l->reply_keys_max = (size_t)v[6];
     o.timeout_ms = (int)v[7];
+    l->sales_max = (size_t)v[8];
     rc_verdict_t verdict = RC_INCONCLUSIVE;
     int err = reconcile_run(&o, stdout, &verdict, c->errstr, sizeof c->errstr);
     if (err || verdict == RC_INCONCLUSIVE) {
@@ -651,7 +653,8 @@ static void usage(void)
             "  status --reservation R\n"
             "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
             "[--expiry-lag-max-ms N]\n"
-            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
+            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N "
+            "--sales-max N]\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
