@@ -33,8 +33,8 @@ static int sale_get(reconcile_t *rc, const char *reservation_id, const char *war
     bool added = false;
     int err = rc_pair_get(rc, warehouse_id, sku, &pidx);
     if (!err)
-        err = rc_map_upsert(&rc->sales, key, sale_key(key, reservation_id, warehouse_id, sku),
-                            &idx, &added);
+        err = rc_map_upsert(&rc->sales, key, sale_key(key, reservation_id, warehouse_id, sku), &idx,
+                            &added);
     if (err)
         return err;
     *out = rc_map_val(&rc->sales, idx);
@@ -123,8 +123,8 @@ static void sales_vs_commits(reconcile_t *rc)
                          "the ledger sold %" PRId64 " units, the counter committed %" PRId64
                          " for this reservation's held holds",
                          s->ledger_units, s->counter_units);
-        int64_t net = reversed && s->counter_units < s->ledger_units ? s->counter_units
-                                                                     : s->ledger_units;
+        int64_t net =
+            reversed && s->counter_units < s->ledger_units ? s->counter_units : s->ledger_units;
         rc_pair_t *p = rc_map_val(&rc->pairs, s->pair);
         p->ledger_sold += net;
         rc->n.ledger_sold_units += net;
