@@ -25,6 +25,13 @@
  * int64 and checked for overflow before arithmetic. */
 #define HF_QTY_MAX 1000000LL
 
+/* Stock feeds: how far one feed_seq may run ahead of the pair's last applied
+ * one (within a feed_epoch; from 0 in a new epoch). A feed applied far ahead
+ * would make every later report of the pair look old and freeze it silently;
+ * a billion is decades of reports at one a second, so anything beyond is a
+ * typo or another system's numbers, and is dead-lettered instead. */
+#define HF_FEED_SEQ_JUMP_MAX 1000000000LL
+
 /* A full state key: tag + warehouse + sku + reservation + attempt, with room. */
 #define HF_STATE_KEY_LEN_MAX 256
 /* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB. */

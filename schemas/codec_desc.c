@@ -109,6 +109,8 @@ static const codec_field_t stock_feed_fields[] = {
     F_LONG(hf_stock_feed_t, qty),
     F_LONG(hf_stock_feed_t, feed_seq),
     F_LONG(hf_stock_feed_t, issued_at_ms),
+    F_LONG(hf_stock_feed_t, as_of_committed),
+    F_LONG(hf_stock_feed_t, feed_epoch),
 };
 REC_DESC(stock_feed_desc, "StockFeed", hf_stock_feed_t, stock_feed_fields);
 
@@ -135,6 +137,9 @@ static const codec_field_t stock_level_fields[] = {
     F_LONG(hf_stock_level_t, shortfall),
     F_LONG(hf_stock_level_t, version),
     F_LONG(hf_stock_level_t, updated_at_ms),
+    F_LONG(hf_stock_level_t, committed_total),
+    F_LONG(hf_stock_level_t, feed_seq),
+    F_LONG(hf_stock_level_t, feed_epoch),
 };
 REC_DESC(stock_level_desc, "StockLevel", hf_stock_level_t, stock_level_fields);
 
@@ -147,6 +152,8 @@ static const codec_field_t counter_state_fields[] = {
     F_LONG(hf_counter_state_t, revoking),
     F_LONG(hf_counter_state_t, version),
     F_LONG(hf_counter_state_t, feed_seq),
+    F_LONG(hf_counter_state_t, committed_total),
+    F_LONG(hf_counter_state_t, feed_epoch),
 };
 REC_DESC(counter_state_desc, "CounterState", hf_counter_state_t, counter_state_fields);
 

@@ -49,8 +49,49 @@ static const char reservation_state_v1[] =
     "{\"name\":\"result_retries\",\"type\":\"int\"},"
     "{\"name\":\"updated_at_ms\",\"type\":\"long\"}]}";
 
+/* StockFeed v1, before COUNT_AS_OF (a FeedKind symbol), as_of_committed and
+ * feed_epoch (both default 0) were added: feeds already on the topic stay
+ * readable and keep their meaning (epoch 0). */
+static const char stock_feed_v1[] =
+    "{\"type\":\"record\",\"name\":\"StockFeed\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"warehouse_id\",\"type\":\"string\"},"
+    "{\"name\":\"sku\",\"type\":\"string\"},"
+    "{\"name\":\"kind\",\"type\":{\"type\":\"enum\",\"name\":\"FeedKind\",\"symbols\":[\"RECEIVE\","
+    "\"ADJUST\",\"COUNT\",\"SAFETY_STOCK\"]}},"
+    "{\"name\":\"qty\",\"type\":\"long\"},"
+    "{\"name\":\"feed_seq\",\"type\":\"long\"},"
+    "{\"name\":\"issued_at_ms\",\"type\":\"long\",\"default\":0}]}";
+
+/* CounterState v1, before committed_total and feed_epoch (default 0): a
+ * counter restored from an older changelog starts its committed_total at 0,
+ * so an as-of count can only name points from the upgrade on. */
+static const char counter_state_v1[] =
+    "{\"type\":\"record\",\"name\":\"CounterState\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"on_hand\",\"type\":\"long\"},"
+    "{\"name\":\"reserved\",\"type\":\"long\"},"
+    "{\"name\":\"safety_stock\",\"type\":\"long\"},"
+    "{\"name\":\"revoking\",\"type\":\"long\",\"default\":0},"
+    "{\"name\":\"version\",\"type\":\"long\"},"
+    "{\"name\":\"feed_seq\",\"type\":\"long\"}]}";
+
+/* StockLevel v1, before committed_total, feed_seq and feed_epoch (default 0). */
+static const char stock_level_v1[] =
+    "{\"type\":\"record\",\"name\":\"StockLevel\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"warehouse_id\",\"type\":\"string\"},"
+    "{\"name\":\"sku\",\"type\":\"string\"},"
+    "{\"name\":\"on_hand\",\"type\":\"long\"},"
+    "{\"name\":\"reserved\",\"type\":\"long\"},"
+    "{\"name\":\"safety_stock\",\"type\":\"long\"},"
+    "{\"name\":\"available\",\"type\":\"long\"},"
+    "{\"name\":\"shortfall\",\"type\":\"long\",\"default\":0},"
+    "{\"name\":\"version\",\"type\":\"long\"},"
+    "{\"name\":\"updated_at_ms\",\"type\":\"long\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
+    {HF_REC_STOCK_FEED, stock_feed_v1},
+    {HF_REC_COUNTER_STATE, counter_state_v1},
+    {HF_REC_STOCK_LEVEL, stock_level_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -78,6 +78,7 @@ typedef enum {
     HF_FEED_ADJUST,       /* signed correction: on_hand += qty */
     HF_FEED_COUNT,        /* cycle count: on_hand = qty */
     HF_FEED_SAFETY_STOCK, /* safety_stock = qty (a gate for new holds) */
+    HF_FEED_COUNT_AS_OF,  /* count as of a committed_total: on_hand = qty - sold since */
     HF_FEED__COUNT
 } hf_feed_kind_t;
 
@@ -149,8 +150,8 @@ typedef struct {
     int64_t issued_at_ms;
 } hf_release_hold_t;
 
-/* Topic holdfast.stock-feed, key "warehouse_id|sku". feed_seq increases per pair;
- * a feed_seq at or below the stored one is a duplicate. */
+/* Topic holdfast.stock-feed, key "warehouse_id|sku". Feeds of a pair are ordered
+ * by (feed_epoch, feed_seq); one at or below the stored pair is a duplicate. */
 typedef struct {
     hf_wh_t warehouse_id;
     hf_sku_t sku;
@@ -158,6 +159,8 @@ typedef struct {
     int64_t qty;
     int64_t feed_seq;
     int64_t issued_at_ms;
+    int64_t as_of_committed; /* COUNT_AS_OF: the pair's committed_total the count saw */
+    int64_t feed_epoch;      /* one more than the pair's restarts feed_seq */
 } hf_stock_feed_t;
 
 /* ---- counter outputs */
@@ -187,6 +190,9 @@ typedef struct {
     int64_t shortfall;
     int64_t version;
     int64_t updated_at_ms;
+    int64_t committed_total; /* units ever committed: a count's as-of point */
+    int64_t feed_seq;
+    int64_t feed_epoch;
 } hf_stock_level_t;
 
 /* ---- counter state (RocksDB values and changelog values) */
@@ -195,9 +201,11 @@ typedef struct {
     int64_t on_hand;
     int64_t reserved; /* sum of HELD and REVOKING holds */
     int64_t safety_stock;
-    int64_t revoking; /* sum of REVOKING holds */
-    int64_t version;  /* bumped on every change */
-    int64_t feed_seq; /* last applied stock feed sequence */
+    int64_t revoking;        /* sum of REVOKING holds */
+    int64_t version;         /* bumped on every change */
+    int64_t feed_seq;        /* last applied stock feed sequence */
+    int64_t committed_total; /* units ever committed at the pair; never decreases */
+    int64_t feed_epoch;      /* of the last applied stock feed */
 } hf_counter_state_t;
 
 typedef struct {

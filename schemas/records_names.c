@@ -10,7 +10,8 @@ const char *const hf_outcome_symbols[] = {
     "OK", "INSUFFICIENT", "EXISTS", "CONFLICT", "EXPIRED", "NOT_FOUND", "INVALID", "REVOKED",
 };
 const char *const hf_cmd_symbols[] = {"HOLD", "COMMIT", "RELEASE", "SHORTFALL"};
-const char *const hf_feed_kind_symbols[] = {"RECEIVE", "ADJUST", "COUNT", "SAFETY_STOCK"};
+const char *const hf_feed_kind_symbols[] = {"RECEIVE", "ADJUST", "COUNT", "SAFETY_STOCK",
+                                            "COUNT_AS_OF"};
 const char *const hf_hold_status_symbols[] = {"HELD", "COMMITTED", "RELEASED", "REVOKING",
                                               "REFUSED"};
 const char *const hf_reply_outcome_symbols[] = {

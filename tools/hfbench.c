@@ -716,6 +716,8 @@ static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
     return err;
 }
 
+#define HFBENCH_SEQ_EPOCH_S 1704067200LL /* 2024-01-01T00:00:00Z */
+
 static int seed_catalog(const bench_opts_t *o)
 {
     char errstr[256];
@@ -728,7 +730,10 @@ static int seed_catalog(const bench_opts_t *o)
         return 1;
     }
     unsigned seed = o->seed;
-    int64_t seq = hf_wall_ms(); /* increasing across runs: a re-seed adds stock */
+    /* Increasing across runs, so a re-seed adds stock: seconds since 2024, well
+     * within the counter's HF_FEED_SEQ_JUMP_MAX of the last seed (wall-clock
+     * milliseconds would be dead-lettered as a runaway feed_seq). */
+    int64_t seq = hf_wall_ms() / 1000 - HFBENCH_SEQ_EPOCH_S;
     int err = HF_OK;
     for (int s = 0; s < o->skus && !err; s++) {
         char sku[HF_SKU_LEN_MAX + 1];

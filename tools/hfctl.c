@@ -4,6 +4,7 @@
  *   hfctl topics apply [--file topics/topics.json]
  *   hfctl send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]
  *   hfctl stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N
+ *                    [--as-of-committed N (COUNT: taken at that committed_total)] [--epoch N]
  *   hfctl stock get --warehouse W --sku S
  *   hfctl availability --sku S
  *   hfctl reconcile [--quiescent 1]
@@ -176,8 +177,34 @@ static int parse_feed_kind(const char *v, hf_feed_kind_t *out)
             *out = (hf_feed_kind_t)k;
             return HF_OK;
         }
-    fprintf(stderr, "hfctl: --kind must be RECEIVE, ADJUST, COUNT or SAFETY_STOCK\n");
+    fprintf(stderr, "hfctl: --kind must be RECEIVE, ADJUST, COUNT, COUNT_AS_OF or SAFETY_STOCK\n");
     return HF_ERR_INVAL;
+}
+
+/* A COUNT with --as-of-committed is sent as COUNT_AS_OF: the counter takes the
+ * units sold since that committed_total off the count, so a count taken before
+ * a sale cannot give the sold unit back. */
+static int feed_as_of(cli_t *c, hf_stock_feed_t *f)
+{
+    if (!opt(c, "as-of-committed")) {
+        if (f->kind != HF_FEED_COUNT_AS_OF)
+            return HF_OK;
+        fprintf(stderr, "hfctl: --kind COUNT_AS_OF needs --as-of-committed N\n");
+        return HF_ERR_INVAL;
+    }
+    if (f->kind != HF_FEED_COUNT && f->kind != HF_FEED_COUNT_AS_OF) {
+        fprintf(stderr, "hfctl: --as-of-committed applies to --kind COUNT only\n");
+        return HF_ERR_INVAL;
+    }
+    if (opt_int64(c, "as-of-committed", 0, &f->as_of_committed))
+        return HF_ERR_INVAL;
+    if (f->as_of_committed < 0) {
+        fprintf(stderr, "hfctl: --as-of-committed must be >= 0 (the committed_total of "
+                        "hfctl stock get when the count was taken)\n");
+        return HF_ERR_INVAL;
+    }
+    f->kind = HF_FEED_COUNT_AS_OF;
+    return HF_OK;
 }
 
 static int stock_feed(cli_t *c)
@@ -187,7 +214,8 @@ static int stock_feed(cli_t *c)
     if (copy_id(f->warehouse_id, sizeof f->warehouse_id, need(c, "warehouse"), "warehouse") ||
         copy_id(f->sku, sizeof f->sku, need(c, "sku"), "sku") ||
         parse_feed_kind(need(c, "kind"), &f->kind) || !need(c, "qty") || !need(c, "seq") ||
-        opt_int64(c, "qty", 0, &f->qty) || opt_int64(c, "seq", 0, &f->feed_seq))
+        opt_int64(c, "qty", 0, &f->qty) || opt_int64(c, "seq", 0, &f->feed_seq) ||
+        opt_int64(c, "epoch", 0, &f->feed_epoch) || feed_as_of(c, f))
         return HF_ERR_INVAL;
     f->issued_at_ms = hf_wall_ms();
     char key[COUNTER_KEY_MAX];
@@ -261,10 +289,11 @@ static int stock_get(cli_t *c)
     const hf_counter_state_t *s = &rec.u.counter_state;
     printf("{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"known\":%s,\"on_hand\":%lld,"
            "\"reserved\":%lld,\"safety_stock\":%lld,\"available\":%lld,\"revoking\":%lld,"
-           "\"version\":%lld,\"feed_seq\":%lld}\n",
+           "\"version\":%lld,\"feed_seq\":%lld,\"feed_epoch\":%lld,\"committed_total\":%lld}\n",
            wh, sku, f.found ? "true" : "false", (long long)s->on_hand, (long long)s->reserved,
            (long long)s->safety_stock, (long long)counter_available_reported(s),
-           (long long)s->revoking, (long long)s->version, (long long)s->feed_seq);
+           (long long)s->revoking, (long long)s->version, (long long)s->feed_seq,
+           (long long)s->feed_epoch, (long long)s->committed_total);
     return HF_OK;
 }
 
@@ -548,7 +577,7 @@ static int cmd_reconcile(cli_t *c)
     reconcile_opts_default(&o);
     o.bootstrap = c->bootstrap;
     reconcile_limits_t *l = &o.limits;
-    int64_t v[8];
+    int64_t v[9];
     const char *q = opt(c, "quiescent");
     if (opt_int64(c, "violations", (int64_t)l->violations_shown_max, &v[0]) ||
         opt_int64(c, "settle-attempts", o.settle_attempts_max, &v[1]) ||
@@ -557,9 +586,10 @@ static int cmd_reconcile(cli_t *c)
         opt_int64(c, "holds-max", (int64_t)l->holds_max, &v[4]) ||
         opt_int64(c, "reservations-max", (int64_t)l->reservations_max, &v[5]) ||
         opt_int64(c, "reply-keys-max", (int64_t)l->reply_keys_max, &v[6]) ||
-        opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]))
+        opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]) ||
+        opt_int64(c, "sales-max", (int64_t)l->sales_max, &v[8]))
         return HF_ERR_INVAL;
-    for (int i = 3; i < 8; i++)
+    for (int i = 3; i < 9; i++)
         if (v[i] <= 0) {
             fprintf(stderr, "hfctl: table caps and --timeout-ms must be positive\n");
             return HF_ERR_INVAL;
@@ -573,6 +603,7 @@ static int cmd_reconcile(cli_t *c)
     l->reservations_max = (size_t)v[5];
     l->reply_keys_max = (size_t)v[6];
     o.timeout_ms = (int)v[7];
+    l->sales_max = (size_t)v[8];
     rc_verdict_t verdict = RC_INCONCLUSIVE;
     int err = reconcile_run(&o, stdout, &verdict, c->errstr, sizeof c->errstr);
     if (err || verdict == RC_INCONCLUSIVE) {
@@ -607,6 +638,8 @@ static void usage(void)
             "--sku S [--qty N]\n"
             "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N "
             "--seq N\n"
+            "             [--as-of-committed N] [--epoch N]   (a COUNT taken when stock get "
+            "said committed_total N)\n"
             "  stock get --warehouse W --sku S\n"
             "  availability --sku S\n"
             "  tail TOPIC [--max N]\n"
@@ -620,7 +653,8 @@ static void usage(void)
             "  status --reservation R\n"
             "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
             "[--expiry-lag-max-ms N]\n"
-            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
+            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N "
+            "--sales-max N]\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"

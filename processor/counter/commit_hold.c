@@ -11,8 +11,7 @@ static hf_outcome_t commit_rule(bool found, hf_hold_state_t *hs, hf_counter_stat
         return HF_OUTCOME_NOT_FOUND;
     switch (hs->status) {
     case HF_HOLD_HELD:
-        c->reserved -= hs->qty;
-        c->on_hand -= hs->qty;
+        counter_commit_units(c, hs->qty);
         hs->status = HF_HOLD_COMMITTED;
         *changed = true;
         return HF_OUTCOME_OK;

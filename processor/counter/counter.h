@@ -46,12 +46,22 @@ int64_t counter_available(const hf_counter_state_t *c);
 /* What the outside world is told: never below zero. */
 int64_t counter_available_reported(const hf_counter_state_t *c);
 /* Asserts the stored invariants (aborts the process if broken):
- * on_hand, reserved, revoking, safety_stock >= 0; revoking <= reserved;
+ * on_hand, reserved, revoking, safety_stock, committed_total, feed_epoch >= 0;
+ * revoking <= reserved;
  * reserved - revoking <= on_hand (a promise never exceeds stock on hand, except by
  * holds already being revoked). */
 void counter_assert(const hf_counter_state_t *c);
 /* The quantity still to revoke: (reserved - revoking) - on_hand, or 0. */
 int64_t counter_shortfall(const hf_counter_state_t *c);
+/* A HELD hold of qty becomes a sale: it leaves reserved and on_hand, and
+ * committed_total (the as-of clock of cycle counts) moves on by qty. */
+void counter_commit_units(hf_counter_state_t *c, int64_t qty);
+/* on_hand after a cycle count of `counted` units taken when the pair's
+ * committed_total was as_of_committed (<= c->committed_total): the units sold
+ * since the count are gone from the shelf it counted, so they are taken off
+ * again; never below 0 (a count that saw fewer units than were sold since). */
+int64_t counter_on_hand_as_of(const hf_counter_state_t *c, int64_t counted,
+                              int64_t as_of_committed);
 
 /* Validation shared by handlers; returns NULL when fine, else a reason. */
 const char *counter_check_ids(const char *warehouse_id, const char *sku);

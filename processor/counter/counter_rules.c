@@ -3,6 +3,7 @@
 #include "counter.h"
 #include "hf_assert.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 int64_t counter_available(const hf_counter_state_t *c)
@@ -22,12 +23,29 @@ int64_t counter_shortfall(const hf_counter_state_t *c)
     return s > 0 ? s : 0;
 }
 
+void counter_commit_units(hf_counter_state_t *c, int64_t qty)
+{
+    hf_assert(qty > 0 && qty <= c->reserved && qty <= c->on_hand);
+    c->reserved -= qty;
+    c->on_hand -= qty;
+    bool overflow = __builtin_add_overflow(c->committed_total, qty, &c->committed_total);
+    hf_assert(!overflow);
+}
+
+int64_t counter_on_hand_as_of(const hf_counter_state_t *c, int64_t counted, int64_t as_of_committed)
+{
+    hf_assert(counted >= 0 && as_of_committed >= 0 && as_of_committed <= c->committed_total);
+    int64_t sold_since = c->committed_total - as_of_committed;
+    return counted > sold_since ? counted - sold_since : 0;
+}
+
 void counter_assert(const hf_counter_state_t *c)
 {
     hf_assert(c->on_hand >= 0);
     hf_assert(c->reserved >= 0);
     hf_assert(c->revoking >= 0 && c->revoking <= c->reserved);
     hf_assert(c->safety_stock >= 0);
+    hf_assert(c->committed_total >= 0 && c->feed_epoch >= 0);
     hf_assert(c->reserved - c->revoking <= c->on_hand);
 }
 

@@ -130,6 +130,9 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
     sl->shortfall = c.revoking;
     sl->version = c.version;
     sl->updated_at_ms = stage_now_ms(ctx);
+    sl->committed_total = c.committed_total;
+    sl->feed_seq = c.feed_seq;
+    sl->feed_epoch = c.feed_epoch;
     return stage_emit(ctx, HF_T_STOCK_LEVELS, sl->sku, slen, &out);
 }
 

@@ -1,7 +1,16 @@
 /* What happens on StockFeed (a warehouse reports physical stock): RECEIVE and
- * ADJUST move on_hand by a delta, COUNT sets it to a cycle count, SAFETY_STOCK
- * sets the buffer that new holds may not touch. Each pair applies a feed_seq once
- * (a repeat or an older one is ignored), so the feed can be replayed.
+ * ADJUST move on_hand by a delta, COUNT sets it to a cycle count, COUNT_AS_OF
+ * sets it to a cycle count less the units sold since the count was taken (its
+ * as_of_committed, the pair's committed_total the warehouse system saw), and
+ * SAFETY_STOCK sets the buffer that new holds may not touch. A plain COUNT that
+ * was taken before a sale and arrives after it gives the sold unit back; only
+ * COUNT_AS_OF is safe while the pair sells.
+ *
+ * Each pair applies a (feed_epoch, feed_seq) once, in increasing order (a
+ * repeat or an older one is ignored), so the feed can be replayed. A feed_seq
+ * more than HF_FEED_SEQ_JUMP_MAX ahead of the last applied one is dead-lettered
+ * rather than applied, since it would freeze the pair; a warehouse system that
+ * restarts its numbering does so visibly, with feed_epoch one higher.
  *
  * When on_hand falls below what is promised (a count or adjustment reveals less
  * stock than reserved), available is reported as 0 and the newest holds are
@@ -23,6 +32,14 @@ static int validate(stage_ctx_t *ctx, const hf_stock_feed_t *f)
                             (long long)f->feed_seq);
     if ((unsigned)f->kind >= HF_FEED__COUNT)
         return stage_reject(ctx, "StockFeed kind %d is unknown", (int)f->kind);
+    if (f->feed_epoch < 0)
+        return stage_reject(ctx, "StockFeed feed_epoch %lld must be >= 0",
+                            (long long)f->feed_epoch);
+    if (f->kind == HF_FEED_COUNT_AS_OF ? f->as_of_committed < 0 : f->as_of_committed != 0)
+        return stage_reject(ctx,
+                            "StockFeed %s as_of_committed %lld: only a COUNT_AS_OF carries one "
+                            "(>= 0, the committed_total of the pair when it was counted)",
+                            hf_feed_kind_name(f->kind), (long long)f->as_of_committed);
     long long lo = f->kind == HF_FEED_ADJUST ? -HF_QTY_MAX : f->kind == HF_FEED_RECEIVE ? 1 : 0;
     if (f->qty < lo || f->qty > HF_QTY_MAX * 1000)
         return stage_reject(ctx, "StockFeed %s qty %lld must be in [%lld, %lld]",
@@ -38,6 +55,20 @@ static int next_on_hand(stage_ctx_t *ctx, const hf_stock_feed_t *f, const hf_cou
     switch (f->kind) {
     case HF_FEED_COUNT:
         *on_hand = f->qty;
+        return HF_OK;
+    case HF_FEED_COUNT_AS_OF:
+        if (f->as_of_committed > c->committed_total)
+            return stage_reject(ctx,
+                                "StockFeed COUNT_AS_OF as_of_committed %lld is ahead of the "
+                                "pair's committed_total %lld: echo the committed_total of a "
+                                "StockLevel (or hfctl stock get) read before counting",
+                                (long long)f->as_of_committed, (long long)c->committed_total);
+        *on_hand = counter_on_hand_as_of(c, f->qty, f->as_of_committed);
+        if (*on_hand == 0 && f->qty < c->committed_total - f->as_of_committed)
+            log_warn("counter",
+                     "%s|%s: count of %lld as of committed %lld, but %lld sold since: on_hand 0",
+                     f->warehouse_id, f->sku, (long long)f->qty, (long long)f->as_of_committed,
+                     (long long)(c->committed_total - f->as_of_committed));
         return HF_OK;
     case HF_FEED_SAFETY_STOCK:
         *on_hand = c->on_hand;
@@ -143,6 +174,41 @@ static int revoke_newest(stage_ctx_t *ctx, const hf_stock_feed_t *f, hf_counter_
     return err;
 }
 
+/* Whether the feed comes after the pair's last applied one ((feed_epoch,
+ * feed_seq) order); a rejection when it jumps too far ahead to be believed. */
+static int feed_is_new(stage_ctx_t *ctx, const hf_stock_feed_t *f, const hf_counter_state_t *c,
+                       bool *is_new)
+{
+    *is_new = f->feed_epoch > c->feed_epoch ||
+              (f->feed_epoch == c->feed_epoch && f->feed_seq > c->feed_seq);
+    if (!*is_new) {
+        log_info("counter",
+                 "stock feed %s|%s epoch %lld seq %lld ignored: at or before the last applied "
+                 "(epoch %lld seq %lld); a warehouse system that restarted its numbering must "
+                 "send feed_epoch %lld",
+                 f->warehouse_id, f->sku, (long long)f->feed_epoch, (long long)f->feed_seq,
+                 (long long)c->feed_epoch, (long long)c->feed_seq, (long long)c->feed_epoch + 1);
+        return HF_OK;
+    }
+    if (f->feed_epoch > c->feed_epoch + 1)
+        return stage_reject(ctx,
+                            "StockFeed feed_epoch %lld skips ahead of the pair's epoch %lld: "
+                            "restart the numbering with feed_epoch %lld and feed_seq from 1",
+                            (long long)f->feed_epoch, (long long)c->feed_epoch,
+                            (long long)c->feed_epoch + 1);
+    int64_t base = f->feed_epoch == c->feed_epoch ? c->feed_seq : 0;
+    if (f->feed_seq - base > HF_FEED_SEQ_JUMP_MAX)
+        return stage_reject(ctx,
+                            "StockFeed feed_seq %lld is %lld past the pair's last applied %lld "
+                            "(epoch %lld), more than %lld: applied, it would make every later "
+                            "report look old. Send the next feed_seq, or restart the numbering "
+                            "with feed_epoch %lld and feed_seq from 1",
+                            (long long)f->feed_seq, (long long)(f->feed_seq - base),
+                            (long long)base, (long long)f->feed_epoch,
+                            (long long)HF_FEED_SEQ_JUMP_MAX, (long long)c->feed_epoch + 1);
+    return HF_OK;
+}
+
 int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     const hf_stock_feed_t *f = &rec->u.stock_feed;
@@ -153,17 +219,23 @@ int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec)
     err = counter_load(ctx, f->warehouse_id, f->sku, &c);
     if (err)
         return err;
-    if (f->feed_seq <= c.feed_seq) {
-        log_debug("counter", "stock feed %s|%s seq %lld already applied (at %lld)", f->warehouse_id,
-                  f->sku, (long long)f->feed_seq, (long long)c.feed_seq);
-        return HF_OK;
-    }
+    bool is_new = false;
+    err = feed_is_new(ctx, f, &c, &is_new);
+    if (err || !is_new)
+        return err;
     int64_t on_hand = 0;
     err = next_on_hand(ctx, f, &c, &on_hand);
     if (err)
         return err;
+    if (f->feed_epoch != c.feed_epoch)
+        log_warn("counter",
+                 "%s|%s: stock feed numbering restarted: epoch %lld seq %lld after "
+                 "epoch %lld seq %lld",
+                 f->warehouse_id, f->sku, (long long)f->feed_epoch, (long long)f->feed_seq,
+                 (long long)c.feed_epoch, (long long)c.feed_seq);
     c.on_hand = on_hand;
     c.feed_seq = f->feed_seq;
+    c.feed_epoch = f->feed_epoch;
     if (f->kind == HF_FEED_SAFETY_STOCK)
         c.safety_stock = f->qty;
     if (counter_shortfall(&c) > 0) {

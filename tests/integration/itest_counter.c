@@ -256,6 +256,75 @@ static void test_bad_records_go_to_dead_letters_and_the_stage_goes_on(void **sta
     harness_cleanup(&h);
 }
 
+/* ---- cycle counts with an as-of point; a runaway feed_seq */
+
+static void last_level(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    assert_int_equal(rec->type, HF_REC_STOCK_LEVEL);
+    *(hf_stock_level_t *)opaque = rec->u.stock_level;
+}
+
+static void test_a_count_taken_before_a_commit_does_not_give_the_sold_unit_back(void **state)
+{
+    harness_t h;
+    harness_init(&h, "asof");
+    char key[128];
+    harness_pair(key, "W4", "SKU-C");
+    pid_t pid = harness_start(&h, "a", "counter");
+    hf_record_t r = harness_feed("W4", "SKU-C", HF_FEED_RECEIVE, 5, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 1, WAIT_MS), 1);
+    r = harness_hold("res-sold", 0, "W4", "SKU-C", 2);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 1, WAIT_MS), 1);
+
+    /* The warehouse counts 5 on the shelf and notes the committed_total the
+     * counter reports at that moment... */
+    hf_counter_state_t c;
+    assert_true(harness_counter(&h, "W4", "SKU-C", &c));
+    int64_t as_of = c.committed_total;
+    assert_int_equal(as_of, 0);
+    /* ...the hold is sold before the count reaches the counter... */
+    r = harness_commit_hold("res-sold", 0, "W4", "SKU-C");
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 2, WAIT_MS), 2);
+    /* ...then the count arrives, with its as-of point. */
+    r = harness_feed("W4", "SKU-C", HF_FEED_COUNT_AS_OF, 5, 2);
+    r.u.stock_feed.as_of_committed = as_of;
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    /* A runaway feed_seq is dead-lettered, and the pair goes on counting. */
+    r = harness_feed("W4", "SKU-C", HF_FEED_RECEIVE, 100, 2 + HF_FEED_SEQ_JUMP_MAX + 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    r = harness_feed("W4", "SKU-C", HF_FEED_RECEIVE, 1, 3);
+    harness_send(&h, HF_T_STOCK_FEED, key, &r);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_DEAD_LETTERS, 1, WAIT_MS), 1);
+    dead_t d = {0};
+    harness_read(&h, HF_T_DEAD_LETTERS, collect_dead, &d);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.reasons[0], "restart the numbering with feed_epoch 1"));
+
+    /* Levels: receive, hold, commit, count, receive (the dead letter changes nothing). */
+    assert_int_equal(harness_wait_count(&h, HF_T_STOCK_LEVELS, 5, WAIT_MS), 5);
+    assert_true(harness_counter(&h, "W4", "SKU-C", &c));
+    assert_int_equal(c.feed_seq, 3);
+    /* 5 counted, 2 of them sold since: 3, then 1 received. A plain COUNT
+     * would have made it 5 + 1: the 2 sold units back on sale. */
+    assert_int_equal(c.on_hand, 4);
+    assert_int_equal(c.committed_total, 2);
+    hf_stock_level_t sl;
+    memset(&sl, 0, sizeof sl);
+    harness_read(&h, HF_T_STOCK_LEVELS, last_level, &sl);
+    assert_int_equal(sl.on_hand, 4);
+    assert_int_equal(sl.committed_total, 2);
+    assert_int_equal(sl.feed_seq, 3);
+    assert_int_equal(harness_stop(pid), 0);
+    harness_cleanup(&h);
+}
+
 /* ---- restore after the state folder is lost */
 
 static int rm_rf(const char *path)
@@ -470,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_holds_never_oversell),
         cmocka_unit_test(test_every_command_sent_twice_is_applied_once),
         cmocka_unit_test(test_bad_records_go_to_dead_letters_and_the_stage_goes_on),
+        cmocka_unit_test(test_a_count_taken_before_a_commit_does_not_give_the_sold_unit_back),
         cmocka_unit_test(test_lost_state_is_restored_from_the_changelog),
         cmocka_unit_test(test_settled_holds_are_forgotten_after_retention),
         cmocka_unit_test(test_old_local_state_is_rebuilt_from_the_whole_changelog),

@@ -63,6 +63,12 @@ RESERVATION_STATE_V1 = (
     '{"name":"updated_at_ms","type":"long"}]}'
 )
 
+# Must equal stock_feed_v1, counter_state_v1 and stock_level_v1 in
+# schemas/codec_history.c (before as-of counts and feed epochs).
+STOCK_FEED_V1 = '{"type":"record","name":"StockFeed","namespace":"holdfast","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"kind","type":{"type":"enum","name":"FeedKind","symbols":["RECEIVE","ADJUST","COUNT","SAFETY_STOCK"]}},{"name":"qty","type":"long"},{"name":"feed_seq","type":"long"},{"name":"issued_at_ms","type":"long","default":0}]}'
+COUNTER_STATE_V1 = '{"type":"record","name":"CounterState","namespace":"holdfast","fields":[{"name":"on_hand","type":"long"},{"name":"reserved","type":"long"},{"name":"safety_stock","type":"long"},{"name":"revoking","type":"long","default":0},{"name":"version","type":"long"},{"name":"feed_seq","type":"long"}]}'
+STOCK_LEVEL_V1 = '{"type":"record","name":"StockLevel","namespace":"holdfast","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"on_hand","type":"long"},{"name":"reserved","type":"long"},{"name":"safety_stock","type":"long"},{"name":"available","type":"long"},{"name":"shortfall","type":"long","default":0},{"name":"version","type":"long"},{"name":"updated_at_ms","type":"long"}]}'
+
 # Exercises namespaces, primitive objects, stripped attributes, unions, fixed.
 TRICKY = json.dumps({
     "type": "record", "name": "Outer", "namespace": "ex.ns", "doc": "stripped",
@@ -151,6 +157,21 @@ def main():
              "created_at_ms": 1000, "expires_at_ms": 2000, "hold_deadline_ms": 3000,
              "result_deadline_ms": 0, "result_retries": 0, "updated_at_ms": 2001}
     print(c_hex("py_reservation_state_v1", single_object(rs1, rs1_fp, rs_v1)))
+    sf1, sf1_fp = fingerprint(STOCK_FEED_V1)
+    print("/* StockFeed v1 */ 0x%016xULL" % sf1_fp)
+    print(c_hex("py_stock_feed_v1", single_object(sf1, sf1_fp, {
+        "warehouse_id": "W1", "sku": "S-1", "kind": "COUNT", "qty": 7, "feed_seq": 42,
+        "issued_at_ms": 1700000000000})))
+    cs1, cs1_fp = fingerprint(COUNTER_STATE_V1)
+    print("/* CounterState v1 */ 0x%016xULL" % cs1_fp)
+    print(c_hex("py_counter_state_v1", single_object(cs1, cs1_fp, {
+        "on_hand": 9, "reserved": 3, "safety_stock": 1, "revoking": 0, "version": 12,
+        "feed_seq": 5})))
+    sl1, sl1_fp = fingerprint(STOCK_LEVEL_V1)
+    print("/* StockLevel v1 */ 0x%016xULL" % sl1_fp)
+    print(c_hex("py_stock_level_v1", single_object(sl1, sl1_fp, {
+        "warehouse_id": "W1", "sku": "S-1", "on_hand": 9, "reserved": 3, "safety_stock": 1,
+        "available": 5, "shortfall": 0, "version": 12, "updated_at_ms": 1700000000001})))
     return 0
 
 

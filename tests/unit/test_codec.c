@@ -70,7 +70,7 @@ static const ref_fp_t schema_fps[] = {
     {"Commit", 0x196d6433575f64adULL},
     {"CommitHold", 0xbcd607f8d824ad52ULL},
     {"CounterResult", 0xa765a71b04c5948cULL},
-    {"CounterState", 0x92aee894820c0173ULL},
+    {"CounterState", 0x989bafdb6879daa7ULL},
     {"DeadLetter", 0x3be022772e3486ceULL},
     {"Hold", 0x54109c34235f8edaULL},
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
@@ -80,8 +80,8 @@ static const ref_fp_t schema_fps[] = {
     {"Reply", 0xdb9121c6761daba2ULL},
     {"Reserve", 0xd16e922aada1fc96ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
-    {"StockFeed", 0xa85631fb06751749ULL},
-    {"StockLevel", 0x8c0a8d587847d7c4ULL},
+    {"StockFeed", 0x5bd9e052d14672b6ULL},
+    {"StockLevel", 0x9edf759c9c020c16ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
     {"ReservationState", 0xb300565670ae6306ULL},
     {"IdempotencyRecord", 0x286c2004f730c111ULL},
@@ -115,6 +115,20 @@ static const uint8_t py_reservation_state_v1[] = {
     0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x06, 0x00,
     0x00, 0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72,
     0x65, 0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f};
+
+/* The v1 schemas of StockFeed, CounterState and StockLevel (before as-of counts
+ * and feed epochs), their Python fingerprints and one record each. */
+static const uint64_t stock_feed_v1_fp = 0xa85631fb06751749ULL;
+static const uint64_t counter_state_v1_fp = 0x92aee894820c0173ULL;
+static const uint64_t stock_level_v1_fp = 0x8c0a8d587847d7c4ULL;
+static const uint8_t py_stock_feed_v1[] = {0xc3, 0x01, 0x49, 0x17, 0x75, 0x06, 0xfb, 0x31, 0x56,
+                                           0xa8, 0x04, 0x57, 0x31, 0x06, 0x53, 0x2d, 0x31, 0x04,
+                                           0x0e, 0x54, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
+static const uint8_t py_counter_state_v1[] = {0xc3, 0x01, 0x73, 0x01, 0x0c, 0x82, 0x94, 0xe8,
+                                              0xae, 0x92, 0x12, 0x06, 0x02, 0x00, 0x18, 0x0a};
+static const uint8_t py_stock_level_v1[] = {
+    0xc3, 0x01, 0xc4, 0xd7, 0x47, 0x78, 0x58, 0x8d, 0x0a, 0x8c, 0x04, 0x57, 0x31, 0x06, 0x53,
+    0x2d, 0x31, 0x12, 0x06, 0x02, 0x0a, 0x00, 0x18, 0x82, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
 
 static void py_hold_record(hf_record_t *r)
 {
@@ -550,6 +564,70 @@ static void test_older_reservation_state_reads_with_no_rebook(void **state)
     assert_string_equal(rs->rebook_reply_to, "");
 }
 
+/* The history entry of rec_type is the schema Python fingerprinted as fp. */
+static void assert_history_entry(hf_rec_type_t rec_type, uint64_t fp)
+{
+    char errstr[256] = "";
+    for (size_t i = 0; i < codec_history_count; i++) {
+        if (codec_history[i].type != rec_type)
+            continue;
+        char *pcf = NULL;
+        assert_int_equal(
+            codec_parsing_canonical_form(codec_history[i].json, &pcf, errstr, sizeof errstr),
+            HF_OK);
+        uint64_t got = codec_crc64_avro(pcf, strlen(pcf));
+        free(pcf);
+        if (got == fp)
+            return;
+    }
+    fail_msg("no history entry of %s has fingerprint 0x%016llx", hf_rec_type_name(rec_type),
+             (unsigned long long)fp);
+}
+
+static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void **state)
+{
+    static hf_record_t got;
+    assert_history_entry(HF_REC_STOCK_FEED, stock_feed_v1_fp);
+    assert_history_entry(HF_REC_COUNTER_STATE, counter_state_v1_fp);
+    assert_history_entry(HF_REC_STOCK_LEVEL, stock_level_v1_fp);
+
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_stock_feed_v1, sizeof py_stock_feed_v1, &got);
+    assert_int_equal(got.type, HF_REC_STOCK_FEED);
+    const hf_stock_feed_t *f = &got.u.stock_feed;
+    assert_string_equal(f->warehouse_id, "W1");
+    assert_string_equal(f->sku, "S-1");
+    assert_int_equal(f->kind, HF_FEED_COUNT); /* the symbol, resolved by name */
+    assert_int_equal(f->qty, 7);
+    assert_int_equal(f->feed_seq, 42);
+    assert_int_equal(f->issued_at_ms, 1700000000000LL);
+    assert_int_equal(f->as_of_committed, 0);
+    assert_int_equal(f->feed_epoch, 0);
+
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_counter_state_v1, sizeof py_counter_state_v1, &got);
+    assert_int_equal(got.type, HF_REC_COUNTER_STATE);
+    const hf_counter_state_t *c = &got.u.counter_state;
+    assert_int_equal(c->on_hand, 9);
+    assert_int_equal(c->reserved, 3);
+    assert_int_equal(c->safety_stock, 1);
+    assert_int_equal(c->version, 12);
+    assert_int_equal(c->feed_seq, 5);
+    assert_int_equal(c->committed_total, 0);
+    assert_int_equal(c->feed_epoch, 0);
+
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_stock_level_v1, sizeof py_stock_level_v1, &got);
+    assert_int_equal(got.type, HF_REC_STOCK_LEVEL);
+    const hf_stock_level_t *sl = &got.u.stock_level;
+    assert_int_equal(sl->available, 5);
+    assert_int_equal(sl->version, 12);
+    assert_int_equal(sl->updated_at_ms, 1700000000001LL);
+    assert_int_equal(sl->committed_total, 0);
+    assert_int_equal(sl->feed_seq, 0);
+    assert_int_equal(sl->feed_epoch, 0);
+}
+
 static void test_defaults_of_every_kind_are_read_from_schema_text(void **state)
 {
     static const char schema[] =
@@ -936,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_our_bytes_equal_the_bytes_python_wrote),
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
+        cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_defaults_of_every_kind_are_read_from_schema_text),
         cmocka_unit_test(test_decode_rejects_bad_magic_and_short_input),
         cmocka_unit_test(test_decode_rejects_every_truncation_of_every_type),

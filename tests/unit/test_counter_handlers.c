@@ -800,6 +800,166 @@ static void test_feed_with_invalid_qty_seq_or_kind_is_rejected(void **state)
     expect_counter(fx, "W1", "S1", HF_QTY_MAX * 1000 - HF_QTY_MAX, 0, 0, 0);
 }
 
+/* ---- cycle counts with an as-of point, and the feed_seq bounds */
+
+static int do_feed_ex(stage_ctx_t *fx, const char *w, const char *s, hf_feed_kind_t kind,
+                      int64_t qty, int64_t seq, int64_t as_of_committed, int64_t epoch)
+{
+    hf_record_t r = feed_rec(w, s, kind, qty, seq);
+    r.u.stock_feed.as_of_committed = as_of_committed;
+    r.u.stock_feed.feed_epoch = epoch;
+    return fx_apply(fx, &r);
+}
+
+/* Sells qty at (w, s) under reservation rid: a hold, then its commit. */
+static void sell(stage_ctx_t *fx, const char *rid, const char *w, const char *s, int64_t qty)
+{
+    hf_counter_result_t r = do_hold(fx, rid, 0, w, s, qty);
+    assert_int_equal(r.outcome, HF_OUTCOME_OK);
+    r = do_commit(fx, rid, 0, w, s);
+    assert_int_equal(r.outcome, HF_OUTCOME_OK);
+}
+
+static void
+test_count_taken_before_a_sale_and_applied_after_it_does_not_give_the_unit_back(void **state)
+{
+    stage_ctx_t *fx = *state;
+    /* Two pairs with the same history: 5 received, 2 sold, the warehouse reads
+     * committed_total 2 and counts 3 on the shelf, then 1 more is sold before
+     * the count arrives. */
+    const char *skus[] = {"AS-OF", "PLAIN"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(do_feed(fx, "W1", skus[i], HF_FEED_RECEIVE, 5, 1), HF_OK);
+        sell(fx, "r1", "W1", skus[i], 2);
+        assert_int_equal(fx_counter(fx, "W1", skus[i]).committed_total, 2); /* what it read */
+        sell(fx, "r2", "W1", skus[i], 1);
+    }
+    expect_counter(fx, "W1", "AS-OF", 2, 0, 0, 0);
+    assert_int_equal(do_feed_ex(fx, "W1", "AS-OF", HF_FEED_COUNT_AS_OF, 3, 2, 2, 0), HF_OK);
+    /* 3 counted, 1 sold since the count: 2, not 3. */
+    expect_counter(fx, "W1", "AS-OF", 2, 0, 0, 0);
+    /* A plain COUNT keeps its old meaning: it gives the unit sold after the
+     * count back (the reason COUNT_AS_OF exists). */
+    assert_int_equal(do_feed(fx, "W1", "PLAIN", HF_FEED_COUNT, 3, 2), HF_OK);
+    expect_counter(fx, "W1", "PLAIN", 3, 0, 0, 0);
+
+    /* The StockLevel tells the warehouse system the as-of clock and the feed
+     * position it needs for the next count. */
+    size_t first = fx_end_batch(fx);
+    hf_stock_level_t sl;
+    assert_int_equal(stock_levels_for(fx, first, "W1", "AS-OF", &sl), 1);
+    assert_int_equal(sl.committed_total, 3);
+    assert_int_equal(sl.on_hand, 2);
+    assert_int_equal(sl.feed_seq, 2);
+    assert_int_equal(sl.feed_epoch, 0);
+
+    /* A count as of now is taken as is; committed_total never moves back. */
+    assert_int_equal(do_feed_ex(fx, "W1", "AS-OF", HF_FEED_COUNT_AS_OF, 4, 3, 3, 0), HF_OK);
+    expect_counter(fx, "W1", "AS-OF", 4, 0, 0, 0);
+    /* A count that saw fewer units than were sold since leaves nothing. */
+    assert_int_equal(do_feed_ex(fx, "W1", "AS-OF", HF_FEED_COUNT_AS_OF, 1, 4, 0, 0), HF_OK);
+    expect_counter(fx, "W1", "AS-OF", 0, 0, 0, 0);
+    hf_counter_state_t c = fx_counter(fx, "W1", "AS-OF");
+    assert_int_equal(c.committed_total, 3);
+    assert_int_equal(c.feed_seq, 4);
+    fx_check_pair(fx, "W1", "AS-OF");
+}
+
+static void test_count_as_of_revokes_holds_the_sold_units_no_longer_cover(void **state)
+{
+    stage_ctx_t *fx = *state;
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 4, 1), HF_OK);
+    sell(fx, "r1", "W1", "S1", 1); /* the count is taken as of committed_total 1 */
+    (void)do_hold(fx, "r2", 0, "W1", "S1", 2);
+    (void)do_commit(fx, "r2", 0, "W1", "S1"); /* sold after the count */
+    (void)do_hold(fx, "r3", 0, "W1", "S1", 1);
+    fx_clear_emits(fx);
+    /* 3 on the shelf at the count, 2 of them sold since: 1 left, r3 holds 1. */
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_COUNT_AS_OF, 3, 2, 1, 0), HF_OK);
+    expect_counter(fx, "W1", "S1", 1, 1, 0, 0);
+    assert_int_equal(fx->emits_count, 0);
+    /* 2 on the shelf at the count: nothing left for r3's hold. */
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_COUNT_AS_OF, 2, 3, 1, 0), HF_OK);
+    expect_counter(fx, "W1", "S1", 0, 1, 0, 1);
+    assert_int_equal(fx->emits_count, 1);
+    expect_result(result_at(fx, 0), "r3", 0, "W1", "S1", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 1,
+                  0);
+    fx_check_pair(fx, "W1", "S1");
+}
+
+static void test_bad_as_of_points_are_rejected_naming_what_to_send(void **state)
+{
+    stage_ctx_t *fx = *state;
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 5, 1), HF_OK);
+    sell(fx, "r1", "W1", "S1", 2);
+    fx_end_batch(fx);
+    const struct {
+        hf_feed_kind_t kind;
+        int64_t as_of;
+        const char *why;
+    } bad[] = {
+        {HF_FEED_COUNT_AS_OF, 3, "ahead of the pair's committed_total 2"},
+        {HF_FEED_COUNT_AS_OF, -1, "only a COUNT_AS_OF carries one (>= 0"},
+        {HF_FEED_COUNT, 1, "only a COUNT_AS_OF carries one"},
+        {HF_FEED_RECEIVE, 1, "only a COUNT_AS_OF carries one"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int err = do_feed_ex(fx, "W1", "S1", bad[i].kind, 1, 2, bad[i].as_of, 0);
+        if (err != HF_ERR_INVAL)
+            fail_msg("case %zu was not rejected", i);
+        if (!strstr(fx->reject_reason, bad[i].why))
+            fail_msg("case %zu: reason '%s' lacks '%s'", i, fx->reject_reason, bad[i].why);
+    }
+    hf_counter_state_t c = fx_counter(fx, "W1", "S1");
+    assert_int_equal(c.on_hand, 3);
+    assert_int_equal(c.feed_seq, 1); /* no rejected seq was consumed */
+}
+
+static void
+test_feed_seq_jump_beyond_the_bound_is_rejected_and_an_epoch_restarts_numbering(void **state)
+{
+    stage_ctx_t *fx = *state;
+    /* The first feed of a pair counts from 0 too: wall-clock milliseconds as a
+     * sequence would freeze the pair for anything counting 1, 2, 3. */
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 5, HF_FEED_SEQ_JUMP_MAX + 1),
+                     HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "restart the numbering with feed_epoch 1"));
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 5, 1), HF_OK);
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 2 + HF_FEED_SEQ_JUMP_MAX),
+                     HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "past the pair's last applied 1"));
+    assert_int_equal(fx_counter(fx, "W1", "S1").feed_seq, 1);
+    /* A gap up to the bound is fine (a warehouse system may number several
+     * pairs from one sequence). */
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1 + HF_FEED_SEQ_JUMP_MAX), HF_OK);
+    expect_counter(fx, "W1", "S1", 6, 0, 0, 0);
+
+    /* A restarted numbering in the same epoch looks like a replay: ignored. */
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1), HF_OK);
+    expect_counter(fx, "W1", "S1", 6, 0, 0, 0);
+    /* The deliberate reset: the next epoch, counting from 1. */
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1, 0, 1), HF_OK);
+    expect_counter(fx, "W1", "S1", 7, 0, 0, 0);
+    hf_counter_state_t c = fx_counter(fx, "W1", "S1");
+    assert_int_equal(c.feed_epoch, 1);
+    assert_int_equal(c.feed_seq, 1);
+    /* Replays of the old epoch, however high their seq, change nothing. */
+    assert_int_equal(do_feed(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1 + HF_FEED_SEQ_JUMP_MAX), HF_OK);
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1, 0, 1), HF_OK);
+    expect_counter(fx, "W1", "S1", 7, 0, 0, 0);
+    /* An epoch is one more, never a leap; a new epoch counts from 0. */
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 1, 0, 3), HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "skips ahead"));
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_RECEIVE, 1, HF_FEED_SEQ_JUMP_MAX + 1, 0, 2),
+                     HF_ERR_INVAL);
+    assert_int_equal(do_feed_ex(fx, "W1", "S1", HF_FEED_RECEIVE, 1, 2, 0, -1), HF_ERR_INVAL);
+    assert_non_null(strstr(fx->reject_reason, "feed_epoch -1"));
+    c = fx_counter(fx, "W1", "S1");
+    assert_int_equal(c.feed_epoch, 1);
+    assert_int_equal(c.feed_seq, 1);
+    assert_int_equal(c.on_hand, 7);
+}
+
 /* ======================================================================
  * Shortfall
  * ====================================================================== */
@@ -1701,6 +1861,10 @@ int main(void)
         T(test_feed_with_duplicate_or_older_seq_is_ignored),
         T(test_feed_adjust_that_would_make_on_hand_negative_is_rejected),
         T(test_feed_with_invalid_qty_seq_or_kind_is_rejected),
+        T(test_count_taken_before_a_sale_and_applied_after_it_does_not_give_the_unit_back),
+        T(test_count_as_of_revokes_holds_the_sold_units_no_longer_cover),
+        T(test_bad_as_of_points_are_rejected_naming_what_to_send),
+        T(test_feed_seq_jump_beyond_the_bound_is_rejected_and_an_epoch_restarts_numbering),
         T(test_count_below_reserved_revokes_the_newest_holds_first),
         T(test_restore_rebuilds_the_open_hold_index_from_the_hold_records),
         T(test_commit_of_a_revoked_hold_is_revoked_and_changes_nothing),

@@ -3,7 +3,8 @@
  * violation planted in it — negative or backwards StockLevels, units lost or
  * invented at a counter, a hold applied twice, two terminal ledger events,
  * allocations that do not add up, an idempotency key with two outcomes, a late
- * expiry, and a ledger that disagrees with the counters. Also: the feed rules
+ * expiry, a ledger that disagrees with the counters, and units sold that no
+ * counter sold or no stock feed brought in (with the legal reversals). Also: the feed rules
  * (feed_seq dedup, the counter's horizon, dead letters, COUNT bounds, feeds on
  * both topics), the verdict's scopes, the table's cap and the JSON verdict. */
 #include <setjmp.h>
@@ -28,6 +29,8 @@
 #define T_COMMANDS  "holdfast.counter-commands"
 
 static int64_t offset_next;
+/* committed_total of the next CounterState counter_state() writes. */
+static int64_t committed_total_next;
 
 static rc_pos_t at(const char *topic)
 {
@@ -42,13 +45,18 @@ static reconcile_t *fresh(void)
     reconcile_t *rc = NULL;
     assert_int_equal(reconcile_new(&lim, &rc), HF_OK);
     offset_next = 0;
+    committed_total_next = 0;
     return rc;
 }
 
 static void counter_state(reconcile_t *rc, const char *wh, int64_t on_hand, int64_t reserved,
                           int64_t version, int64_t feed_seq)
 {
-    hf_counter_state_t c = {on_hand, reserved, 0, 0, version, feed_seq};
+    hf_counter_state_t c = {.on_hand = on_hand,
+                            .reserved = reserved,
+                            .version = version,
+                            .feed_seq = feed_seq,
+                            .committed_total = committed_total_next};
     rc_pos_t pos = at(T_CHANGELOG);
     assert_int_equal(reconcile_counter_state(rc, &pos, wh, "S", &c), HF_OK);
 }
@@ -288,7 +296,8 @@ static void test_a_late_payment_may_buy_its_expired_lines_once(void **state)
     ledger_ex(rc, "late", HF_LEDGER_HELD, 2, 2, 1, 500000, 400000);
     ledger_ex(rc, "late", HF_LEDGER_EXPIRED, 2, 2, 1, 500000, 500100);
     late_payment(rc, "late", "rereserved", 2, 2);
-    reply(rc, "late", "pay", HF_REPLY_COMMITTED, 2); /* the re-reserved allocations */
+    reply(rc, "late", "pay", HF_REPLY_COMMITTED, 2);   /* the re-reserved allocations */
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 2, 1); /* the stock it bought */
     reconcile_finish(rc, false);
     if (reconcile_violations_total(rc))
         print_violations(rc);
@@ -659,6 +668,286 @@ static void test_ledger_vs_counters_is_reported_and_enforced_only_when_quiescent
     reconcile_destroy(rc);
 }
 
+/* ---- check 8: sales against stock */
+
+static void result_ex(reconcile_t *rc, const char *rid, int32_t attempt, const char *wh,
+                      hf_cmd_t cmd, hf_outcome_t outcome, int64_t qty)
+{
+    hf_counter_result_t r = {.attempt = attempt, .command = cmd, .outcome = outcome, .qty = qty};
+    snprintf(r.reservation_id, sizeof r.reservation_id, "%s", rid);
+    snprintf(r.warehouse_id, sizeof r.warehouse_id, "%s", wh);
+    snprintf(r.sku, sizeof r.sku, "S");
+    rc_pos_t pos = at(T_RESULTS);
+    assert_int_equal(reconcile_counter_result(rc, &pos, &r), HF_OK);
+}
+
+/* A ledger event of rid with reason and one allocation at wh (none when qty 0). */
+static void ledger_reason(reconcile_t *rc, const char *rid, hf_ledger_kind_t kind,
+                          const char *reason, int64_t line_qty, const char *wh, int64_t qty)
+{
+    hf_ledger_event_t e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.reservation_id, sizeof e.reservation_id, "%s", rid);
+    e.kind = kind;
+    e.lines_count = 1;
+    snprintf(e.lines[0].sku, sizeof e.lines[0].sku, "S");
+    e.lines[0].qty = line_qty;
+    if (qty > 0) {
+        e.allocations_count = 1;
+        snprintf(e.allocations[0].warehouse_id, sizeof e.allocations[0].warehouse_id, "%s", wh);
+        snprintf(e.allocations[0].sku, sizeof e.allocations[0].sku, "S");
+        e.allocations[0].qty = qty;
+    }
+    snprintf(e.reason, sizeof e.reason, "%s", reason);
+    e.expires_at_ms = 1000000;
+    e.at_ms = 1000000;
+    rc_pos_t pos = at(T_LEDGER);
+    assert_int_equal(reconcile_ledger(rc, &pos, &e), HF_OK);
+}
+
+static size_t sales_violations(const reconcile_t *rc)
+{
+    return reconcile_violations_of(rc, RC_K_SALE_COMMIT_REFUSED) +
+           reconcile_violations_of(rc, RC_K_SALE_COMMIT_REVOKED) +
+           reconcile_violations_of(rc, RC_K_SALE_UNBACKED) +
+           reconcile_violations_of(rc, RC_K_SALE_UNRECORDED) +
+           reconcile_violations_of(rc, RC_K_SOLD_BEYOND_STOCK);
+}
+
+/* One unit in stock. r1 buys it. r2's Hold was refused, yet the gateway took a
+ * forged OK for its answer, held and committed it: the counter answers its
+ * CommitHold CONFLICT. Two units sold of one; every other check passes. */
+static reconcile_t *sold_twice(void)
+{
+    reconcile_t *rc = fresh();
+    committed_total_next = 1;
+    counter_final(rc, 0, 0, 3, 1); /* 1 hold + 1 commit + 1 feed */
+    ledger(rc, "r1", HF_LEDGER_HELD, 1);
+    ledger(rc, "r1", HF_LEDGER_COMMITTED, 1);
+    ledger(rc, "r2", HF_LEDGER_HELD, 1);
+    ledger(rc, "r2", HF_LEDGER_COMMITTED, 1);
+    result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+    result(rc, "r2", HF_CMD_HOLD, HF_OUTCOME_INSUFFICIENT, 1);
+    result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_OK, 1);
+    result(rc, "r2", HF_CMD_COMMIT, HF_OUTCOME_CONFLICT, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1);
+    commit_cmd(rc, RC_IN_COMMANDS, "r1");
+    commit_cmd(rc, RC_IN_COMMANDS, "r2");
+    return rc;
+}
+
+static void test_a_sale_the_counter_refused_fails_the_verdict_on_any_snapshot(void **state)
+{
+    reconcile_t *rc = sold_twice();
+    reconcile_finish(rc, false);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_COMMIT_REFUSED), 1);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SOLD_BEYOND_STOCK), 1);
+    assert_int_equal(reconcile_violations_total(rc), 2);
+    assert_int_equal(reconcile_verdict(rc, false), RC_FAIL); /* the counter's answer is final */
+    rc_counts_t n;
+    reconcile_counts(rc, &n);
+    assert_int_equal(n.ledger_sold_units, 2);
+    assert_int_equal(n.counter_committed_units, 1);
+    assert_int_equal(n.stock_fed_units_max, 1);
+    reconcile_destroy(rc);
+
+    /* Quiescent, the unbacked units are named too. */
+    rc = sold_twice();
+    reconcile_finish(rc, true);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_UNBACKED), 1);
+    assert_int_equal(reconcile_violations_total(rc), 3);
+    reconcile_destroy(rc);
+
+    /* A commit of a hold the counter never saw: NOT_FOUND is a refusal too. */
+    rc = fresh();
+    ledger(rc, "r1", HF_LEDGER_HELD, 1);
+    ledger(rc, "r1", HF_LEDGER_COMMITTED, 1);
+    result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_NOT_FOUND, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1);
+    reconcile_finish(rc, false);
+    assert_only(rc, RC_K_SALE_COMMIT_REFUSED, 1);
+    reconcile_destroy(rc);
+}
+
+static void test_a_sale_whose_commit_is_unanswered_fails_only_when_quiescent(void **state)
+{
+    for (int quiescent = 0; quiescent < 2; quiescent++) {
+        reconcile_t *rc = fresh();
+        counter_final(rc, 1, 1, 2, 1);
+        ledger(rc, "r1", HF_LEDGER_HELD, 1);
+        ledger(rc, "r1", HF_LEDGER_COMMITTED, 1);
+        result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 1); /* its CommitHold not answered yet */
+        feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1);
+        reconcile_finish(rc, quiescent);
+        assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_UNBACKED), (size_t)quiescent);
+        assert_int_equal(sales_violations(rc), (size_t)quiescent);
+        reconcile_destroy(rc);
+    }
+}
+
+static void test_a_commit_revoked_without_the_sale_being_reversed_fails_when_quiescent(void **state)
+{
+    for (int reversed = 0; reversed < 2; reversed++) {
+        reconcile_t *rc = fresh();
+        ledger(rc, "r1", HF_LEDGER_HELD, 1);
+        ledger(rc, "r1", HF_LEDGER_COMMITTED, 1);
+        if (reversed) /* the shortfall reversal: legal */
+            ledger_reason(rc, "r1", HF_LEDGER_RELEASED, "stock_shortfall", 1, "W1", 1);
+        result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+        result(rc, "r1", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 1);
+        result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_REVOKED, 1);
+        feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1);
+        reconcile_finish(rc, true);
+        assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_COMMIT_REVOKED), reversed ? 0 : 1);
+        assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_UNBACKED), reversed ? 0 : 1);
+        assert_int_equal(sales_violations(rc), reversed ? 0 : 2);
+        reconcile_destroy(rc);
+    }
+}
+
+static void test_a_reversed_sale_keeps_what_the_counters_committed(void **state)
+{
+    /* r1 held at W1 and W2 and committed; W2's hold was revoked by a count
+     * before its CommitHold: W1 stays sold, W2 is given back. */
+    reconcile_t *rc = fresh();
+    ledger_ex(rc, "r1", HF_LEDGER_HELD, 2, 2, 1, 0, 0);
+    ledger_ex(rc, "r1", HF_LEDGER_COMMITTED, 2, 2, 1, 0, 0);
+    ledger_reason(rc, "r1", HF_LEDGER_RELEASED, "stock_shortfall", 2, "W2", 1);
+    result_ex(rc, "r1", 0, "W1", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+    result_ex(rc, "r1", 0, "W2", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+    result_ex(rc, "r1", 0, "W2", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 1);
+    result_ex(rc, "r1", 0, "W1", HF_CMD_COMMIT, HF_OUTCOME_OK, 1);
+    result_ex(rc, "r1", 0, "W2", HF_CMD_COMMIT, HF_OUTCOME_REVOKED, 1);
+    result_ex(rc, "r1", 0, "W2", HF_CMD_RELEASE, HF_OUTCOME_OK, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1); /* W1 only: W2's unit was not sold */
+    reconcile_finish(rc, true);
+    assert_int_equal(sales_violations(rc), 0);
+    rc_counts_t n;
+    reconcile_counts(rc, &n);
+    assert_int_equal(n.ledger_sold_units, 1);
+    reconcile_destroy(rc);
+
+    /* A re-reserved late payment whose hold a count revoked, refunded naming
+     * the units: nothing sold, nothing owed. */
+    rc = fresh();
+    ledger_ex(rc, "late", HF_LEDGER_HELD, 2, 1, 2, 500000, 400000);
+    ledger_ex(rc, "late", HF_LEDGER_EXPIRED, 2, 1, 2, 500000, 500100);
+    late_payment(rc, "late", "rereserved", 2, 2);
+    late_payment(rc, "late", "refund", 2, 2);
+    result_ex(rc, "late", 1, "W1", HF_CMD_HOLD, HF_OUTCOME_OK, 2);
+    result_ex(rc, "late", 1, "W1", HF_CMD_SHORTFALL, HF_OUTCOME_REVOKED, 2);
+    result_ex(rc, "late", 1, "W1", HF_CMD_COMMIT, HF_OUTCOME_REVOKED, 2);
+    reconcile_finish(rc, true);
+    assert_int_equal(sales_violations(rc), 0);
+    reconcile_destroy(rc);
+
+    /* The same without the refund: the late payment bought units no counter sold. */
+    rc = fresh();
+    ledger_ex(rc, "late", HF_LEDGER_HELD, 2, 1, 2, 500000, 400000);
+    ledger_ex(rc, "late", HF_LEDGER_EXPIRED, 2, 1, 2, 500000, 500100);
+    late_payment(rc, "late", "rereserved", 2, 2);
+    late_payment(rc, "late", "refund", 2, 0); /* another payment's refund: names no units */
+    result_ex(rc, "late", 1, "W1", HF_CMD_HOLD, HF_OUTCOME_OK, 2);
+    result_ex(rc, "late", 1, "W1", HF_CMD_COMMIT, HF_OUTCOME_CONFLICT, 2);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 2, 1);
+    reconcile_finish(rc, true);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_COMMIT_REFUSED), 1);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SALE_UNBACKED), 1);
+    reconcile_destroy(rc);
+}
+
+static void test_a_counter_commit_the_ledger_never_sold_is_reported(void **state)
+{
+    /* A CommitHold that no payment asked for (produced straight to the
+     * commands topic): the counter sold a unit of a reservation still HELD. */
+    reconcile_t *rc = fresh();
+    committed_total_next = 1;
+    counter_final(rc, 0, 0, 3, 1);
+    ledger(rc, "r1", HF_LEDGER_HELD, 1);
+    result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+    result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_OK, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 1, 1);
+    commit_cmd(rc, RC_IN_COMMANDS, "r1");
+    reconcile_finish(rc, false);
+    assert_only(rc, RC_K_SALE_UNRECORDED, 1);
+    assert_int_equal(reconcile_verdict(rc, true), RC_FAIL);
+    assert_int_equal(reconcile_verdict(rc, false), RC_INCONCLUSIVE); /* the ledger read first */
+    reconcile_destroy(rc);
+}
+
+static void test_units_sold_beyond_the_stock_fed_are_reported(void **state)
+{
+    /* The counter sold 3 of 2 received (its on_hand says so too). */
+    reconcile_t *rc = fresh();
+    committed_total_next = 3;
+    counter_final(rc, 0, 0, 3, 1);
+    ledger(rc, "r1", HF_LEDGER_HELD, 3);
+    ledger(rc, "r1", HF_LEDGER_COMMITTED, 3);
+    result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 3);
+    result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_OK, 3);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 2, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 5, 1); /* a replay adds nothing */
+    commit_cmd(rc, RC_IN_COMMANDS, "r1");
+    reconcile_finish(rc, false);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SOLD_BEYOND_STOCK), 1);
+    assert_int_equal(sales_violations(rc), 1);
+    reconcile_destroy(rc);
+
+    /* Counts and a positive adjustment bring stock in; a negative one does not. */
+    rc = fresh();
+    ledger(rc, "r1", HF_LEDGER_HELD, 6);
+    ledger(rc, "r1", HF_LEDGER_COMMITTED, 6);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 2, 1);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_ADJUST, -2, 2);
+    feed(rc, RC_IN_STOCK_FEED, HF_FEED_COUNT, 3, 3);
+    feed(rc, RC_IN_COMMANDS, HF_FEED_ADJUST, 1, 4);
+    reconcile_finish(rc, false);
+    assert_int_equal(reconcile_violations_of(rc, RC_K_SOLD_BEYOND_STOCK), 0); /* 2 + 3 + 1 */
+    reconcile_destroy(rc);
+}
+
+static void feed_as_of(reconcile_t *rc, rc_input_t in, int64_t qty, int64_t seq, int64_t as_of)
+{
+    hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.type = HF_REC_STOCK_FEED;
+    snprintf(rec.u.stock_feed.warehouse_id, sizeof rec.u.stock_feed.warehouse_id, "W1");
+    snprintf(rec.u.stock_feed.sku, sizeof rec.u.stock_feed.sku, "S");
+    rec.u.stock_feed.kind = HF_FEED_COUNT_AS_OF;
+    rec.u.stock_feed.qty = qty;
+    rec.u.stock_feed.feed_seq = seq;
+    rec.u.stock_feed.as_of_committed = as_of;
+    rc_pos_t pos = at(in == RC_IN_STOCK_FEED ? T_FEED : T_COMMANDS);
+    assert_int_equal(reconcile_counter_input(rc, in, &pos, &rec), HF_OK);
+}
+
+static void test_an_as_of_count_makes_on_hand_exact_whatever_the_commit_order(void **state)
+{
+    /* 5 received; 2 sold, the count (3 as of committed 2) taken; 1 sold; the
+     * count applied. Commits on the other topic: on_hand is 3 - 1 = 2, exactly;
+     * 3 would be the unit sold after the count given back. */
+    int64_t on_hands[] = {2, 3};
+    for (int i = 0; i < 2; i++) {
+        reconcile_t *rc = fresh();
+        committed_total_next = 3;
+        counter_final(rc, on_hands[i], 0, 6, 2);
+        result(rc, "r1", HF_CMD_HOLD, HF_OUTCOME_OK, 2);
+        result(rc, "r1", HF_CMD_COMMIT, HF_OUTCOME_OK, 2);
+        result(rc, "r2", HF_CMD_HOLD, HF_OUTCOME_OK, 1);
+        result(rc, "r2", HF_CMD_COMMIT, HF_OUTCOME_OK, 1);
+        feed(rc, RC_IN_STOCK_FEED, HF_FEED_RECEIVE, 5, 1);
+        feed_as_of(rc, RC_IN_STOCK_FEED, 3, 2, 2);
+        commit_cmd(rc, RC_IN_COMMANDS, "r1");
+        commit_cmd(rc, RC_IN_COMMANDS, "r2");
+        reconcile_finish(rc, false);
+        assert_int_equal(reconcile_violations_of(rc, RC_K_ON_HAND_MISMATCH), (size_t)i);
+        rc_counts_t n;
+        reconcile_counts(rc, &n);
+        assert_int_equal(n.pairs_on_hand_exact, 1);
+        reconcile_destroy(rc);
+    }
+}
+
 /* ---- plumbing */
 
 static void test_tables_grow_with_the_data_and_stop_at_their_cap(void **state)
@@ -748,6 +1037,14 @@ int main(void)
         cmocka_unit_test(test_a_reply_naming_other_allocations_than_the_ledger_is_reported),
         cmocka_unit_test(test_expiry_must_come_within_the_bound_after_expires_at),
         cmocka_unit_test(test_ledger_vs_counters_is_reported_and_enforced_only_when_quiescent),
+        cmocka_unit_test(test_a_sale_the_counter_refused_fails_the_verdict_on_any_snapshot),
+        cmocka_unit_test(test_a_sale_whose_commit_is_unanswered_fails_only_when_quiescent),
+        cmocka_unit_test(
+            test_a_commit_revoked_without_the_sale_being_reversed_fails_when_quiescent),
+        cmocka_unit_test(test_a_reversed_sale_keeps_what_the_counters_committed),
+        cmocka_unit_test(test_a_counter_commit_the_ledger_never_sold_is_reported),
+        cmocka_unit_test(test_units_sold_beyond_the_stock_fed_are_reported),
+        cmocka_unit_test(test_an_as_of_count_makes_on_hand_exact_whatever_the_commit_order),
         cmocka_unit_test(test_tables_grow_with_the_data_and_stop_at_their_cap),
         cmocka_unit_test(test_verdict_is_one_json_object_naming_each_violation),
     };

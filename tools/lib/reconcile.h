@@ -1,6 +1,7 @@
 /* `hfctl reconcile`: the proof a retailer runs after a flash sale. It replays
  * every holdfast topic from the beginning (read_committed, all partitions) and
- * checks the invariants of DESIGN.md section 10, then prints one JSON verdict.
+ * checks the invariants of DESIGN.md section 10 and that every unit sold was
+ * sold by a counter from stock fed (check 8), then prints one JSON verdict.
  *
  * Two layers. The checker (reconcile_t, reconcile_*.c except reconcile.c) is
  * pure: it is fed decoded records with their positions, in a fixed order (see
@@ -60,7 +61,12 @@ typedef enum { RC_SCOPE_RECORD = 0, RC_SCOPE_SNAPSHOT, RC_SCOPE_QUIESCENT } rc_s
     X(EXPIRY_EARLY, "expiry_early", 6, RC_SCOPE_RECORD)                                            \
     X(LEDGER_VS_COUNTERS, "ledger_held_vs_counter_reserved", 7, RC_SCOPE_QUIESCENT)                \
     X(RESERVATION_HOLDS, "reservation_vs_counter_holds", 7, RC_SCOPE_QUIESCENT)                    \
-    X(FOREIGN_RECORD, "foreign_record", 0, RC_SCOPE_RECORD)
+    X(FOREIGN_RECORD, "foreign_record", 0, RC_SCOPE_RECORD)                                        \
+    X(SALE_COMMIT_REFUSED, "sale_commit_refused_by_counter", 8, RC_SCOPE_RECORD)                   \
+    X(SALE_COMMIT_REVOKED, "sale_commit_revoked_without_reversal", 8, RC_SCOPE_QUIESCENT)          \
+    X(SALE_UNBACKED, "sale_without_counter_commit", 8, RC_SCOPE_QUIESCENT)                         \
+    X(SALE_UNRECORDED, "counter_commit_without_sale", 8, RC_SCOPE_SNAPSHOT)                        \
+    X(SOLD_BEYOND_STOCK, "units_sold_beyond_stock_fed", 8, RC_SCOPE_SNAPSHOT)
 
 typedef enum {
 #define RC_KIND_ENUM(id, name, check, scope) RC_K_##id,
@@ -97,6 +103,7 @@ typedef struct {
     size_t holds_max;        /* (reservation, attempt, warehouse, sku) holds */
     size_t reservations_max; /* reservation ids in the ledger */
     size_t reply_keys_max;   /* (reservation_id, idempotency_key) with a settled reply */
+    size_t sales_max;        /* (reservation, warehouse, sku) sold by the ledger or a counter */
     size_t dead_letters_max; /* dead-lettered counter inputs */
     size_t violations_shown_max;
     int64_t expiry_lag_max_ms; /* DESIGN: released within 5 s of expires_at */
@@ -106,6 +113,7 @@ typedef struct {
 #define RC_HOLDS_MAX_DEFAULT         8000000
 #define RC_RESERVATIONS_MAX_DEFAULT  4000000
 #define RC_REPLY_KEYS_MAX_DEFAULT    8000000
+#define RC_SALES_MAX_DEFAULT         8000000
 #define RC_DEAD_LETTERS_MAX_DEFAULT  1000000
 #define RC_VIOLATIONS_SHOWN_DEFAULT  20
 #define RC_EXPIRY_LAG_MAX_MS_DEFAULT 5000
@@ -182,6 +190,9 @@ typedef struct {
     int64_t gateway_expiry_lag_ms_max, gateway_expiry_lag_ms_p99;
     size_t counter_expiry_releases;
     int64_t counter_expiry_lag_ms_max, counter_expiry_lag_ms_p99;
+    /* sales against stock: units the ledger sold (net of reversals), units the
+     * counters committed, the most the applicable stock feeds can have brought in */
+    int64_t ledger_sold_units, counter_committed_units, stock_fed_units_max;
 } rc_counts_t;
 
 void reconcile_counts(const reconcile_t *rc, rc_counts_t *out);

@@ -37,6 +37,7 @@ void reconcile_limits_default(reconcile_limits_t *lim)
     lim->holds_max = RC_HOLDS_MAX_DEFAULT;
     lim->reservations_max = RC_RESERVATIONS_MAX_DEFAULT;
     lim->reply_keys_max = RC_REPLY_KEYS_MAX_DEFAULT;
+    lim->sales_max = RC_SALES_MAX_DEFAULT;
     lim->dead_letters_max = RC_DEAD_LETTERS_MAX_DEFAULT;
     lim->violations_shown_max = RC_VIOLATIONS_SHOWN_DEFAULT;
     lim->expiry_lag_max_ms = RC_EXPIRY_LAG_MAX_MS_DEFAULT;
@@ -57,6 +58,8 @@ int reconcile_new(const reconcile_limits_t *lim, reconcile_t **out)
         err = rc_map_init(&rc->replies, sizeof(rc_reply_key_t), lim->reply_keys_max);
     if (!err)
         err = rc_map_init(&rc->dead, 1, lim->dead_letters_max);
+    if (!err)
+        err = rc_map_init(&rc->sales, sizeof(rc_sale_t), lim->sales_max);
     rc->shown =
         calloc(lim->violations_shown_max ? lim->violations_shown_max : 1, sizeof *rc->shown);
     rc->gw_lag.buckets = calloc(RC_LAG_BUCKETS, sizeof(uint32_t));
@@ -80,6 +83,7 @@ void reconcile_destroy(reconcile_t *rc)
     rc_map_free(&rc->res);
     rc_map_free(&rc->replies);
     rc_map_free(&rc->dead);
+    rc_map_free(&rc->sales);
     free(rc->shown);
     free(rc->gw_lag.buckets);
     free(rc->counter_lag.buckets);
@@ -181,6 +185,15 @@ int rc_pair_get(reconcile_t *rc, const char *warehouse_id, const char *sku, uint
     char key[RC_KEY_LEN_MAX];
     size_t len = rc_pair_key(key, warehouse_id, sku);
     return rc_map_upsert(&rc->pairs, key, len, idx, NULL);
+}
+
+size_t rc_key_rid_len(const char *key, size_t len, int fields)
+{
+    int bars = 0;
+    for (size_t i = len; i > 0; i--)
+        if (key[i - 1] == '|' && ++bars == fields)
+            return i - 1;
+    return 0;
 }
 
 size_t rc_hold_key(char *out, const char *reservation_id, int32_t attempt, const char *warehouse_id,

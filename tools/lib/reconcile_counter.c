@@ -16,7 +16,9 @@
  *   interleaving Kafka does not record: on_hand and version are not judged.
  * - on_hand: deltas commute with commits, so without a COUNT it is exact. A
  *   COUNT resets on_hand; commits on the same topic are ordered with it, those
- *   on the other topic are not: on_hand is then checked within bounds. */
+ *   on the other topic are not: on_hand is then checked within bounds. A
+ *   COUNT_AS_OF subtracts every commit after its as-of point wherever it was
+ *   applied, so it is exact again (bounded only when it left nothing). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,6 +188,8 @@ static void on_commit_answer(reconcile_t *rc, const rc_pos_t *pos, const char *h
                              rc_pair_t *p, const hf_counter_result_t *r)
 {
     h->commit_results++;
+    if (r->outcome != HF_OUTCOME_OK && !h->commit_refused) /* judged against the ledger */
+        h->commit_refused = (int8_t)(1 + (int)r->outcome);
     rc_hold_status_t s = (rc_hold_status_t)h->status;
     switch (r->outcome) {
     case HF_OUTCOME_OK:
@@ -300,25 +304,52 @@ int reconcile_counter_result(reconcile_t *rc, const rc_pos_t *pos, const hf_coun
     }
     if (r->command == HF_CMD_RELEASE && h->status == RC_HOLD_RELEASED && before != h->status)
         expiry_release_lag(rc, r);
+    if (r->command == HF_CMD_COMMIT && h->status == RC_HOLD_COMMITTED && before != h->status)
+        return rc_sales_counter(rc, r, h->qty); /* a held hold sold */
     return HF_OK;
 }
 
 /* ---- counter inputs: feeds and the commits among them, per topic */
 
-static void apply_feed(rc_stream_t *st, const hf_stock_feed_t *f, int64_t horizon_seq)
+static bool feed_after(const hf_stock_feed_t *f, int64_t epoch, int64_t seq)
+{
+    return f->feed_epoch > epoch || (f->feed_epoch == epoch && f->feed_seq > seq);
+}
+
+/* The most a feed can add to on_hand: a count may raise it to its qty at most
+ * (an as-of count less than that), a delta by its positive part. */
+static void add_supply(rc_stream_t *st, const hf_stock_feed_t *f)
+{
+    if (!feed_after(f, st->supply_epoch, st->supply_seq))
+        return;
+    st->supply_epoch = f->feed_epoch;
+    st->supply_seq = f->feed_seq;
+    if (f->kind != HF_FEED_SAFETY_STOCK && f->qty > 0)
+        st->supply += f->qty;
+}
+
+static void apply_feed(rc_stream_t *st, const hf_stock_feed_t *f, int64_t horizon_epoch,
+                       int64_t horizon_seq)
 {
     st->feeds++;
+    add_supply(st, f);
     /* The counter reads a topic partition in order: once a feed it would have
-     * applied lies beyond its last applied feed_seq, it has not got there. */
-    if (st->stopped || f->feed_seq <= st->max_seq)
+     * applied lies beyond its last applied (feed_epoch, feed_seq), it has not
+     * got there. */
+    if (st->stopped || !feed_after(f, st->max_epoch, st->max_seq))
         return;
-    if (f->feed_seq > horizon_seq) {
+    if (feed_after(f, horizon_epoch, horizon_seq)) {
         st->stopped = true;
         return;
     }
     switch (f->kind) {
     case HF_FEED_COUNT:
+    case HF_FEED_COUNT_AS_OF:
         st->on_hand = f->qty;
+        st->count_qty = f->qty;
+        st->as_of = f->as_of_committed;
+        st->count_as_of = f->kind == HF_FEED_COUNT_AS_OF;
+        st->commits_since_count = 0;
         st->has_count = true;
         break;
     case HF_FEED_SAFETY_STOCK:
@@ -331,6 +362,7 @@ static void apply_feed(rc_stream_t *st, const hf_stock_feed_t *f, int64_t horizo
         st->on_hand += f->qty;
         break;
     }
+    st->max_epoch = f->feed_epoch;
     st->max_seq = f->feed_seq;
     st->applied++;
 }
@@ -343,7 +375,8 @@ static int on_feed(reconcile_t *rc, rc_input_t input, const hf_stock_feed_t *f)
         return err;
     rc_pair_t *p = pair_at(rc, idx);
     int32_t applied = p->in[input].applied;
-    apply_feed(&p->in[input], f, p->has_state ? p->state.feed_seq : 0);
+    apply_feed(&p->in[input], f, p->has_state ? p->state.feed_epoch : 0,
+               p->has_state ? p->state.feed_seq : 0);
     rc->n.feeds++;
     rc->n.feeds_applied += (size_t)(p->in[input].applied - applied);
     return HF_OK;
@@ -365,6 +398,7 @@ static void on_commit_command(reconcile_t *rc, rc_input_t input, const hf_commit
     rc_stream_t *st = &pair_at(rc, h->pair)->in[input];
     st->on_hand -= h->qty;
     st->matched_commit_qty += h->qty;
+    st->commits_since_count += h->qty;
 }
 
 int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *pos,
@@ -390,6 +424,14 @@ static void finish_on_hand(reconcile_t *rc, const char *key, const rc_pair_t *p)
     int64_t hi = st->on_hand, lo = st->on_hand - unordered;
     if (!st->has_count)
         hi = lo; /* no reset: commits subtract in any order */
+    if (st->has_count && st->count_as_of) {
+        /* An as-of count takes off every unit sold since its as-of point,
+         * before or after it was applied: the order does not matter, only
+         * the counter's committed_total, unless the count left nothing. */
+        int64_t since = c->committed_total - st->as_of;
+        lo = st->on_hand + st->commits_since_count - since;
+        hi = lo + (since > st->count_qty ? since - st->count_qty : 0);
+    }
     if (lo == hi)
         rc->n.pairs_on_hand_exact++;
     else

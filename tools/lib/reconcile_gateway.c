@@ -88,6 +88,8 @@ static void on_terminal(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_ev
         return;
     }
     r->terminal = (int8_t)e->kind;
+    r->sold |= e->kind == HF_LEDGER_COMMITTED;
+    r->reversed |= reversal;
     if ((e->kind == HF_LEDGER_COMMITTED || e->kind == HF_LEDGER_EXPIRED) && !held)
         rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
                      "%s of a reservation that was never HELD", kind);
@@ -115,6 +117,8 @@ static void on_rebook(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_even
     else if (r->rebooked)
         rc_violation(rc, RC_K_LEDGER_ILLEGAL_TRANSITION, e->reservation_id, pos,
                      "re-reserved twice");
+    else
+        r->sold = true; /* the first re-reservation of an expired one: a sale */
     r->rebooked = true;
     r->rebook_digest = rc_allocations_digest(e->allocations, e->allocations_count);
 }
@@ -140,6 +144,10 @@ static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
                          "LATE_PAYMENT of a reservation that is neither EXPIRED nor RELEASED");
         if (rebooking(e))
             on_rebook(rc, pos, e, r);
+        /* A refund naming units after the re-reserved sale: a stock count
+         * revoked one of its holds before the commit, those units were not sold. */
+        else if (r->rebooked && strcmp(e->reason, "refund") == 0 && e->allocations_count > 0)
+            r->reversed = true;
     }
     char why[HF_TEXT_LEN_MAX + 1];
     if ((e->kind == HF_LEDGER_HELD || e->kind == HF_LEDGER_COMMITTED || rebooking(e)) &&
@@ -163,8 +171,10 @@ int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
     rc_res_t *r = rc_map_val(&rc->res, idx);
     if (added)
         r->terminal = -1;
+    bool was_sold = r->sold;
     on_event(rc, pos, e, r);
-    return HF_OK;
+    /* The units of the one sale a reservation makes (COMMITTED or re-reserved). */
+    return !was_sold && r->sold ? rc_sales_ledger(rc, e) : HF_OK;
 }
 
 /* ---- replies */
@@ -231,16 +241,6 @@ int reconcile_reply(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r)
 
 /* ---- end state: the ledger against the counters */
 
-/* The reservation_id of a hold key "rid|attempt|w|sku" (w and sku have no '|'). */
-static size_t hold_rid_len(const char *key, size_t len)
-{
-    int bars = 0;
-    for (size_t i = len; i > 0; i--)
-        if (key[i - 1] == '|' && ++bars == 3)
-            return i - 1;
-    return 0;
-}
-
 static void open_units_per_reservation(reconcile_t *rc)
 {
     for (uint32_t i = 0; i < rc->holds.count; i++) {
@@ -249,7 +249,7 @@ static void open_units_per_reservation(reconcile_t *rc)
             continue;
         size_t len, rid_len;
         const char *key = rc_map_key(&rc->holds, i, &len);
-        rid_len = hold_rid_len(key, len);
+        rid_len = rc_key_rid_len(key, len, 3);
         uint32_t idx;
         if (rid_len && rc_map_find(&rc->res, key, rid_len, &idx))
             ((rc_res_t *)rc_map_val(&rc->res, idx))->open_units += h->qty;
@@ -321,4 +321,5 @@ void reconcile_finish(reconcile_t *rc, bool quiescent)
     rc->quiescent = quiescent;
     rc_finish_pairs(rc);
     rc_finish_reservations(rc);
+    rc_finish_sales(rc);
 }

@@ -41,13 +41,18 @@ const char *rc_map_key(const rc_map_t *m, uint32_t idx, size_t *len);
  * dead-lettered, not beyond the counter's last applied feed_seq) and the
  * commits that changed the pair, at their place among the feeds. */
 typedef struct {
-    int64_t on_hand; /* COUNT sets it, deltas add, matched commits subtract */
-    int64_t max_seq;
+    int64_t on_hand;            /* COUNT sets it, deltas add, matched commits subtract */
+    int64_t max_epoch, max_seq; /* the last feed applied, in (feed_epoch, feed_seq) order */
     int64_t safety_stock;
     int64_t matched_commit_qty;
+    int64_t commits_since_count; /* matched commits after the last COUNT / COUNT_AS_OF */
+    int64_t count_qty, as_of;    /* the last count; its as_of_committed if COUNT_AS_OF */
+    /* Units the applicable feeds can have brought in at most: RECEIVE, a positive
+     * ADJUST, a count's qty — whatever the counter's horizon (an upper bound). */
+    int64_t supply, supply_epoch, supply_seq;
     int32_t feeds;   /* candidate feeds (decoded, not dead-lettered) */
     int32_t applied; /* of which the counter applied */
-    bool has_count, has_safety, stopped;
+    bool has_count, count_as_of, has_safety, stopped;
 } rc_stream_t;
 
 typedef struct {
@@ -59,7 +64,8 @@ typedef struct {
     /* from counter-results */
     int64_t reserved_model, revoking_model;
     int64_t ok_holds, changes, commit_qty;
-    rc_stream_t in[2]; /* by rc_input_t */
+    rc_stream_t in[2];   /* by rc_input_t */
+    int64_t ledger_sold; /* units the ledger sold here, net of reversals (finish) */
 } rc_pair_t;
 
 typedef enum {
@@ -76,6 +82,7 @@ typedef struct {
     int8_t status;       /* rc_hold_status_t */
     int8_t hold_outcome; /* first Hold answer; -1 none */
     int32_t commit_results, change_ordinal, commit_cmds;
+    int8_t commit_refused; /* 1 + the first answer other than OK to a CommitHold; 0 none */
     int64_t qty;
 } rc_hold_t;
 
@@ -86,9 +93,19 @@ typedef struct {
     uint64_t held_digest;   /* allocations of the HELD event */
     uint64_t rebook_digest; /* allocations of a LATE_PAYMENT "rereserved" event */
     bool rebooked;
+    bool sold;             /* COMMITTED, or re-reserved for a late payment */
+    bool reversed;         /* that sale undone by a revoked hold (shortfall, refund) */
     int64_t expires_at_ms; /* of the EXPIRED event */
     int64_t open_units;    /* at the counters (finish) */
 } rc_res_t;
+
+/* One reservation's sale at one pair (key "rid|w|sku"): the units its
+ * COMMITTED (or re-reserved) ledger event names, and the units the pair's
+ * counter committed for its holds (a CommitHold answered OK for a held hold). */
+typedef struct {
+    uint32_t pair;
+    int64_t ledger_units, counter_units;
+} rc_sale_t;
 
 typedef struct {
     int8_t outcome; /* hf_reply_outcome_t of the first settled reply */
@@ -108,7 +125,7 @@ typedef struct {
 
 struct reconcile {
     reconcile_limits_t lim;
-    rc_map_t pairs, holds, res, replies, dead;
+    rc_map_t pairs, holds, res, replies, dead, sales;
     rc_violation_t *shown;
     size_t shown_count;
     size_t total, by_kind[RC_K__COUNT];
@@ -135,8 +152,18 @@ uint64_t rc_allocations_digest(const hf_allocation_t *a, int32_t count);
 void rc_lag_add(rc_lag_t *l, int64_t lag_ms);
 int64_t rc_lag_p99(const rc_lag_t *l);
 
-/* Finish steps (reconcile_counter.c, reconcile_gateway.c). */
+/* The reservation_id part of a key "rid|f1|...|fn" with n trailing fields
+ * (which contain no '|'); 0 when there are fewer. */
+size_t rc_key_rid_len(const char *key, size_t len, int fields);
+
+/* Sales (reconcile_sales.c): the units a sale event of the ledger names, and
+ * the units a counter committed for one hold of reservation_id. */
+int rc_sales_ledger(reconcile_t *rc, const hf_ledger_event_t *e) HF_MUST_CHECK;
+int rc_sales_counter(reconcile_t *rc, const hf_counter_result_t *r, int64_t qty) HF_MUST_CHECK;
+
+/* Finish steps (reconcile_counter.c, reconcile_gateway.c, reconcile_sales.c). */
 void rc_finish_pairs(reconcile_t *rc);
 void rc_finish_reservations(reconcile_t *rc);
+void rc_finish_sales(reconcile_t *rc);
 
 #endif

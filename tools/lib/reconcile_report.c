@@ -46,6 +46,9 @@ static json_t *counts_json(const rc_counts_t *n)
     C(counter_expiry_releases);
     C(counter_expiry_lag_ms_max);
     C(counter_expiry_lag_ms_p99);
+    C(ledger_sold_units);
+    C(counter_committed_units);
+    C(stock_fed_units_max);
 #undef C
     return o;
 }
