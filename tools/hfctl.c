@@ -621,7 +621,9 @@ static void usage(void)
             "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
             "[--expiry-lag-max-ms N]\n"
             "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N]\n"
-            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n"
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
+            "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
+            "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
             "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
@@ -658,7 +660,8 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    if (codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
+    if (kafka_client_config_from_env(c.errstr, sizeof c.errstr) != HF_OK ||
+        codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
         fprintf(stderr, "hfctl: %s\n", c.errstr);
         return 1;
     }
