@@ -34,6 +34,7 @@ struct kafka_producer {
 
 struct kafka_reader {
     rd_kafka_t *rk;
+    bool group_error_logged; /* see reader_group_error */
 };
 
 /* ---- configuration */
@@ -646,6 +647,22 @@ void kafka_reader_destroy(kafka_reader_t *rd)
     free(rd);
 }
 
+/* True for an error of the consumer group the reader never uses: librdkafka wants
+ * a group.id on every consumer and looks for its coordinator, and a principal
+ * with no ACL on that group (a checkout service) is refused. Reading assigned
+ * partitions does not need the group, so such an error is dropped (logged once
+ * per reader) instead of failing the read. */
+static bool reader_group_error(kafka_reader_t *rd, const rd_kafka_message_t *m)
+{
+    if (m->err != RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
+        return false;
+    if (!rd->group_error_logged)
+        log_info("kafka", "%s: %s (ignored: this reader uses no consumer group)",
+                 rd_kafka_name(rd->rk), rd_kafka_message_errstr(m));
+    rd->group_error_logged = true;
+    return true;
+}
+
 /* One record of a read: returns 1 at the end of the partition, 0 to go on. */
 static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
                        int64_t *next, int *rc, char *errstr, size_t errstr_size)
@@ -657,6 +674,10 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
         *next = m->offset;
         rd_kafka_message_destroy(m);
         return 1;
+    }
+    if (reader_group_error(rd, m)) {
+        rd_kafka_message_destroy(m);
+        return 0;
     }
     if (m->err) {
         snprintf(errstr, errstr_size, "read: %s", rd_kafka_message_errstr(m));
@@ -759,6 +780,10 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
         rd_kafka_message_destroy(m);
         return 2;
     }
+    if (reader_group_error(rd, m)) {
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
     if (m->err) {
         snprintf(errstr, errstr_size, "follow: %s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
@@ -785,6 +810,12 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
     int err = HF_OK;
     if (kerr) {
         snprintf(errstr, errstr_size, "metadata of %s: %s", topic, rd_kafka_err2str(kerr));
+        err = HF_ERR_KAFKA;
+    } else if (md->topic_cnt == 1 &&
+               md->topics[0].err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+        snprintf(errstr, errstr_size,
+                 "topic %s: %s (this principal has no ACL for it: docs/SECURITY.md)", topic,
+                 rd_kafka_err2str(md->topics[0].err));
         err = HF_ERR_KAFKA;
     } else if (md->topic_cnt != 1 || md->topics[0].err) {
         snprintf(errstr, errstr_size, "topic %s: %s (run 'hfctl topics apply')", topic,

@@ -86,15 +86,18 @@ int kafka_props_set(kafka_props_t *props, const char *name, const char *value, c
 {
     const char *why = kafka_props_reserved_reason(name);
     if (why) {
-        snprintf(errstr, errstr_size, "%s: kafka property '%s' is set by holdfast and may not be "
-                 "configured: %s", origin, name, why);
+        snprintf(errstr, errstr_size,
+                 "%s: kafka property '%s' is set by holdfast and may not be "
+                 "configured: %s",
+                 origin, name, why);
         return HF_ERR_CONFIG;
     }
     if (!*name || strlen(name) > HF_KAFKA_PROP_NAME_LEN_MAX ||
         strlen(value) > HF_KAFKA_PROP_VALUE_LEN_MAX) {
-        snprintf(errstr, errstr_size, "%s: kafka property '%.40s' needs a name of 1..%d and a "
-                 "value of at most %d characters", origin, name, HF_KAFKA_PROP_NAME_LEN_MAX,
-                 HF_KAFKA_PROP_VALUE_LEN_MAX);
+        snprintf(errstr, errstr_size,
+                 "%s: kafka property '%.40s' needs a name of 1..%d and a "
+                 "value of at most %d characters",
+                 origin, name, HF_KAFKA_PROP_NAME_LEN_MAX, HF_KAFKA_PROP_VALUE_LEN_MAX);
         return HF_ERR_CONFIG;
     }
     char why_rd[256];
@@ -103,7 +106,7 @@ int kafka_props_set(kafka_props_t *props, const char *name, const char *value, c
         snprintf(errstr, errstr_size, "%s: kafka property '%s' refused by librdkafka %s (%s)",
                  origin, name, rd_kafka_version_str(),
                  strstr(why_rd, "No such configuration property") ? "no such property"
-                                                                   : "invalid value");
+                                                                  : "invalid value");
         return HF_ERR_CONFIG;
     }
     size_t i = 0;
@@ -146,8 +149,7 @@ static int set_pair(kafka_props_t *props, char *pair, const char *origin, char *
     return kafka_props_set(props, trim(pair), trim(eq + 1), origin, errstr, errstr_size);
 }
 
-int kafka_props_load_file(kafka_props_t *props, const char *path, char *errstr,
-                          size_t errstr_size)
+int kafka_props_load_file(kafka_props_t *props, const char *path, char *errstr, size_t errstr_size)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -178,8 +180,8 @@ int kafka_props_load_file(kafka_props_t *props, const char *path, char *errstr,
     return err;
 }
 
-int kafka_props_load_list(kafka_props_t *props, const char *list, const char *origin,
-                          char *errstr, size_t errstr_size)
+int kafka_props_load_list(kafka_props_t *props, const char *list, const char *origin, char *errstr,
+                          size_t errstr_size)
 {
     size_t n = strlen(list);
     char *copy = malloc(n + 1);

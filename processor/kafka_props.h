@@ -34,8 +34,8 @@ int kafka_props_load_file(kafka_props_t *props, const char *path, char *errstr,
                           size_t errstr_size) HF_MUST_CHECK;
 
 /* "name=value,name=value" (kafka_overrides); origin as for kafka_props_set. */
-int kafka_props_load_list(kafka_props_t *props, const char *list, const char *origin,
-                          char *errstr, size_t errstr_size) HF_MUST_CHECK;
+int kafka_props_load_list(kafka_props_t *props, const char *list, const char *origin, char *errstr,
+                          size_t errstr_size) HF_MUST_CHECK;
 
 size_t kafka_props_count(const kafka_props_t *props);
 /* The i-th property (i < count), in the order first added. The props own both. */

@@ -110,8 +110,11 @@ static int produce_one(cli_t *c, hf_topic_id_t topic, const char *key, const hf_
     if (!err)
         err = kafka_producer_flush(kp, 30000, c->errstr, sizeof c->errstr);
     if (!err && (kafka_producer_failed_count(kp) || offset < 0)) {
-        snprintf(c->errstr, sizeof c->errstr, "delivery to %s failed (is the broker up?)",
-                 topic_name(topic));
+        snprintf(
+            c->errstr, sizeof c->errstr,
+            "delivery to %s failed (the warning above says why: broker down, or no ACL lets this "
+            "principal write it)",
+            topic_name(topic));
         err = HF_ERR_KAFKA;
     }
     kafka_producer_destroy(kp);
