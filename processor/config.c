@@ -55,6 +55,7 @@ void config_apply_env(hf_config_t *cfg)
     copy_env(cfg->instance_id, sizeof cfg->instance_id, "HOLDFAST_INSTANCE");
     copy_env(cfg->topic_prefix, sizeof cfg->topic_prefix, "HOLDFAST_TOPIC_PREFIX");
     copy_env(cfg->app_id, sizeof cfg->app_id, "HOLDFAST_APP_ID");
+    copy_env(cfg->kafka_config_file, sizeof cfg->kafka_config_file, "HOLDFAST_KAFKA_CONFIG");
     copy_env(cfg->kafka_overrides, sizeof cfg->kafka_overrides, "HOLDFAST_KAFKA_OVERRIDES");
 }
 
@@ -77,6 +78,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(bootstrap),
     STR_FIELD(app_id),
     STR_FIELD(topic_prefix),
+    STR_FIELD(kafka_config_file),
     STR_FIELD(kafka_overrides),
     STR_FIELD(instance_id),
     STR_FIELD(state_dir),

@@ -27,7 +27,9 @@ typedef struct hf_config {
      * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
     int state_max_age_ms;
     int metrics_port; /* HTTP GET /metrics and /healthz on this port; 0: off */
-    /* Extra librdkafka properties for every task client, "name=value,name=value". */
+    /* librdkafka properties for every Kafka client of the process (security,
+     * tuning): a properties file, then "name=value,name=value" over it. */
+    char kafka_config_file[HF_CONFIG_STR_MAX];
     char kafka_overrides[HF_CONFIG_STR_MAX];
     /* Sold-out signals (aggregator): SOLD_OUT once the network total has stayed at
      * or below the low watermark for dwell_ms; BACK_IN_STOCK once it reaches high. */
@@ -58,7 +60,8 @@ void config_defaults(hf_config_t *cfg);
 int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
                      size_t errstr_size) HF_MUST_CHECK;
 /* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
- * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_OVERRIDES). */
+ * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_CONFIG,
+ * HOLDFAST_KAFKA_OVERRIDES). */
 void config_apply_env(hf_config_t *cfg);
 /* Rules between settings (config_load_file applies them); HF_ERR_CONFIG with
  * the reason otherwise. */

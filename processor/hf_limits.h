@@ -75,4 +75,13 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Warehouses file size (JSON) the router loads. */
 #define HF_WAREHOUSES_FILE_BYTES_MAX (1 << 20)
 
+/* Kafka client properties (kafka_props.c): a properties file holds security
+ * settings and a little tuning, tens of lines; a value is at most a path, a
+ * principal or a password. Longer lines or more properties are refused. */
+#define HF_KAFKA_PROPS_MAX          64
+#define HF_KAFKA_PROP_NAME_LEN_MAX  127
+#define HF_KAFKA_PROP_VALUE_LEN_MAX 1023
+#define HF_KAFKA_PROPS_LINE_LEN_MAX (HF_KAFKA_PROP_NAME_LEN_MAX + HF_KAFKA_PROP_VALUE_LEN_MAX + 2)
+#define HF_KAFKA_PROPS_LINES_MAX    1024
+
 #endif

@@ -1,7 +1,9 @@
 /* librdkafka behind holdfast's small Kafka API (kafka.h). Everything that knows
  * about rd_kafka_* lives here: configuration defaults that the exactly-once
- * protocol depends on, error classification, rebalance plumbing, and the
- * delivery-report bookkeeping that tells a task which changelog offsets it wrote. */
+ * protocol depends on, the one place every handle's configuration is built
+ * (kafka_conf_build, which adds the operator's client configuration), error
+ * classification, rebalance plumbing, and the delivery-report bookkeeping that
+ * tells a task which changelog offsets it wrote. */
 #include "kafka.h"
 
 #include <librdkafka/rdkafka.h>
@@ -11,6 +13,8 @@
 
 #include "hf_assert.h"
 #include "hf_limits.h"
+#include "kafka_int.h"
+#include "kafka_props.h"
 #include "log.h"
 
 struct kafka_consumer {
@@ -30,6 +34,7 @@ struct kafka_producer {
 
 struct kafka_reader {
     rd_kafka_t *rk;
+    bool group_error_logged; /* see reader_group_error */
 };
 
 /* ---- configuration */
@@ -78,9 +83,65 @@ static int conf_set_all(rd_kafka_conf_t *c, const char *const *pairs, char *errs
     return HF_OK;
 }
 
-static rd_kafka_conf_t *conf_base(const kafka_conf_t *conf, const char *const *defaults,
+/* The process's client configuration (kafka_client_config_load); written once at
+ * start, before any thread, then only read. */
+static kafka_props_t *client_props;
+
+int kafka_client_config_load(const char *path, const char *overrides, char *errstr,
+                             size_t errstr_size)
+{
+    hf_assert(!client_props); /* one configuration per process */
+    kafka_props_t *props = kafka_props_new();
+    if (!props)
+        return HF_ERR_NOMEM;
+    int err = HF_OK;
+    if (path && *path)
+        err = kafka_props_load_file(props, path, errstr, errstr_size);
+    if (err == HF_OK && overrides && *overrides)
+        err = kafka_props_load_list(props, overrides, "kafka_overrides", errstr, errstr_size);
+    if (err != HF_OK) {
+        kafka_props_destroy(props);
+        return err;
+    }
+    char names[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < kafka_props_count(props) && used < sizeof names; i++) {
+        const char *name, *value;
+        kafka_props_at(props, i, &name, &value);
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? " " : "", name);
+    }
+    if (kafka_props_count(props))
+        log_info("kafka", "client configuration%s%s: %zu properties (%s)", path && *path ? " " : "",
+                 path && *path ? path : "", kafka_props_count(props), names);
+    client_props = props;
+    return HF_OK;
+}
+
+int kafka_client_config_from_env(char *errstr, size_t errstr_size)
+{
+    return kafka_client_config_load(getenv("HOLDFAST_KAFKA_CONFIG"),
+                                    getenv("HOLDFAST_KAFKA_OVERRIDES"), errstr, errstr_size);
+}
+
+/* Applies the process's client configuration. Names and values were checked when
+ * loaded; a failure here would be a property valid for one client kind only. */
+static int conf_set_client_props(rd_kafka_conf_t *c, char *errstr, size_t errstr_size)
+{
+    for (size_t i = 0; i < kafka_props_count(client_props); i++) {
+        const char *name, *value;
+        kafka_props_at(client_props, i, &name, &value);
+        if (conf_set(c, name, value, errstr, errstr_size) != HF_OK)
+            return HF_ERR_CONFIG;
+    }
+    return HF_OK;
+}
+
+rd_kafka_conf_t *kafka_conf_build(const kafka_conf_t *conf, const char *const *defaults,
                                   char *errstr, size_t errstr_size)
 {
+    /* A client built before the configuration was loaded would connect without
+     * the operator's security settings: a bug in the binary's start-up. */
+    hf_assert(client_props && "kafka_client_config_load() must run before the first client");
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     const char *const common[] = {
         "socket.nagle.disable=true",
@@ -92,6 +153,7 @@ static rd_kafka_conf_t *conf_base(const kafka_conf_t *conf, const char *const *d
                  errstr_size) != HF_OK ||
         conf_set_all(c, common, errstr, errstr_size) != HF_OK ||
         conf_set_all(c, defaults, errstr, errstr_size) != HF_OK ||
+        conf_set_client_props(c, errstr, errstr_size) != HF_OK ||
         conf_set_all(c, conf->overrides, errstr, errstr_size) != HF_OK) {
         rd_kafka_conf_destroy(c);
         return NULL;
@@ -232,7 +294,7 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
     // clang-format on
     int err = HF_ERR_CONFIG;
     kafka_consumer_t *kc = calloc(1, sizeof *kc);
-    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    rd_kafka_conf_t *c = kafka_conf_build(conf, defaults, errstr, errstr_size);
     rd_kafka_topic_partition_list_t *subs = NULL;
     if (!kc || !c)
         goto fail;
@@ -380,7 +442,7 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
     // clang-format on
     int err = HF_ERR_CONFIG;
     kafka_producer_t *kp = calloc(1, sizeof *kp);
-    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    rd_kafka_conf_t *c = kafka_conf_build(conf, defaults, errstr, errstr_size);
     if (!kp || !c)
         goto fail;
     if (transactional_id) {
@@ -560,7 +622,7 @@ int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *er
         NULL,
     };
     kafka_reader_t *rd = calloc(1, sizeof *rd);
-    rd_kafka_conf_t *c = conf_base(conf, defaults, errstr, errstr_size);
+    rd_kafka_conf_t *c = kafka_conf_build(conf, defaults, errstr, errstr_size);
     if (!rd || !c)
         goto fail;
     rd->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, errstr, errstr_size);
@@ -585,6 +647,22 @@ void kafka_reader_destroy(kafka_reader_t *rd)
     free(rd);
 }
 
+/* True for an error of the consumer group the reader never uses: librdkafka wants
+ * a group.id on every consumer and looks for its coordinator, and a principal
+ * with no ACL on that group (a checkout service) is refused. Reading assigned
+ * partitions does not need the group, so such an error is dropped (logged once
+ * per reader) instead of failing the read. */
+static bool reader_group_error(kafka_reader_t *rd, const rd_kafka_message_t *m)
+{
+    if (m->err != RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED)
+        return false;
+    if (!rd->group_error_logged)
+        log_info("kafka", "%s: %s (ignored: this reader uses no consumer group)",
+                 rd_kafka_name(rd->rk), rd_kafka_message_errstr(m));
+    rd->group_error_logged = true;
+    return true;
+}
+
 /* One record of a read: returns 1 at the end of the partition, 0 to go on. */
 static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
                        int64_t *next, int *rc, char *errstr, size_t errstr_size)
@@ -596,6 +674,10 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
         *next = m->offset;
         rd_kafka_message_destroy(m);
         return 1;
+    }
+    if (reader_group_error(rd, m)) {
+        rd_kafka_message_destroy(m);
+        return 0;
     }
     if (m->err) {
         snprintf(errstr, errstr_size, "read: %s", rd_kafka_message_errstr(m));
@@ -698,6 +780,10 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
         rd_kafka_message_destroy(m);
         return 2;
     }
+    if (reader_group_error(rd, m)) {
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
     if (m->err) {
         snprintf(errstr, errstr_size, "follow: %s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
@@ -724,6 +810,12 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
     int err = HF_OK;
     if (kerr) {
         snprintf(errstr, errstr_size, "metadata of %s: %s", topic, rd_kafka_err2str(kerr));
+        err = HF_ERR_KAFKA;
+    } else if (md->topic_cnt == 1 &&
+               md->topics[0].err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+        snprintf(errstr, errstr_size,
+                 "topic %s: %s (this principal has no ACL for it: docs/SECURITY.md)", topic,
+                 rd_kafka_err2str(md->topics[0].err));
         err = HF_ERR_KAFKA;
     } else if (md->topic_cnt != 1 || md->topics[0].err) {
         snprintf(errstr, errstr_size, "topic %s: %s (run 'hfctl topics apply')", topic,

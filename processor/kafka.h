@@ -59,12 +59,32 @@ typedef struct {
     void *opaque;
 } kafka_rebalance_t;
 
-/* Extra librdkafka properties, "name=value" strings, applied last. */
+/* What one client needs besides the process's client configuration below.
+ * overrides: holdfast's own per-client "name=value" strings, applied last. */
 typedef struct {
     const char *bootstrap;        /* e.g. 127.0.0.1:9092 */
     const char *client_id;        /* appears in broker logs */
     const char *const *overrides; /* NULL-terminated, may be NULL */
 } kafka_conf_t;
+
+/* ---- the process's client configuration
+ *
+ * One set of librdkafka properties (security.protocol, sasl.*, ssl.*, tuning)
+ * that every handle this module creates gets — task consumers and producers,
+ * restore readers, the gateway's view, the tools' clients and the admin calls —
+ * after holdfast's defaults and before the settings holdfast controls. Loaded
+ * from the properties file at path (NULL or "": none), then the list overrides
+ * ("name=value,name=value", NULL or "": none; a name in both takes the list's
+ * value). A property holdfast controls (transactional.id, isolation.level,
+ * partitioner, ...: kafka_props_reserved_reason) or one librdkafka does not
+ * accept fails the load with its name. Call once at start, before any client is
+ * made and before threads start; creating a client without it aborts. Logs the
+ * names it applies, never the values. */
+int kafka_client_config_load(const char *path, const char *overrides, char *errstr,
+                             size_t errstr_size) HF_MUST_CHECK;
+/* The same from the environment: HOLDFAST_KAFKA_CONFIG (a properties file) and
+ * HOLDFAST_KAFKA_OVERRIDES (a list). For hfctl, hfbench and test drivers. */
+int kafka_client_config_from_env(char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* ---- group consumer: read_committed, manual offsets, eager range assignor */
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kafka.h"
+#include "kafka_int.h"
 
 /* Learns partition counts of existing topics (0 = missing). */
 static int topics_describe(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size_t count,
@@ -125,15 +125,13 @@ static int topics_wait_ready(rd_kafka_t *rk, const kafka_topic_spec_t *specs, si
     return HF_ERR_TIMEOUT;
 }
 
-/* A plain client for admin requests; NULL with errstr set on failure. */
+/* A plain client for admin requests, with the process's client configuration
+ * like every other handle; NULL with errstr set on failure. */
 static rd_kafka_t *admin_client(const kafka_conf_t *conf, char *errstr, size_t errstr_size)
 {
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(c, "bootstrap.servers", conf->bootstrap, errstr, errstr_size) !=
-        RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(c);
+    rd_kafka_conf_t *c = kafka_conf_build(conf, NULL, errstr, errstr_size);
+    if (!c)
         return NULL;
-    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, errstr_size);
     if (!rk)
         rd_kafka_conf_destroy(c);

@@ -13,6 +13,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "kafka.h"
 #include "log.h"
 #include "metrics.h"
 #include "stages.h"
@@ -72,7 +73,8 @@ static void usage(FILE *out)
         "  --state-dir DIR RocksDB state root (default ./.state)\n"
         "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, "
         "HOLDFAST_APP_ID,\n"
-        "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL\n",
+        "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
+        "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n",
         stages_names());
 }
 
@@ -162,7 +164,10 @@ int main(int argc, char **argv)
         return 2;
     }
     topics_set_prefix(cfg.topic_prefix);
-    err = codec_init(errstr, sizeof errstr);
+    err =
+        kafka_client_config_load(cfg.kafka_config_file, cfg.kafka_overrides, errstr, sizeof errstr);
+    if (!err)
+        err = codec_init(errstr, sizeof errstr);
     if (!err)
         err = plan_workers(&cfg, dbs, &dbs_count, workers, &workers_count, errstr, sizeof errstr);
     if (err) {

@@ -31,8 +31,6 @@
 #define TASK_RESTORE_CHUNK_RECORDS 5000
 /* How often the state of owned partitions is marked current even when idle. */
 #define TASK_STATE_AGE_REFRESH_MS  (3600 * 1000)
-/* librdkafka properties a config may override. */
-#define TASK_KAFKA_OVERRIDES_MAX   16
 
 typedef struct {
     uint8_t *data;
@@ -75,8 +73,6 @@ struct task {
     char txn_id[160];
     char group_id[128];
     const char *inputs[TASK_INPUT_TOPICS_MAX]; /* resolved topic names */
-    char overrides_buf[HF_CONFIG_STR_MAX];
-    const char *overrides[TASK_KAFKA_OVERRIDES_MAX + 1];
 
     bool owned[HF_PARTITIONS_MAX];
     bool revoked;                          /* set by on_revoke, consumed by gather */
@@ -962,15 +958,9 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     snprintf(t->txn_id, sizeof t->txn_id, "%s-%s-%s-%d", cfg->app_id, t->def->name,
              cfg->instance_id, opts->thread_index);
     snprintf(t->client_id, sizeof t->client_id, "%s", t->txn_id);
-    /* kafka_overrides: "a=b,c=d" -> {"a=b", "c=d", NULL} */
-    snprintf(t->overrides_buf, sizeof t->overrides_buf, "%s", cfg->kafka_overrides);
-    size_t no = 0;
-    char *save = NULL;
-    for (char *kv = strtok_r(t->overrides_buf, ",", &save); kv && no < TASK_KAFKA_OVERRIDES_MAX;
-         kv = strtok_r(NULL, ",", &save))
-        t->overrides[no++] = kv;
-    t->overrides[no] = NULL;
-    t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, t->overrides};
+    /* kafka_config_file and kafka_overrides reach this and every other client
+     * through the process's client configuration (main.c, kafka.h). */
+    t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, NULL};
     t->buf = state_buf_new(t->st);
     t->msgs = calloc((size_t)cfg->batch_records_max, sizeof *t->msgs);
     if (!t->buf || !t->msgs || written_grow(t) != HF_OK)

@@ -834,7 +834,7 @@ int main(int argc, char **argv)
                       .zipf_s = 1.1,
                       .seed = 1};
     const char *bs = getenv("HOLDFAST_BOOTSTRAP"), *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
-    char errstr[256];
+    char errstr[512];
     o.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
     topics_set_prefix(prefix ? prefix : "");
     if (argc < 2 || (strcmp(argv[1], "seed") && strcmp(argv[1], "run")) ||
@@ -846,10 +846,11 @@ int main(int argc, char **argv)
                 "              [--commit-pct P] [--abandon-pct P] [--late-pct P] [--ttl-ms T] "
                 "[--dup-pct P]\n"
                 "              [--seed N] [--report FILE]\n"
-                "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX\n");
+                "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX, HOLDFAST_KAFKA_CONFIG,\n"
+                "     HOLDFAST_KAFKA_OVERRIDES\n");
         return 2;
     }
-    if (codec_init(errstr, sizeof errstr)) {
+    if (kafka_client_config_from_env(errstr, sizeof errstr) || codec_init(errstr, sizeof errstr)) {
         fprintf(stderr, "hfbench: %s\n", errstr);
         return 1;
     }

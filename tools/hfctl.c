@@ -111,8 +111,11 @@ static int produce_one(cli_t *c, hf_topic_id_t topic, const char *key, const hf_
     if (!err)
         err = kafka_producer_flush(kp, 30000, c->errstr, sizeof c->errstr);
     if (!err && (kafka_producer_failed_count(kp) || offset < 0)) {
-        snprintf(c->errstr, sizeof c->errstr, "delivery to %s failed (is the broker up?)",
-                 topic_name(topic));
+        snprintf(
+            c->errstr, sizeof c->errstr,
+            "delivery to %s failed (the warning above says why: broker down, or no ACL lets this "
+            "principal write it)",
+            topic_name(topic));
         err = HF_ERR_KAFKA;
     }
     kafka_producer_destroy(kp);
@@ -655,7 +658,9 @@ static void usage(void)
             "[--expiry-lag-max-ms N]\n"
             "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N "
             "--sales-max N]\n"
-            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX\n"
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
+            "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
+            "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
             "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
@@ -692,7 +697,8 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    if (codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
+    if (kafka_client_config_from_env(c.errstr, sizeof c.errstr) != HF_OK ||
+        codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
         fprintf(stderr, "hfctl: %s\n", c.errstr);
         return 1;
     }

@@ -90,6 +90,11 @@ void harness_init(harness_t *h, const char *name)
     topics_set_prefix(h->prefix);
     if (codec_init(errstr, sizeof errstr) != HF_OK)
         fail_msg("codec_init: %s", errstr);
+    /* Once per process; holdfast children read the same environment. */
+    static bool client_config_loaded;
+    if (!client_config_loaded && kafka_client_config_from_env(errstr, sizeof errstr) != HF_OK)
+        fail_msg("kafka client config: %s", errstr);
+    client_config_loaded = true;
     FILE *devnull = fopen("/dev/null", "w");
     int err = topics_apply(h->bootstrap, "topics/topics.json", devnull, errstr, sizeof errstr);
     fclose(devnull);

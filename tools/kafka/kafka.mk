@@ -3,7 +3,7 @@
 
 KAFKA_TOOLS := $(CURDIR)/tools/kafka
 
-.PHONY: kafka-fetch kafka-up kafka-down kafka-wipe
+.PHONY: kafka-fetch kafka-up kafka-down kafka-wipe kafka-secure-up kafka-secure-down
 
 # Get the broker jars into .cache/kafka/libs without starting anything.
 kafka-fetch:
@@ -19,3 +19,11 @@ kafka-down:
 # Stop it and delete all topics, offsets and logs.
 kafka-wipe:
 	@bash $(KAFKA_TOOLS)/kafka-down.sh --wipe
+
+# A second, secured broker (SASL over TLS, ACLs) on 127.0.0.1:$${HOLDFAST_SECURE_PORT:-19094};
+# fresh certificates, users and ACLs at each start; down deletes all of it. docs/SECURITY.md.
+kafka-secure-up:
+	@bash $(KAFKA_TOOLS)/kafka-secure-up.sh
+
+kafka-secure-down:
+	@bash $(KAFKA_TOOLS)/kafka-secure-down.sh
