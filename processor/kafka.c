@@ -184,6 +184,8 @@ static rd_kafka_topic_partition_list_t *tps_to_list(const kafka_tp_t *tps, size_
  * answers UNSTABLE_OFFSET_COMMIT; that is asked again until it has ended. */
 static int fetch_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int timeout_ms)
 {
+    log_info("kafka", "%s: assigned %d partitions: fetching their committed offsets (stable)",
+             rd_kafka_name(rk), parts->cnt);
     int64_t deadline = hf_mono_ms() + timeout_ms;
     for (int attempt = 0;; attempt++) {
         int64_t left = deadline - hf_mono_ms();
