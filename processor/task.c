@@ -704,7 +704,8 @@ static int check_group_offset(const task_t *t, int32_t p, int64_t group_next, in
               "but consumer group %s has %s; consuming from there would apply records twice. "
               "Stop every holdfast process of app_id %s, then reset the group to the stored "
               "offset: kafka-consumer-groups.sh --bootstrap-server %s --group %s --topic %s:%d "
-              "--reset-offsets --to-offset %lld --execute (one per partition this refusal names), "
+              "--reset-offsets --to-offset %lld --execute (a restart names the next partition "
+              "behind, if any), "
               "or, if this state belongs to another deployment, delete %s/%s",
               t->def->name, p, t->inputs[0], (long long)input_next, t->group_id, group_has,
               t->o.cfg->app_id, t->o.cfg->bootstrap, t->group_id, t->inputs[0], p,
