@@ -538,8 +538,26 @@ static bool fault_stall_before_commit(void)
     return true;
 }
 
+/* Fault injection for the unknown-outcome test (itest_offsets.c): with
+ * HOLDFAST_FAULT_COMMIT_UNKNOWN=<file>, the first commit after <file> appears
+ * deletes it, commits for real, and reports a timeout, as a commit whose
+ * answer was lost would (the outcome is then unknown to the caller). */
+static bool fault_hide_commit_outcome(void)
+{
+    const char *path = getenv("HOLDFAST_FAULT_COMMIT_UNKNOWN");
+    return path && *path && unlink(path) == 0;
+}
+
 int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size)
 {
+    if (fault_hide_commit_outcome()) {
+        int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction", errstr,
+                            errstr_size);
+        log_warn("kafka", "fault injection: commit returned %s; reporting a timeout instead",
+                 hf_err_name(err));
+        snprintf(errstr, errstr_size, "commit_transaction: outcome hidden by fault injection");
+        return HF_ERR_TIMEOUT;
+    }
     if (fault_stall_before_commit()) {
         rd_kafka_error_t *error = rd_kafka_commit_transaction(kp->rk, -1);
         log_warn("kafka", "fault injection: commit after the stall: %s; exiting",

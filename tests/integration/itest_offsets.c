@@ -203,6 +203,59 @@ static void test_a_group_offset_behind_local_state_is_refused_with_what_to_do(vo
     harness_cleanup(&h);
 }
 
+/* A commit whose answer is lost (it did commit; the client saw a timeout).
+ * Treating it as an abort used to drop the batch from RocksDB while Kafka had
+ * it — the consumer rewound past it, the hold was gone locally and the next
+ * counter write gave the unit back. Now the process exits, and its restart
+ * restores the batch from the changelog. */
+static void
+test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-unknown");
+    char app[96], fault[512], key[128];
+    snprintf(app, sizeof app, "%sapp", h.prefix);
+    snprintf(fault, sizeof fault, "%s/hide-outcome", h.workdir);
+    harness_pair(key, "W1", "SKU-U");
+    pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_COMMIT_UNKNOWN", fault);
+    hf_record_t f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    hf_counter_state_t c;
+    wait_on_hand(&h, "SKU-U", 10, &c);
+
+    FILE *ff = fopen(fault, "w");
+    assert_non_null(ff);
+    fclose(ff);
+    hf_record_t hold = harness_hold("u1", 0, "W1", "SKU-U", 1);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&h);
+    int status = wait_exit(a, 20000);
+    print_message("after a commit of unknown outcome: exit %d\n", status);
+    if (status < 0) { /* still running: it went on as if the batch had aborted */
+        f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 5, 2);
+        harness_send(&h, HF_T_STOCK_FEED, key, &f);
+        harness_flush(&h);
+        wait_on_hand(&h, "SKU-U", 15, &c);
+        print_message("it went on: reserved %lld\n", (long long)c.reserved);
+        kill(a, SIGKILL);
+        waitpid(a, NULL, 0);
+    }
+    assert_int_equal(status, 4);
+
+    /* The supervisor's restart: the batch is in the changelog and restored. */
+    pid_t again = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
+    f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 5, 2);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    wait_on_hand(&h, "SKU-U", 15, &c);
+    assert_int_equal(c.reserved, 1);
+    assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 1);
+    kill(again, SIGTERM);
+    assert_int_equal(wait_exit(again, 30000), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const char *only = getenv("OFFSETS_TEST");
@@ -212,6 +265,8 @@ int main(void)
         cmocka_unit_test(
             test_a_stalled_owner_committing_after_the_new_owner_restored_loses_no_hold),
         cmocka_unit_test(test_a_group_offset_behind_local_state_is_refused_with_what_to_do),
+        cmocka_unit_test(
+            test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it),
     };
     return cmocka_run_group_tests_name("offsets and transactions across owners on a real broker",
                                        tests, NULL, NULL);
