@@ -34,6 +34,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->reservation_retention_ms = 7 * 24 * 3600 * 1000;
     cfg->hold_retention_ms = HF_HOLD_RETENTION_DEFAULT_MS;
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
+    snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
     cfg->view_stale_max_ms = 30000;
     cfg->route_weight_distance_pct = 45;
@@ -103,6 +104,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(reservation_retention_ms, 1000, 1814400000),
     INT_FIELD(hold_retention_ms, 1000, 1814400000),
     STR_FIELD(late_payment_policy),
+    STR_FIELD(reply_topic_prefix),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),
     INT_FIELD(route_weight_distance_pct, 0, 100),

@@ -47,6 +47,7 @@ typedef struct hf_config {
     int reservation_retention_ms;          /* how long an ended reservation is kept */
     int hold_retention_ms;                 /* counter: how long a settled hold is kept */
     char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
+    char reply_topic_prefix[64];           /* reply_to may name topics under it */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
     int route_weight_distance_pct;         /* routing score weights, percent */

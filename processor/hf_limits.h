@@ -37,6 +37,14 @@
 /* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB. */
 #define HF_RECORD_LEN_MAX    16384
 
+/* Input records, checked before decoding (processor/admit.c): a larger one is
+ * dead-lettered with its first bytes. The largest legitimate input is a
+ * Reserve of HF_LINES_MAX lines (under 4 KiB) or a StockLevel; every value a
+ * stage stores or emits fits HF_RECORD_LEN_MAX anyway. A key is a
+ * reservation_id, a sku or warehouse|sku. */
+#define HF_INPUT_VALUE_BYTES_MAX HF_RECORD_LEN_MAX
+#define HF_INPUT_KEY_BYTES_MAX   HF_STATE_KEY_LEN_MAX
+
 /* Task loop: records per transaction. Larger batches amortise the commit (a
  * round trip to the transaction coordinator) but add latency under load. */
 #define HF_BATCH_RECORDS_MAX 2000

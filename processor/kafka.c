@@ -7,11 +7,14 @@
 #include "kafka.h"
 
 #include <librdkafka/rdkafka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "hf_limits.h"
 #include "kafka_int.h"
 #include "kafka_props.h"
@@ -237,26 +240,72 @@ static rd_kafka_topic_partition_list_t *tps_to_list(const kafka_tp_t *tps, size_
     return l;
 }
 
+/* The group's committed offsets of parts, into parts. Under read_committed
+ * librdkafka asks for stable offsets: while a transaction that sent offsets for
+ * a partition is still open (a previous owner stalled, not dead), the broker
+ * answers UNSTABLE_OFFSET_COMMIT; that is asked again until it has ended. */
+static int fetch_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int timeout_ms)
+{
+    log_info("kafka", "%s: assigned %d partitions: fetching their committed offsets (stable)",
+             rd_kafka_name(rk), parts->cnt);
+    int64_t deadline = hf_mono_ms() + timeout_ms;
+    for (int attempt = 0;; attempt++) {
+        int64_t left = deadline - hf_mono_ms();
+        rd_kafka_resp_err_t kerr = rd_kafka_committed(rk, parts, left > 0 ? (int)left : 1);
+        for (int i = 0; !kerr && i < parts->cnt; i++)
+            kerr = parts->elems[i].err;
+        if (!kerr)
+            return HF_OK;
+        if (hf_mono_ms() >= deadline) {
+            log_error("kafka", "committed offsets not fetched within %d ms: %s", timeout_ms,
+                      rd_kafka_err2str(kerr));
+            return HF_ERR_TIMEOUT;
+        }
+        if (attempt == 0)
+            log_warn("kafka",
+                     "committed offsets not yet stable (%s); waiting for a previous "
+                     "owner's open transaction to end",
+                     rd_kafka_err2str(kerr));
+        for (int i = 0; i < parts->cnt; i++) {
+            parts->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+            parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+        }
+        rd_kafka_poll(rk, 200);
+    }
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     kafka_consumer_t *kc = opaque;
     size_t n = (size_t)parts->cnt;
     kafka_tp_t *tps = calloc(n ? n : 1, sizeof *tps);
-    hf_assert(tps);
+    int64_t *committed = calloc(n ? n : 1, sizeof *committed);
+    hf_assert(tps && committed);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS &&
+        fetch_committed(rk, parts, kc->rebalance.committed_timeout_ms) != HF_OK) {
+        /* Restoring without them could miss a batch a previous owner still
+         * commits; a restart tries again. */
+        log_error("kafka", "cannot learn the committed offsets of the assignment; exiting");
+        exit(3);
+    }
     for (size_t i = 0; i < n; i++) {
         tps[i].topic = parts->elems[i].topic;
         tps[i].partition = parts->elems[i].partition;
+        committed[i] = parts->elems[i].offset >= 0 ? parts->elems[i].offset : KAFKA_OFFSET_NONE;
     }
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        int rc =
-            kc->rebalance.on_assign ? kc->rebalance.on_assign(kc->rebalance.opaque, tps, n) : HF_OK;
+        int rc = kc->rebalance.on_assign
+                     ? kc->rebalance.on_assign(kc->rebalance.opaque, tps, committed, n)
+                     : HF_OK;
         if (rc != HF_OK) {
             /* A stage that cannot restore its state must not consume: stop the
              * process so a supervisor restarts it rather than serve stale state. */
             log_error("kafka", "restore on assignment failed (%s); exiting", hf_err_name(rc));
             exit(3);
         }
+        /* Consume from the offsets the restore was made against (a partition
+         * without one starts where auto.offset.reset says). */
         rd_kafka_assign(rk, parts);
     } else {
         if (kc->rebalance.on_revoke)
@@ -264,6 +313,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         rd_kafka_assign(rk, NULL);
     }
     free(tps);
+    free(committed);
 }
 
 int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
@@ -533,8 +583,49 @@ int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kaf
     return txn_error(error, "send_offsets_to_transaction", errstr, errstr_size);
 }
 
+/* Fault injection for the stalled-owner test (tests/integration/itest_offsets.c):
+ * with HOLDFAST_FAULT_STALL_COMMIT=<file>, the first commit after <file> appears
+ * deletes it and stops the process (SIGSTOP) with its transaction open, offsets
+ * sent; once continued (SIGCONT) it commits and exits with
+ * KAFKA_FAULT_STALL_EXIT, as a paused owner that wakes up would, without
+ * competing for its partitions again. */
+#define KAFKA_FAULT_STALL_EXIT 86
+static bool fault_stall_before_commit(void)
+{
+    const char *path = getenv("HOLDFAST_FAULT_STALL_COMMIT");
+    if (!path || !*path || unlink(path) != 0)
+        return false;
+    log_warn("kafka", "fault injection: stopping before commit_transaction");
+    raise(SIGSTOP);
+    return true;
+}
+
+/* Fault injection for the unknown-outcome test (itest_offsets.c): with
+ * HOLDFAST_FAULT_COMMIT_UNKNOWN=<file>, the first commit after <file> appears
+ * deletes it, commits for real, and reports a timeout, as a commit whose
+ * answer was lost would (the outcome is then unknown to the caller). */
+static bool fault_hide_commit_outcome(void)
+{
+    const char *path = getenv("HOLDFAST_FAULT_COMMIT_UNKNOWN");
+    return path && *path && unlink(path) == 0;
+}
+
 int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size)
 {
+    if (fault_hide_commit_outcome()) {
+        int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction", errstr,
+                            errstr_size);
+        log_warn("kafka", "fault injection: commit returned %s; reporting a timeout instead",
+                 hf_err_name(err));
+        snprintf(errstr, errstr_size, "commit_transaction: outcome hidden by fault injection");
+        return HF_ERR_TIMEOUT;
+    }
+    if (fault_stall_before_commit()) {
+        rd_kafka_error_t *error = rd_kafka_commit_transaction(kp->rk, -1);
+        log_warn("kafka", "fault injection: commit after the stall: %s; exiting",
+                 error ? rd_kafka_error_string(error) : "committed");
+        _exit(KAFKA_FAULT_STALL_EXIT);
+    }
     /* A retriable failure (timeout) leaves the commit's outcome unknown: calling
      * commit again is the documented way to learn it. */
     for (int attempt = 0;; attempt++) {

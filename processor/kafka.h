@@ -15,6 +15,7 @@
 
 #define KAFKA_OFFSET_BEGINNING (-2)
 #define KAFKA_OFFSET_END       (-1)
+#define KAFKA_OFFSET_NONE      (-1001) /* no committed offset */
 
 typedef struct kafka_consumer kafka_consumer_t;
 typedef struct kafka_producer kafka_producer_t;
@@ -51,12 +52,22 @@ typedef struct {
 
 /* Called from inside kafka_consumer_poll when the group assigns or revokes
  * partitions (eager protocol: a revoke always takes everything). on_assign runs
- * before the consumer starts fetching, so a stage restores its state there. A
- * non-OK return from on_assign is fatal for the task. */
+ * after the committed offsets are fetched (stable: a previous owner's open
+ * transaction has committed or aborted by then, so a restore that follows sees
+ * every committed batch) and before the consumer starts fetching from them, so
+ * a stage restores its state there. A non-OK return from on_assign, or
+ * committed offsets not fetched within committed_timeout_ms (keep it above the
+ * transaction timeout: the broker aborts a stalled transaction after that),
+ * is fatal for the process. */
 typedef struct {
-    int (*on_assign)(void *opaque, const kafka_tp_t *tps, size_t tps_count);
+    /* committed[i]: the group's committed offset (next to read) of tps[i],
+     * fetched as stable (KIP-447: after every pending transaction that sent
+     * offsets for it has ended), or KAFKA_OFFSET_NONE. */
+    int (*on_assign)(void *opaque, const kafka_tp_t *tps, const int64_t *committed,
+                     size_t tps_count);
     void (*on_revoke)(void *opaque, const kafka_tp_t *tps, size_t tps_count);
     void *opaque;
+    int committed_timeout_ms;
 } kafka_rebalance_t;
 
 /* What one client needs besides the process's client configuration below.
@@ -124,6 +135,9 @@ int kafka_txn_begin(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_M
 int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kafka_tp_t *tps,
                            const int64_t *next_offsets, size_t count, char *errstr,
                            size_t errstr_size) HF_MUST_CHECK;
+/* HF_OK: committed. HF_ERR_ABORTABLE: not committed, abort. HF_ERR_FATAL: fenced.
+ * Anything else (retries exhausted): the outcome is unknown; the caller must
+ * not go on as if either (a task exits, and its restart restores). */
 int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 int kafka_txn_abort(kafka_producer_t *kp, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 

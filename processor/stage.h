@@ -26,7 +26,11 @@ struct hf_config;
 
 typedef int (*stage_handler_fn)(stage_ctx_t *ctx, const hf_record_t *rec);
 
+/* One row of a stage's table: a record type an input topic may carry, and what
+ * handles it. A type on a topic without a row is a dead letter (admit.h): a
+ * client may write requests, never the answers only another stage gives. */
 typedef struct {
+    hf_topic_id_t topic;
     hf_rec_type_t type;
     stage_handler_fn handle;
 } stage_handler_t;
@@ -52,6 +56,10 @@ typedef struct {
      * (so stage_get still sees the value it replaces); rec is the decoded value,
      * NULL for a tombstone. It writes only with stage_put_local / stage_del_local. */
     int (*reindex)(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
+    /* Called after a decoded record that arrived on another partition than its
+     * key hashes to was dead-lettered (why says so); may emit (the gateway
+     * answers a request REJECTED_INVALID) but must not write state. NULL: none. */
+    int (*on_misrouted)(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
 } stage_def_t;
 
 /* ---- what a handler may do */

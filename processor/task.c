@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "admit.h"
 #include "codec.h"
 #include "hf_assert.h"
 #include "hf_clock.h"
@@ -73,6 +74,7 @@ struct task {
     char txn_id[160];
     char group_id[128];
     const char *inputs[TASK_INPUT_TOPICS_MAX]; /* resolved topic names */
+    admit_t admit;                             /* what input records may be applied */
 
     bool owned[HF_PARTITIONS_MAX];
     bool revoked;                          /* set by on_revoke, consumed by gather */
@@ -431,16 +433,9 @@ static int topic_index(const task_t *t, const char *topic)
     return -1;
 }
 
-static const stage_handler_t *handler_for(const stage_def_t *def, hf_rec_type_t type)
-{
-    for (size_t i = 0; i < def->handlers_count; i++)
-        if (def->handlers[i].type == type)
-            return &def->handlers[i];
-    return NULL;
-}
-
-/* Applies one input record. Bad records become dead letters; only failures that
- * must abort the transaction are returned. */
+/* Applies one input record. Records that admission refuses (admit.h: size,
+ * partition, decoding, type on its topic) and records a handler rejects become
+ * dead letters; only failures that must abort the transaction are returned. */
 static int apply_record(task_t *t, const kafka_msg_t *msg)
 {
     stage_ctx_t *ctx = &t->ctx;
@@ -454,23 +449,20 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     t->stats.records++;
     metrics_add(t->metrics, HF_M_RECORDS, 1);
 
-    if (!msg->value || msg->value_len == 0)
-        return dead_letter(t, msg, "empty value: a command must be an Avro record");
-    int err = codec_decode(msg->value, msg->value_len, &t->rec, t->errstr, sizeof t->errstr);
-    if (err) {
-        char reason[600];
-        snprintf(reason, sizeof reason, "%s: %s", hf_err_name(err), t->errstr);
-        return dead_letter(t, msg, reason);
-    }
-    const stage_handler_t *h = handler_for(t->def, t->rec.type);
-    if (!h) {
-        char reason[160];
-        snprintf(reason, sizeof reason, "a %s record is not handled by the %s stage",
-                 hf_rec_type_name(t->rec.type), t->def->name);
-        return dead_letter(t, msg, reason);
-    }
+    const stage_handler_t *h = NULL;
+    char why[HF_TEXT_LEN_MAX + 1];
+    admit_verdict_t v =
+        admit_record(&t->admit, (size_t)ti, msg->partition, msg->key, msg->key_len, msg->value,
+                     msg->value ? msg->value_len : 0, &t->rec, &h, why, sizeof why);
     size_t writes_before = state_buf_count(t->buf);
-    err = h->handle(ctx, &t->rec);
+    if (v != ADMIT_OK) {
+        int err = dead_letter(t, msg, why);
+        if (!err && v == ADMIT_MISROUTED && t->def->on_misrouted)
+            err = t->def->on_misrouted(ctx, &t->rec, why);
+        hf_assert(state_buf_count(t->buf) == writes_before); /* answers only */
+        return err;
+    }
+    int err = h->handle(ctx, &t->rec);
     if (err == HF_ERR_INVAL) {
         hf_assert(state_buf_count(t->buf) == writes_before); /* validate before writing */
         return dead_letter(t, msg, ctx->reject_reason[0] ? ctx->reject_reason : "invalid");
@@ -594,8 +586,17 @@ static int commit_batch(task_t *t)
     if (!err)
         err = send_offsets(t);
     int64_t t2 = hf_wall_ms();
-    if (!err)
+    if (!err) {
         err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
+        if (err && err != HF_ERR_ABORTABLE && err != HF_ERR_FATAL) {
+            /* Neither committed nor aborted for sure: it may still complete.
+             * Aborting and retrying would apply the batch twice if it did;
+             * a restart restores whichever it was from the changelog. */
+            log_error("task", "%s: transaction outcome unknown (%s): %s; exiting for a restart",
+                      t->def->name, hf_err_name(err), t->errstr);
+            return HF_ERR_FATAL;
+        }
+    }
     if (err)
         return err;
     log_debug("task",
@@ -717,10 +718,39 @@ static bool state_too_old(const task_t *t, int32_t p, int64_t cl_next, int64_t c
     return true;
 }
 
-static int restore_partition(task_t *t, int32_t p)
+/* Whether the group's committed offset group_next of partition p of the
+ * primary input is at least what local state already applied. Behind it, the
+ * group's offsets were lost (expired, a changed app_id, reset by hand) and
+ * consuming from them would apply holds and commits a second time. */
+static int check_group_offset(const task_t *t, int32_t p, int64_t group_next, int64_t input_next)
+{
+    if (input_next <= 0 || group_next >= input_next)
+        return HF_OK;
+    char group_has[64];
+    if (group_next < 0)
+        snprintf(group_has, sizeof group_has, "no committed offset");
+    else
+        snprintf(group_has, sizeof group_has, "committed offset %lld", (long long)group_next);
+    log_error("task",
+              "%s: partition %d of %s: local state already applied the input up to offset %lld, "
+              "but consumer group %s has %s; consuming from there would apply records twice. "
+              "Stop every holdfast process of app_id %s, then reset the group to the stored "
+              "offset: kafka-consumer-groups.sh --bootstrap-server %s --group %s --topic %s:%d "
+              "--reset-offsets --to-offset %lld --execute (a restart names the next partition "
+              "behind, if any), "
+              "or, if this state belongs to another deployment, delete %s/%s",
+              t->def->name, p, t->inputs[0], (long long)input_next, t->group_id, group_has,
+              t->o.cfg->app_id, t->o.cfg->bootstrap, t->group_id, t->inputs[0], p,
+              (long long)input_next, t->o.cfg->state_dir, t->def->name);
+    return HF_ERR_CONFIG;
+}
+
+static int restore_partition(task_t *t, int32_t p, int64_t group_next)
 {
     int64_t input_next = -1, cl_next = -1, current_at_ms = -1;
     int err = state_get_offsets(t->st, p, &input_next, &cl_next, &current_at_ms);
+    if (!err)
+        err = check_group_offset(t, p, group_next, input_next);
     if (err)
         return err;
     int64_t started_ms = hf_wall_ms();
@@ -763,9 +793,43 @@ static int restore_partition(task_t *t, int32_t p)
     return HF_OK;
 }
 
-static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
+/* Admission checks each record's partition against its key's: learn the
+ * input topics' partition counts (a topic may have grown since the last
+ * assignment). */
+static int learn_partition_counts(task_t *t)
+{
+    admit_init(&t->admit, t->def);
+    for (size_t i = 0; i < t->def->input_topics_count; i++) {
+        int32_t count = 0;
+        int err =
+            kafka_partition_count(t->rd, t->inputs[i], 10000, &count, t->errstr, sizeof t->errstr);
+        if (err) {
+            log_error("task", "%s: %s", t->def->name, t->errstr);
+            return err;
+        }
+        admit_set_partitions(&t->admit, i, count);
+    }
+    return HF_OK;
+}
+
+/* The committed offset of partition p of the primary input in tps. */
+static int64_t primary_committed(const task_t *t, const kafka_tp_t *tps, const int64_t *committed,
+                                 size_t count, int32_t p)
+{
+    for (size_t i = 0; i < count; i++)
+        if (tps[i].partition == p && strcmp(tps[i].topic, t->inputs[0]) == 0)
+            return committed[i];
+    return KAFKA_OFFSET_NONE;
+}
+
+/* The committed offsets in tps are stable (kafka.h): every transaction of a
+ * previous owner has ended, so the changelog read below holds all it wrote. */
+static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committed, size_t count)
 {
     task_t *t = opaque;
+    int err = learn_partition_counts(t);
+    if (err)
+        return err;
     for (size_t i = 0; i < count; i++) {
         int32_t p = tps[i].partition;
         if (p < 0 || p >= HF_PARTITIONS_MAX) {
@@ -774,7 +838,7 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, size_t count)
         }
         if (t->owned[p])
             continue; /* co-partitioned topics share partition p */
-        int err = restore_partition(t, p);
+        err = restore_partition(t, p, primary_committed(t, tps, committed, count, p));
         if (err)
             return err;
         t->owned[p] = true;
@@ -985,7 +1049,9 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
         goto fail;
     for (size_t i = 0; i < t->def->input_topics_count; i++)
         t->inputs[i] = topic_name(t->def->input_topics[i]);
-    kafka_rebalance_t rb = {on_assign, on_revoke, t};
+    /* Committed offsets wait for a stalled previous owner's transaction,
+     * which the broker aborts after its transaction timeout at the latest. */
+    kafka_rebalance_t rb = {on_assign, on_revoke, t, 2 * cfg->transaction_timeout_ms + 10000};
     err = kafka_consumer_new(&t->kconf, t->group_id, t->txn_id, t->inputs,
                              t->def->input_topics_count, &rb, &t->kc, errstr, errstr_size);
     if (err)

@@ -15,7 +15,7 @@
 static const hf_topic_id_t aggregator_inputs[] = {HF_T_STOCK_LEVELS};
 
 static const stage_handler_t aggregator_handlers[] = {
-    {HF_REC_STOCK_LEVEL, aggregator_on_stock_level},
+    {HF_T_STOCK_LEVELS, HF_REC_STOCK_LEVEL, aggregator_on_stock_level},
 };
 
 int aggregator_load(stage_ctx_t *ctx, const char *sku, hf_sku_state_t *out, bool *found)

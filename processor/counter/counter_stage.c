@@ -11,12 +11,17 @@
 
 static const hf_topic_id_t counter_inputs[] = {HF_T_COUNTER_COMMANDS, HF_T_STOCK_FEED};
 
-/* What happens on each record type: one handler, one file. */
+/* What happens on each record type, and which topic may carry it: one
+ * handler, one file. Commands come from the gateway; the stock feed carries
+ * only stock (a ReleaseHold there would free another shopper's unit). A
+ * StockFeed may also come on the commands topic, ordered with the holds of
+ * its pair (replays, tests). */
 static const stage_handler_t counter_handlers[] = {
-    {HF_REC_HOLD, counter_on_hold},
-    {HF_REC_COMMIT_HOLD, counter_on_commit_hold},
-    {HF_REC_RELEASE_HOLD, counter_on_release_hold},
-    {HF_REC_STOCK_FEED, counter_on_stock_feed},
+    {HF_T_COUNTER_COMMANDS, HF_REC_HOLD, counter_on_hold},
+    {HF_T_COUNTER_COMMANDS, HF_REC_COMMIT_HOLD, counter_on_commit_hold},
+    {HF_T_COUNTER_COMMANDS, HF_REC_RELEASE_HOLD, counter_on_release_hold},
+    {HF_T_COUNTER_COMMANDS, HF_REC_STOCK_FEED, counter_on_stock_feed},
+    {HF_T_STOCK_FEED, HF_REC_STOCK_FEED, counter_on_stock_feed},
 };
 
 int counter_check_routing(stage_ctx_t *ctx, const char *warehouse_id, const char *sku)

@@ -91,6 +91,10 @@ typedef struct {
     /* ms since the view was current; < 0 before it ever was. */
     int64_t (*staleness_ms)(void *opaque);
     void *opaque;
+    /* A request's reply_to may name the replies topic or a topic that starts
+     * with this (the deployment's topic prefix included); empty: only the
+     * replies topic. Internal topics are refused whatever it says. */
+    char reply_topic_prefix[HF_TOPIC_LEN_MAX + 1];
     /* Whether a reply topic exists (metadata, cached); NULL: assume it does. */
     bool (*topic_exists)(void *topics_opaque, const char *topic);
     void *topics_opaque;
@@ -146,6 +150,12 @@ bool gw_all_answered(const hf_reservation_state_t *rs);
 bool gw_saga_open(const hf_reservation_state_t *rs);
 /* True for a legal Kafka topic name (1..249 of [a-zA-Z0-9._-]). */
 bool gw_topic_name_ok(const char *topic);
+/* NULL when a request may name reply_to: empty, the replies topic, or a legal
+ * topic name under allowed_prefix that is none of holdfast's own topics (a
+ * reply must never land in the ledger, the signals or a changelog). Else the
+ * message of the rejection, in buf. Existence is checked apart. */
+const char *gw_check_reply_to(const char *reply_to, const char *allowed_prefix, char *buf,
+                              size_t buf_size);
 /* The reply topic: the request's or the default. */
 const char *gw_reply_topic(const char *reply_to);
 
@@ -167,7 +177,8 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) H
 /* Checks the record key is the reservation_id (the partition owns it). */
 int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
 /* gw_check_key, then the request's reply_to: empty (the default topic) or an
- * existing topic. A request naming a topic that is illegal or does not exist is
+ * allowed (gw_check_reply_to), existing topic. A request naming a topic that is
+ * illegal, not allowed or does not exist is
  * not applied: it is answered REJECTED_INVALID on the default replies topic
  * (where else could it go?) and *answered is set. Checked before anything is
  * written, so a reply can never fail the transaction. */

@@ -172,6 +172,9 @@ static int env_build(const hf_config_t *cfg, gateway_env_t *e, char *errstr, siz
         return HF_ERR_CONFIG;
     }
     e->result_timeout_ms = cfg->result_timeout_ms;
+    if (cfg->reply_topic_prefix[0])
+        snprintf(e->reply_topic_prefix, sizeof e->reply_topic_prefix, "%s%s", topics_prefix(),
+                 cfg->reply_topic_prefix);
     e->view_stale_max_ms = cfg->view_stale_max_ms;
     if (strcmp(cfg->late_payment_policy, "refund") == 0) {
         e->late_policy = GW_LATE_REFUND;

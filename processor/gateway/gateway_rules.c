@@ -149,6 +149,34 @@ bool gw_topic_name_ok(const char *t)
     return true;
 }
 
+const char *gw_check_reply_to(const char *reply_to, const char *allowed_prefix, char *buf,
+                              size_t buf_size)
+{
+    if (!reply_to[0] || strcmp(reply_to, topic_name(HF_T_REPLIES)) == 0)
+        return NULL;
+    if (!gw_topic_name_ok(reply_to)) {
+        snprintf(buf, buf_size, "reply_to \"%.64s\" is not a legal Kafka topic name", reply_to);
+        return buf;
+    }
+    for (int i = 0; i < HF_T__COUNT; i++)
+        if (strcmp(reply_to, topic_name((hf_topic_id_t)i)) == 0) {
+            snprintf(buf, buf_size,
+                     "reply_to \"%.64s\" is an internal topic: omit reply_to for %s, or use a "
+                     "topic under \"%.64s\"",
+                     reply_to, topic_name(HF_T_REPLIES), allowed_prefix);
+            return buf;
+        }
+    size_t n = strlen(allowed_prefix);
+    if (n == 0 || strncmp(reply_to, allowed_prefix, n) != 0 || reply_to[n] == '\0') {
+        snprintf(buf, buf_size,
+                 "reply_to \"%.64s\" is not allowed: omit it for %s, or name a topic under "
+                 "\"%.64s\" (reply_topic_prefix)",
+                 reply_to, topic_name(HF_T_REPLIES), allowed_prefix);
+        return buf;
+    }
+    return NULL;
+}
+
 const char *gw_reply_topic(const char *reply_to)
 {
     return reply_to && gw_topic_name_ok(reply_to) ? reply_to : topic_name(HF_T_REPLIES);

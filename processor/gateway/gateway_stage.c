@@ -11,14 +11,18 @@
 
 static const hf_topic_id_t gateway_inputs[] = {HF_T_REQUESTS, HF_T_COUNTER_RESULTS};
 
-/* What happens on each record type: one handler, one file. */
+/* What happens on each record type, and which topic may carry it: one
+ * handler, one file. Clients write requests; only the counters write results
+ * (a CounterResult on the requests topic would be a forged OK). */
 static const stage_handler_t gateway_handlers[] = {
-    {HF_REC_RESERVE, gateway_on_reserve},
-    {HF_REC_COMMIT, gateway_on_commit},
-    {HF_REC_RELEASE, gateway_on_release},
-    {HF_REC_EXTEND, gateway_on_extend},
-    {HF_REC_COUNTER_RESULT, gateway_on_counter_result},
+    {HF_T_REQUESTS, HF_REC_RESERVE, gateway_on_reserve},
+    {HF_T_REQUESTS, HF_REC_COMMIT, gateway_on_commit},
+    {HF_T_REQUESTS, HF_REC_RELEASE, gateway_on_release},
+    {HF_T_REQUESTS, HF_REC_EXTEND, gateway_on_extend},
+    {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, gateway_on_counter_result},
 };
+
+static int gateway_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
 
 static const stage_def_t gateway_def = {
     .name = "gateway",
@@ -30,6 +34,7 @@ static const stage_def_t gateway_def = {
     .tick = gateway_tick,
     .tick_interval_ms = 250,
     .reindex = gateway_reindex,
+    .on_misrouted = gateway_on_misrouted,
 };
 
 const stage_def_t *gateway_stage(void)
@@ -63,17 +68,56 @@ int gw_check_request(stage_ctx_t *ctx, const char *reservation_id, const char *i
     if (!env)
         return HF_ERR_CONFIG;
     char why[HF_TEXT_LEN_MAX + 1];
-    if (!gw_topic_name_ok(reply_to))
-        snprintf(why, sizeof why, "reply_to \"%.64s\" is not a legal Kafka topic name", reply_to);
-    else if (env->topic_exists && !env->topic_exists(env->topics_opaque, reply_to))
+    if (!gw_check_reply_to(reply_to, env->reply_topic_prefix, why, sizeof why)) {
+        if (!env->topic_exists || env->topic_exists(env->topics_opaque, reply_to))
+            return HF_OK;
         snprintf(why, sizeof why,
                  "reply_to topic \"%.64s\" does not exist: create it, or omit reply_to for %s",
                  reply_to, topic_name(HF_T_REPLIES));
-    else
-        return HF_OK;
+    }
     *answered = true;
     return gw_reply_simple(ctx, reservation_id, idempotency_key, "", HF_REPLY_REJECTED_INVALID,
                            why);
+}
+
+/* A request on a partition its reservation_id does not hash to: the task has
+ * dead-lettered it; the client is told why (it is waiting for an answer), on
+ * its reply topic if that one is allowed. Nothing is stored: the same request
+ * sent with the right partitioner is then served as new. */
+static int gateway_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why)
+{
+    const char *rid, *ikey, *reply_to;
+    switch (rec->type) {
+    case HF_REC_RESERVE:
+        rid = rec->u.reserve.reservation_id, ikey = rec->u.reserve.idempotency_key;
+        reply_to = rec->u.reserve.reply_to;
+        break;
+    case HF_REC_COMMIT:
+        rid = rec->u.commit.reservation_id, ikey = rec->u.commit.idempotency_key;
+        reply_to = rec->u.commit.reply_to;
+        break;
+    case HF_REC_RELEASE:
+        rid = rec->u.release.reservation_id, ikey = rec->u.release.idempotency_key;
+        reply_to = rec->u.release.reply_to;
+        break;
+    case HF_REC_EXTEND:
+        rid = rec->u.extend.reservation_id, ikey = rec->u.extend.idempotency_key;
+        reply_to = rec->u.extend.reply_to;
+        break;
+    default:
+        return HF_OK; /* not a request: nobody waits for an answer */
+    }
+    if (gw_check_id(rid, "") != NULL)
+        return HF_OK; /* no reservation to answer about */
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
+    char buf[HF_TEXT_LEN_MAX + 1];
+    if (gw_check_reply_to(reply_to, env->reply_topic_prefix, buf, sizeof buf))
+        reply_to = "";
+    char msg[HF_TEXT_LEN_MAX + 1];
+    snprintf(msg, sizeof msg, "%s (librdkafka: partitioner=murmur2_random; the Java default)", why);
+    return gw_reply_simple(ctx, rid, ikey, reply_to, HF_REPLY_REJECTED_INVALID, msg);
 }
 
 int gw_load(stage_ctx_t *ctx, const char *reservation_id, hf_reservation_state_t *out)

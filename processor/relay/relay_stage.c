@@ -12,10 +12,10 @@ static int relay_any(stage_ctx_t *ctx, const hf_record_t *rec)
 static const hf_topic_id_t relay_inputs[] = {HF_T_COUNTER_COMMANDS};
 
 static const stage_handler_t relay_handlers[] = {
-    {HF_REC_HOLD, relay_any},
-    {HF_REC_COMMIT_HOLD, relay_any},
-    {HF_REC_RELEASE_HOLD, relay_any},
-    {HF_REC_STOCK_FEED, relay_any},
+    {HF_T_COUNTER_COMMANDS, HF_REC_HOLD, relay_any},
+    {HF_T_COUNTER_COMMANDS, HF_REC_COMMIT_HOLD, relay_any},
+    {HF_T_COUNTER_COMMANDS, HF_REC_RELEASE_HOLD, relay_any},
+    {HF_T_COUNTER_COMMANDS, HF_REC_STOCK_FEED, relay_any},
 };
 
 static const stage_def_t relay_def = {

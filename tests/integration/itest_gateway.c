@@ -554,7 +554,8 @@ static void test_invalid_requests_get_clear_rejections(void **state)
     /* A reply topic that does not exist: rejected on the default topic, nothing
      * applied (it used to fail every transaction that carried its reply). */
     hf_record_t m = reserve("i5", "k", "SKU-A", 1, 0);
-    snprintf(m.u.reserve.reply_to, sizeof m.u.reserve.reply_to, "%sno-such-replies", g.h.prefix);
+    snprintf(m.u.reserve.reply_to, sizeof m.u.reserve.reply_to, "%sholdfast.replies.none",
+             g.h.prefix);
     hf_reply_t nt = call(&g, &m);
     assert_int_equal(nt.outcome, HF_REPLY_REJECTED_INVALID);
     assert_non_null(strstr(nt.message, "does not exist"));

@@ -202,6 +202,19 @@ void harness_send(harness_t *h, hf_topic_id_t topic, const char *key, const hf_r
     harness_send_raw(h, topic, key, buf, len);
 }
 
+void harness_send_to_partition(harness_t *h, hf_topic_id_t topic, int32_t partition,
+                               const char *key, const hf_record_t *rec)
+{
+    uint8_t buf[HF_RECORD_LEN_MAX];
+    size_t len = 0;
+    char errstr[512];
+    if (codec_encode(rec, buf, sizeof buf, &len, errstr, sizeof errstr) != HF_OK)
+        fail_msg("encode: %s", errstr);
+    if (kafka_produce(h->kp, topic_name(topic), partition, key, strlen(key), buf, len, NULL, 0,
+                      NULL, errstr, sizeof errstr) != HF_OK)
+        fail_msg("produce: %s", errstr);
+}
+
 void harness_flush(harness_t *h)
 {
     char errstr[512];

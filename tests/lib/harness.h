@@ -44,6 +44,10 @@ void harness_send(harness_t *h, hf_topic_id_t topic, const char *key, const hf_r
 void harness_send_raw(harness_t *h, hf_topic_id_t topic, const char *key, const void *val,
                       size_t len);
 void harness_flush(harness_t *h);
+/* The same to an explicit partition, as a producer with another partitioner
+ * than murmur2 would (the processor must refuse what it was not keyed to). */
+void harness_send_to_partition(harness_t *h, hf_topic_id_t topic, int32_t partition,
+                               const char *key, const hf_record_t *rec);
 
 /* Calls fn(opaque, msg) for every committed record of topic (all partitions, from
  * the beginning). Returns the number of records. */

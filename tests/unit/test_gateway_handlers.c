@@ -157,6 +157,7 @@ static int setup(void **state)
     e->routes.weight_cost = 0.25;
     e->routes.weight_fill = 0.30;
     e->ttl_default_ms = TTL_DEFAULT_MS;
+    snprintf(e->reply_topic_prefix, sizeof e->reply_topic_prefix, "holdfast.replies.");
     char errstr[128];
     assert_int_equal(gateway_parse_campaigns("flash=120000", e, errstr, sizeof errstr), HF_OK);
     e->hold_max_factor_pct = 200;
@@ -741,7 +742,7 @@ static void test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason(voi
 static bool only_my_replies_exist(void *opaque, const char *topic)
 {
     (void)opaque;
-    return strcmp(topic, "my-replies") == 0;
+    return strcmp(topic, "holdfast.replies.mine") == 0;
 }
 
 static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default_one(void **state)
@@ -751,10 +752,10 @@ static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default
     fx->user->env.topic_exists = only_my_replies_exist;
     size_t from = fx->emits_count;
     hf_record_t r = reserve_rec("rt1", "k", "SKU-A", 1, 0);
-    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "no-such-topic");
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "holdfast.replies.none");
     hf_reply_t rep = call(fx, &r);
     assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
-    assert_non_null(strstr(rep.message, "reply_to topic \"no-such-topic\" does not exist"));
+    assert_non_null(strstr(rep.message, "reply_to topic \"holdfast.replies.none\" does not exist"));
     assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
     assert_int_equal(ledger_total(fx, from, "rt1"), 0);
@@ -766,21 +767,56 @@ static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default
     assert_non_null(strstr(rep.message, "not a legal Kafka topic name"));
 
     /* The same request to a topic that exists is served there. */
-    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "my-replies");
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "holdfast.replies.mine");
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
     assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
     size_t last = fx->emits_count;
     while (last-- > 0 && fx->emits[last].rec.type != HF_REC_REPLY)
         ;
-    assert_string_equal(fx->emits[last].topic, "my-replies");
+    assert_string_equal(fx->emits[last].topic, "holdfast.replies.mine");
 
     /* A commit naming a missing topic changes nothing; the reservation stays HELD. */
     hf_record_t c = commit_rec("rt1", "c", "pay");
-    snprintf(c.u.commit.reply_to, sizeof c.u.commit.reply_to, "gone");
+    snprintf(c.u.commit.reply_to, sizeof c.u.commit.reply_to, "holdfast.replies.gone");
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_REJECTED_INVALID);
     assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
     fx->user->env.topic_exists = NULL;
+}
+
+/* A reply must never land in the ledger, a changelog or the signals (a reply
+ * in the gateway changelog would come back as state on restore), nor in any
+ * topic outside the reply prefix. */
+static void
+test_reply_to_an_internal_or_unlisted_topic_is_refused_before_anything_happens(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    const char *refused[] = {"holdfast.ledger",     "holdfast.gateway-changelog",
+                             "holdfast.signals",    "holdfast.counter-commands",
+                             "other-service-topic", "holdfast.replies."};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        size_t from = fx->emits_count;
+        hf_record_t r = reserve_rec("rl1", "k", "SKU-A", 1, 0);
+        snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "%s", refused[i]);
+        hf_reply_t rep = call(fx, &r);
+        assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+        assert_non_null(strstr(rep.message, refused[i]));
+        assert_non_null(strstr(rep.message, "holdfast.replies."));
+        assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
+        assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+        assert_false(idem_exists(fx, "rl1", "k"));
+    }
+    /* With no reply prefix configured, only the replies topic is allowed. */
+    char saved[sizeof fx->user->env.reply_topic_prefix];
+    memcpy(saved, fx->user->env.reply_topic_prefix, sizeof saved);
+    fx->user->env.reply_topic_prefix[0] = '\0';
+    hf_record_t r = reserve_rec("rl2", "k", "SKU-A", 1, 0);
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "holdfast.replies.mine");
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INVALID);
+    snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "holdfast.replies");
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    memcpy(fx->user->env.reply_topic_prefix, saved, sizeof saved);
 }
 
 static void test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid(void **state)
@@ -816,10 +852,10 @@ test_retried_reserve_with_the_same_body_gets_the_stored_reply_and_no_second_hold
     size_t from = fx->emits_count;
     hf_record_t again = reserve_rec("i1", "k", "SKU-A", 2, 0);
     again.u.reserve.sent_at_ms = T0 + 3000; /* not part of the body */
-    snprintf(again.u.reserve.reply_to, sizeof again.u.reserve.reply_to, "my-replies");
+    snprintf(again.u.reserve.reply_to, sizeof again.u.reserve.reply_to, "holdfast.replies.mine");
     hf_reply_t second = call(fx, &again);
     assert_memory_equal(&first, &second, sizeof first);
-    assert_string_equal(fx->emits[fx->emits_count - 1].topic, "my-replies");
+    assert_string_equal(fx->emits[fx->emits_count - 1].topic, "holdfast.replies.mine");
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
     assert_int_equal(ledger_total(fx, from, "i1"), 0);
     settle(fx);
@@ -2015,6 +2051,7 @@ int main(void)
         T(test_reserve_ttl_outside_bounds_is_rejected_and_the_bounds_themselves_are_accepted),
         T(test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason),
         T(test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default_one),
+        T(test_reply_to_an_internal_or_unlisted_topic_is_refused_before_anything_happens),
         T(test_reserve_needing_more_than_allocations_max_holds_is_rejected_invalid),
         T(test_retried_reserve_with_the_same_body_gets_the_stored_reply_and_no_second_hold),
         T(test_retried_reserve_while_pending_emits_nothing_and_the_answer_comes_once),

@@ -1,0 +1,399 @@
+/* Admission at the trust boundary, end to end on the real broker through the
+ * real `holdfast` binary: a record type on a topic that must not carry it (a
+ * CounterResult forged onto holdfast.requests, a ReleaseHold on
+ * holdfast.stock-feed), a request on another partition than murmur2 of its key
+ * (a client with librdkafka's default partitioner retrying), a reply_to naming
+ * an internal topic, and a value above the size cap. Each case once sold or
+ * released a unit it must not; each must now end as a dead letter (and, for a
+ * request, a clear rejection) with nothing applied. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/client.h"
+#include "codec.h"
+#include "harness.h"
+
+#define WAIT_MS        60000
+/* How long a forged record is given to show an effect it must not have. */
+#define EFFECT_WAIT_MS 8000
+
+typedef struct {
+    harness_t h;
+    hf_client_t *c;
+    pid_t pid;
+    char cfg[1024];
+} ad_t;
+
+static void start(ad_t *a, const char *name, const char *stages)
+{
+    memset(a, 0, sizeof *a);
+    harness_init(&a->h, name);
+    char wpath[512], cwd[256];
+    snprintf(wpath, sizeof wpath, "%s/warehouses.json", a->h.workdir);
+    FILE *f = fopen(wpath, "w");
+    assert_non_null(f);
+    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0}]}",
+          f);
+    fclose(f);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(a->cfg, sizeof a->cfg, "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000}",
+             cwd, wpath);
+    a->pid = harness_start_with(&a->h, "a1", stages, a->cfg);
+    char errstr[256];
+    assert_int_equal(client_new(a->h.bootstrap, NULL, &a->c, errstr, sizeof errstr), HF_OK);
+}
+
+static void stop(ad_t *a)
+{
+    client_destroy(a->c);
+    assert_int_equal(harness_stop(a->pid), 0);
+    harness_cleanup(&a->h);
+}
+
+/* qty units of sku at W1 in the routing view, and at the counter unless
+ * view_only (then no counter runs to take the feed). */
+static void stock(ad_t *a, const char *sku, int64_t qty, bool view_only)
+{
+    char key[128];
+    if (!view_only) {
+        hf_record_t f = harness_feed("W1", sku, HF_FEED_RECEIVE, qty, 1);
+        harness_send(&a->h, HF_T_STOCK_FEED, harness_pair(key, "W1", sku), &f);
+    }
+    hf_record_t av = {.type = HF_REC_AVAILABILITY};
+    snprintf(av.u.availability.sku, sizeof av.u.availability.sku, "%s", sku);
+    hf_wh_available_t *w = &av.u.availability.warehouses[av.u.availability.warehouses_count++];
+    snprintf(w->warehouse_id, sizeof w->warehouse_id, "W1");
+    w->available = qty;
+    av.u.availability.total = qty;
+    av.u.availability.in_stock = true;
+    av.u.availability.updated_at_ms = harness_now_ms();
+    harness_send(&a->h, HF_T_AVAILABILITY, sku, &av);
+    harness_flush(&a->h);
+    if (view_only)
+        return;
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&a->h, "W1", sku, &c) && c.on_hand == qty) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(c.on_hand, qty);
+}
+
+static hf_record_t reserve(const char *rid, const char *sku, int64_t qty)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
+    q->lines_count = 1;
+    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
+    q->lines[0].qty = qty;
+    q->ship_to = (hf_geo_t){40.73, -73.99};
+    q->sent_at_ms = harness_now_ms();
+    return r;
+}
+
+/* ---- reading topics back */
+
+typedef struct {
+    size_t count;
+    char reasons[4096];
+    bool truncated;
+} dead_t;
+
+static void dead_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    dead_t *d = opaque;
+    if (rec->type != HF_REC_DEAD_LETTER)
+        return;
+    d->count++;
+    d->truncated |= rec->u.dead_letter.value_truncated;
+    size_t used = strlen(d->reasons);
+    snprintf(d->reasons + used, sizeof d->reasons - used, "[%s] ", rec->u.dead_letter.reason);
+}
+
+/* Dead letters, once there are at least n (or the wait ends). */
+static dead_t wait_dead(ad_t *a, size_t n, int wait_ms)
+{
+    dead_t d;
+    int64_t deadline = harness_now_ms() + wait_ms;
+    do {
+        memset(&d, 0, sizeof d);
+        harness_read(&a->h, HF_T_DEAD_LETTERS, dead_fn, &d);
+        if (d.count >= n)
+            break;
+        harness_sleep_ms(250);
+    } while (harness_now_ms() < deadline);
+    print_message("dead letters: %s\n", d.reasons);
+    return d;
+}
+
+typedef struct {
+    const char *rid;
+    size_t by_outcome[HF_REPLY__COUNT];
+    char messages[2048];
+    size_t replies_seen; /* Reply records in a topic that must have none */
+} replies_t;
+
+static void replies_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    replies_t *r = opaque;
+    if (rec->type != HF_REC_REPLY)
+        return;
+    r->replies_seen++;
+    if (r->rid && strcmp(rec->u.reply.reservation_id, r->rid) != 0)
+        return;
+    r->by_outcome[rec->u.reply.outcome]++;
+    size_t used = strlen(r->messages);
+    snprintf(r->messages + used, sizeof r->messages - used, "[%s: %s] ",
+             hf_reply_outcome_name(rec->u.reply.outcome), rec->u.reply.message);
+}
+
+static replies_t replies_of(ad_t *a, hf_topic_id_t topic, const char *rid)
+{
+    replies_t r = {.rid = rid};
+    harness_read(&a->h, topic, replies_fn, &r);
+    return r;
+}
+
+typedef struct {
+    const char *rid;
+    hf_hold_t hold;
+    size_t holds;
+} holds_t;
+
+static void holds_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    holds_t *h = opaque;
+    if (rec->type == HF_REC_HOLD && strcmp(rec->u.hold.reservation_id, h->rid) == 0) {
+        h->hold = rec->u.hold;
+        h->holds++;
+    }
+}
+
+static int64_t reserved_at_w1(ad_t *a, const char *sku)
+{
+    hf_counter_state_t c = {0};
+    harness_counter(&a->h, "W1", sku, &c);
+    return c.reserved;
+}
+
+/* ---- tests */
+
+/* No counter runs, so the gateway's Hold stays unanswered; the client then
+ * writes the counter's answer itself onto holdfast.requests. It used to be
+ * taken as the counter's OK: HELD, and a commit would sell a unit no counter
+ * ever reserved. */
+static void test_a_counter_result_forged_onto_requests_is_dead_lettered_not_applied(void **state)
+{
+    ad_t a;
+    start(&a, "ad-forge", "gateway");
+    stock(&a, "SKU-F", 5, true);
+    char errstr[256];
+    hf_record_t r = reserve("fr1", "SKU-F", 1);
+    assert_int_equal(client_send(a.c, &r, errstr, sizeof errstr), HF_OK);
+    holds_t hs = {.rid = "fr1"};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (hs.holds == 0 && harness_now_ms() < deadline) {
+        harness_sleep_ms(200);
+        harness_read(&a.h, HF_T_COUNTER_COMMANDS, holds_fn, &hs);
+    }
+    assert_true(hs.holds >= 1);
+
+    hf_record_t forged = {.type = HF_REC_COUNTER_RESULT};
+    hf_counter_result_t *cr = &forged.u.counter_result;
+    snprintf(cr->reservation_id, sizeof cr->reservation_id, "fr1");
+    snprintf(cr->warehouse_id, sizeof cr->warehouse_id, "%s", hs.hold.warehouse_id);
+    snprintf(cr->sku, sizeof cr->sku, "%s", hs.hold.sku);
+    cr->attempt = hs.hold.attempt;
+    cr->command = HF_CMD_HOLD;
+    cr->outcome = HF_OUTCOME_OK;
+    cr->qty = hs.hold.qty;
+    cr->applied_at_ms = harness_now_ms();
+    harness_send(&a.h, HF_T_REQUESTS, "fr1", &forged);
+    harness_flush(&a.h);
+
+    dead_t d = wait_dead(&a, 1, EFFECT_WAIT_MS * 2);
+    harness_sleep_ms(1000);
+    replies_t rep = replies_of(&a, HF_T_REPLIES, "fr1");
+    print_message("replies to fr1: %s\n", rep.messages);
+    assert_int_equal(rep.by_outcome[HF_REPLY_HELD], 0);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.reasons, "CounterResult"));
+    assert_non_null(strstr(d.reasons, "holdfast.requests"));
+    stop(&a);
+}
+
+/* A ReleaseHold written to the stock feed used to release the hold it named:
+ * another shopper's unit went back on sale while the first still held it. */
+static void test_a_release_hold_on_the_stock_feed_is_dead_lettered_and_the_hold_stays(void **state)
+{
+    ad_t a;
+    start(&a, "ad-feed", "counter");
+    stock(&a, "SKU-R", 1, false);
+    char key[128];
+    harness_pair(key, "W1", "SKU-R");
+    hf_record_t hold = harness_hold("rh1", 0, "W1", "SKU-R", 1);
+    harness_send(&a.h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&a.h);
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (reserved_at_w1(&a, "SKU-R") != 1 && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(reserved_at_w1(&a, "SKU-R"), 1);
+
+    hf_record_t rel = harness_release_hold("rh1", 0, "W1", "SKU-R");
+    harness_send(&a.h, HF_T_STOCK_FEED, key, &rel);
+    harness_flush(&a.h);
+    dead_t d = wait_dead(&a, 1, EFFECT_WAIT_MS * 2);
+    assert_int_equal(reserved_at_w1(&a, "SKU-R"), 1);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.reasons, "ReleaseHold"));
+    assert_non_null(strstr(d.reasons, "holdfast.stock-feed"));
+    stop(&a);
+}
+
+/* A client with another partitioner (librdkafka's default is CRC32) retries a
+ * Reserve, and the retry lands on a partition that murmur2 would not pick.
+ * That partition's task used to apply it as a second reservation whose Hold
+ * the counter deduplicated and never answered, and whose rollback released the
+ * first reservation's hold. Now: one HELD, one REJECTED_INVALID naming the
+ * partitioner to use, the unit reserved once. */
+static void test_a_request_on_the_wrong_partition_is_rejected_and_never_applied(void **state)
+{
+    ad_t a;
+    start(&a, "ad-part", "counter,gateway");
+    stock(&a, "SKU-P", 5, false);
+    hf_record_t r = reserve("wp1", "SKU-P", 1);
+    hf_reply_t rep;
+    char errstr[256];
+    assert_int_equal(client_call(a.c, &r, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+
+    int32_t right = kafka_partition_for_key("wp1", 3, 8);
+    harness_send_to_partition(&a.h, HF_T_REQUESTS, (right + 1) % 8, "wp1", &r);
+    harness_flush(&a.h);
+    replies_t rs = {0};
+    int64_t deadline = harness_now_ms() + EFFECT_WAIT_MS * 2;
+    while (rs.by_outcome[HF_REPLY_REJECTED_INVALID] == 0 && harness_now_ms() < deadline) {
+        harness_sleep_ms(250);
+        rs = replies_of(&a, HF_T_REPLIES, "wp1");
+    }
+    print_message("replies to wp1: %s\n", rs.messages);
+    assert_int_equal(rs.by_outcome[HF_REPLY_HELD], 1);
+    assert_int_equal(rs.by_outcome[HF_REPLY_REJECTED_INVALID], 1);
+    assert_non_null(strstr(rs.messages, "murmur2"));
+    dead_t d = wait_dead(&a, 1, WAIT_MS);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.reasons, "partition"));
+    holds_t hs = {.rid = "wp1"};
+    harness_read(&a.h, HF_T_COUNTER_COMMANDS, holds_fn, &hs);
+    assert_int_equal(hs.holds, 1);
+    assert_int_equal(reserved_at_w1(&a, "SKU-P"), 1);
+    stop(&a);
+}
+
+/* reply_to naming an internal topic used to put a Reply into the ledger, the
+ * signals or the gateway changelog (restored as state later). Now it is
+ * refused on the default replies topic; a topic under the reply prefix works. */
+static void
+test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served(void **state)
+{
+    ad_t a;
+    start(&a, "ad-reply", "counter,gateway");
+    stock(&a, "SKU-T", 5, false);
+    const hf_topic_id_t internal[] = {HF_T_LEDGER, HF_T_GATEWAY_CHANGELOG, HF_T_SIGNALS};
+    char errstr[256];
+    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "rt%zu", i);
+        hf_record_t r = reserve(rid, "SKU-T", 1);
+        snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "%s", topic_name(internal[i]));
+        hf_reply_t rep;
+        memset(&rep, 0, sizeof rep);
+        int err = client_call(a.c, &r, 8000, 1, &rep, errstr, sizeof errstr);
+        print_message("reply_to %s: %s %s\n", topic_name(internal[i]), hf_err_name(err),
+                      rep.message);
+        assert_int_equal(err, HF_OK);
+        assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+        assert_non_null(strstr(rep.message, "reply_to"));
+    }
+    assert_int_equal(replies_of(&a, HF_T_LEDGER, NULL).replies_seen, 0);
+    assert_int_equal(replies_of(&a, HF_T_GATEWAY_CHANGELOG, NULL).replies_seen, 0);
+    assert_int_equal(replies_of(&a, HF_T_SIGNALS, NULL).replies_seen, 0);
+    assert_int_equal(reserved_at_w1(&a, "SKU-T"), 0);
+
+    /* A service's own reply topic under the prefix is served there. */
+    char svc[HF_TOPIC_LEN_MAX];
+    snprintf(svc, sizeof svc, "%sholdfast.replies.checkout", a.h.prefix);
+    kafka_topic_spec_t spec = {svc, 8, 1, NULL};
+    int32_t existing = 0;
+    assert_int_equal(kafka_topics_ensure(&a.h.kconf, &spec, 1, &existing, errstr, sizeof errstr),
+                     HF_OK);
+    hf_client_t *sc = NULL;
+    assert_int_equal(client_new(a.h.bootstrap, svc, &sc, errstr, sizeof errstr), HF_OK);
+    hf_record_t ok = reserve("rt-ok", "SKU-T", 1);
+    snprintf(ok.u.reserve.reply_to, sizeof ok.u.reserve.reply_to, "%s", svc);
+    hf_reply_t rep;
+    assert_int_equal(client_call(sc, &ok, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    client_destroy(sc);
+    stop(&a);
+}
+
+/* A 900 KB request used to get neither a reply nor a dead letter. */
+static void test_a_record_above_the_size_cap_is_dead_lettered_with_its_value_truncated(void **state)
+{
+    ad_t a;
+    start(&a, "ad-size", "counter,gateway");
+    /* A Reserve whose reservation_id is the whole 900 KB: Avro single-object
+     * header, the writer fingerprint, then a string that long. */
+    static uint8_t big[900 * 1024];
+    size_t n = 0;
+    uint64_t fp = codec_fingerprint(HF_REC_RESERVE);
+    big[n++] = 0xC3;
+    big[n++] = 0x01;
+    for (int i = 0; i < 8; i++)
+        big[n++] = (uint8_t)(fp >> (8 * i));
+    uint64_t zz = (uint64_t)(sizeof big - n - 3) << 1;
+    while (zz >= 0x80) {
+        big[n++] = (uint8_t)(zz | 0x80);
+        zz >>= 7;
+    }
+    big[n++] = (uint8_t)zz;
+    memset(big + n, 'r', sizeof big - n);
+    harness_send_raw(&a.h, HF_T_REQUESTS, "big1", big, sizeof big);
+    harness_flush(&a.h);
+    dead_t d = wait_dead(&a, 1, WAIT_MS / 2);
+    assert_int_equal(d.count, 1);
+    assert_true(d.truncated);
+    assert_non_null(strstr(d.reasons, "921600 bytes"));
+    stop(&a);
+}
+
+int main(void)
+{
+    /* ADMIT_TEST=pattern runs only the matching tests. */
+    const char *only = getenv("ADMIT_TEST");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_counter_result_forged_onto_requests_is_dead_lettered_not_applied),
+        cmocka_unit_test(test_a_release_hold_on_the_stock_feed_is_dead_lettered_and_the_hold_stays),
+        cmocka_unit_test(test_a_request_on_the_wrong_partition_is_rejected_and_never_applied),
+        cmocka_unit_test(
+            test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served),
+        cmocka_unit_test(
+            test_a_record_above_the_size_cap_is_dead_lettered_with_its_value_truncated),
+    };
+    return cmocka_run_group_tests_name("admission at the trust boundary on a real broker", tests,
+                                       NULL, NULL);
+}

@@ -1,0 +1,273 @@
+/* Offsets and transactions across owners, on the real broker through the real
+ * `holdfast` binary: a previous owner that stalls (SIGSTOP, not a kill) with a
+ * transaction open and commits it after the new owner took its partitions,
+ * and a consumer group whose offsets are gone while local state remembers
+ * what it applied. The first once cost the new owner a hold (its restore ran
+ * before the stalled batch committed, and it consumed past it); the second
+ * replayed every record already applied. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define WAIT_MS    60000
+/* Exit status of a process continued after the stall (processor/kafka.c). */
+#define STALL_EXIT 86
+
+/* `holdfast run` with an app id and an extra environment variable of the
+ * test's choosing (harness_start_with fixes both). */
+static pid_t start_proc(harness_t *h, const char *instance, const char *stages, const char *app,
+                        const char *config_json, const char *env_name, const char *env_value)
+{
+    char log_path[512], state_dir[512], config_path[512];
+    snprintf(config_path, sizeof config_path, "%s/%s.json", h->workdir, instance);
+    FILE *cf = fopen(config_path, "w");
+    assert_non_null(cf);
+    fputs(config_json ? config_json : "{}", cf);
+    fclose(cf);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", h->workdir, instance);
+    snprintf(state_dir, sizeof state_dir, "%s/state-%s", h->workdir, instance);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+        }
+        setenv("HOLDFAST_TOPIC_PREFIX", h->prefix, 1);
+        setenv("HOLDFAST_APP_ID", app, 1);
+        setenv("HOLDFAST_BOOTSTRAP", h->bootstrap, 1);
+        if (env_name)
+            setenv(env_name, env_value, 1);
+        execl(h->holdfast_bin, h->holdfast_bin, "run", "--stages", stages, "--instance", instance,
+              "--state-dir", state_dir, "--config", config_path, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Exit status of pid once it ends within timeout_ms, else -1. */
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    int status = 0;
+    while (harness_now_ms() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        harness_sleep_ms(100);
+    }
+    return -1;
+}
+
+static bool is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+/* Whether the log of instance holds needle. */
+static bool log_has(harness_t *h, const char *instance, const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.log", h->workdir, instance);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    static char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void wait_on_hand(harness_t *h, const char *sku, int64_t want, hf_counter_state_t *c)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    memset(c, 0, sizeof *c);
+    while (!(harness_counter(h, "W1", sku, c) && c->on_hand == want) && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(c->on_hand, want);
+}
+
+/* Owner A stops itself (SIGSTOP) right before committing a transaction that
+ * holds a Hold's result, changelog and offsets. B takes A's partitions once
+ * A's session times out; only then is A continued, commits, and exits. B's
+ * restore must include that batch: its counter keeps the unit reserved. */
+static void test_a_stalled_owner_committing_after_the_new_owner_restored_loses_no_hold(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-stall");
+    char app[96], stall[512], key[128];
+    snprintf(app, sizeof app, "%sapp", h.prefix);
+    snprintf(stall, sizeof stall, "%s/stall-now", h.workdir);
+    harness_pair(key, "W1", "SKU-S");
+    /* A's transaction must outlive the wait for B's assignment (session
+     * timeout 10 s), or the broker aborts it before A can commit it. */
+    pid_t a = start_proc(&h, "a", "counter", app, "{\"transaction_timeout_ms\": 90000}",
+                         "HOLDFAST_FAULT_STALL_COMMIT", stall);
+    hf_record_t f = harness_feed("W1", "SKU-S", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    hf_counter_state_t c;
+    wait_on_hand(&h, "SKU-S", 10, &c);
+
+    FILE *sf = fopen(stall, "w");
+    assert_non_null(sf);
+    fclose(sf);
+    hf_record_t hold = harness_hold("s1", 0, "W1", "SKU-S", 1);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&h);
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!is_stopped(a) && harness_now_ms() < deadline)
+        harness_sleep_ms(50);
+    assert_true(is_stopped(a));
+
+    pid_t b = start_proc(&h, "b", "counter", app, NULL, NULL, NULL);
+    deadline = harness_now_ms() + WAIT_MS;
+    while (!log_has(&h, "b", "fetching their committed offsets") && !log_has(&h, "b", "restored") &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(100);
+    assert_true(harness_now_ms() < deadline);
+    harness_sleep_ms(2000); /* B restores now, or waits for stable offsets */
+    kill(a, SIGCONT);
+    assert_int_equal(wait_exit(a, WAIT_MS), STALL_EXIT);
+
+    /* B writes the counter again; the changelog then shows what B holds. */
+    f = harness_feed("W1", "SKU-S", HF_FEED_RECEIVE, 5, 2);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    wait_on_hand(&h, "SKU-S", 15, &c);
+    print_message("after the stalled commit: on_hand %lld reserved %lld\n", (long long)c.on_hand,
+                  (long long)c.reserved);
+    assert_int_equal(c.reserved, 1);
+    assert_int_equal(harness_stop(b), 0);
+    harness_cleanup(&h);
+}
+
+/* Local state applied records the group no longer has offsets for (here: the
+ * same state dir under another app id, as after a rename or an offsets
+ * expiry). Starting would replay them; the process must refuse, saying what
+ * to do. */
+static void test_a_group_offset_behind_local_state_is_refused_with_what_to_do(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-lost");
+    char app[96], key[128];
+    snprintf(app, sizeof app, "%sapp", h.prefix);
+    harness_pair(key, "W1", "SKU-L");
+    pid_t a = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
+    hf_record_t f = harness_feed("W1", "SKU-L", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &f);
+    hf_record_t hold = harness_hold("l1", 0, "W1", "SKU-L", 2);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&h);
+    assert_int_equal(harness_wait_count(&h, HF_T_COUNTER_RESULTS, 1, WAIT_MS), 1);
+    harness_sleep_ms(500); /* the state write follows the commit */
+    assert_int_equal(harness_stop(a), 0);
+
+    char other[128];
+    snprintf(other, sizeof other, "%sapp-renamed", h.prefix);
+    pid_t again = start_proc(&h, "a", "counter", other, NULL, NULL, NULL);
+    int status = wait_exit(again, 30000);
+    if (status < 0) {
+        kill(again, SIGKILL);
+        waitpid(again, NULL, 0);
+    }
+    print_message("restart under another group: exit %d\n", status);
+    assert_int_not_equal(status, -1);
+    assert_int_not_equal(status, 0);
+    assert_true(log_has(&h, "a", "--reset-offsets --to-offset 2"));
+    /* Nothing was replayed: still one result for the one hold. */
+    assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 1);
+    harness_cleanup(&h);
+}
+
+/* A commit whose answer is lost (it did commit; the client saw a timeout).
+ * Treating it as an abort used to drop the batch from RocksDB while Kafka had
+ * it — the consumer rewound past it, the hold was gone locally and the next
+ * counter write gave the unit back. Now the process exits, and its restart
+ * restores the batch from the changelog. */
+static void
+test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-unknown");
+    char app[96], fault[512], key[128];
+    snprintf(app, sizeof app, "%sapp", h.prefix);
+    snprintf(fault, sizeof fault, "%s/hide-outcome", h.workdir);
+    harness_pair(key, "W1", "SKU-U");
+    pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_COMMIT_UNKNOWN", fault);
+    hf_record_t f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    hf_counter_state_t c;
+    wait_on_hand(&h, "SKU-U", 10, &c);
+
+    FILE *ff = fopen(fault, "w");
+    assert_non_null(ff);
+    fclose(ff);
+    hf_record_t hold = harness_hold("u1", 0, "W1", "SKU-U", 1);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&h);
+    int status = wait_exit(a, 20000);
+    print_message("after a commit of unknown outcome: exit %d\n", status);
+    if (status < 0) { /* still running: it went on as if the batch had aborted */
+        f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 5, 2);
+        harness_send(&h, HF_T_STOCK_FEED, key, &f);
+        harness_flush(&h);
+        wait_on_hand(&h, "SKU-U", 15, &c);
+        print_message("it went on: reserved %lld\n", (long long)c.reserved);
+        kill(a, SIGKILL);
+        waitpid(a, NULL, 0);
+    }
+    assert_int_equal(status, 4);
+
+    /* The supervisor's restart: the batch is in the changelog and restored. */
+    pid_t again = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
+    f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 5, 2);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    wait_on_hand(&h, "SKU-U", 15, &c);
+    assert_int_equal(c.reserved, 1);
+    assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 1);
+    kill(again, SIGTERM);
+    assert_int_equal(wait_exit(again, 30000), 0);
+    harness_cleanup(&h);
+}
+
+int main(void)
+{
+    const char *only = getenv("OFFSETS_TEST");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            test_a_stalled_owner_committing_after_the_new_owner_restored_loses_no_hold),
+        cmocka_unit_test(test_a_group_offset_behind_local_state_is_refused_with_what_to_do),
+        cmocka_unit_test(
+            test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it),
+    };
+    return cmocka_run_group_tests_name("offsets and transactions across owners on a real broker",
+                                       tests, NULL, NULL);
+}
