@@ -21,8 +21,8 @@ above 2x that of the first third plus 100 ms).
 
 Env (defaults): BENCH_RATES "1000 2000 3000 5000 8000", BENCH_SECONDS 15, BENCH_SKUS
 10000, BENCH_PER_SKU 5, BENCH_STOCK 100000, BENCH_BUILDS "current=build/holdfast",
-BENCH_ROUNDS 1, BENCH_KEEP_TOPICS 0, BENCH_LADDER_STOP 1 (stop climbing once every
-build failed a rate), BENCH_OVERLOAD_SECONDS 20 (0: none), BENCH_CEILING_SECONDS 15 (0:
+BENCH_ROUNDS 1, BENCH_KEEP_TOPICS 0, BENCH_LADDER_STOP 1 (a build stops climbing after
+two unsustained rates in a row, the ladder once every build has), BENCH_OVERLOAD_SECONDS 20 (0: none), BENCH_CEILING_SECONDS 15 (0:
 none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_HFBENCH_ARGS (extra
 hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_OUT build/bench, BENCH_KAFKA_LIBS
 (the broker's classpath by default), BENCH_QUICK=1 (the CI form: one rate of 200/s for
@@ -158,9 +158,40 @@ def cmdline(pid):
         return []
 
 
+def listener_pid(port):
+    """The pid of the local process listening on port, from /proc/net/tcp* and the
+    processes' socket fds (None when not local or not readable)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            for line in open(table).readlines()[1:]:
+                f = line.split()
+                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f[9])
+        except (OSError, IndexError, ValueError):
+            pass
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or not inodes:
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{d}/fd"):
+                link = os.readlink(f"/proc/{d}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(d)
+        except OSError:
+            pass
+    return None
+
+
 def find_broker():
-    """The pid of the shared broker: .cache/kafka/kafka.pid here or in /work/main, or
-    the java process running kafka.Kafka."""
+    """The pid of the broker at HOLDFAST_BOOTSTRAP: the java kafka.Kafka process that
+    listens on its port, else .cache/kafka/kafka.pid here or in /work/main."""
+    try:
+        pid = listener_pid(int(BOOTSTRAP.split(",")[0].rsplit(":", 1)[1]))
+        if pid and "kafka.Kafka" in cmdline(pid):
+            return pid
+    except ValueError:
+        pass
     for pidfile in (".cache/kafka/kafka.pid", "/work/main/.cache/kafka/kafka.pid"):
         try:
             pid = int(open(pidfile).read().strip())
@@ -774,7 +805,8 @@ def plot(rows, png):
     builds = []
     with open(dat, "w") as f:
         for b in dict.fromkeys(r["build"] for r in rows):
-            pts = sorted((r["answered_per_s"], r["latency_ms"]["reserve"]["p99"], r["rate"])
+            pts = sorted((r["answered_per_s"], r["latency_ms"]["reserve"]["p99"],
+                          f"{r['rate']}{'' if r['kind'] == 'ladder' else '!'}")
                          for r in rows if r["build"] == b and "error" not in r
                          and r["latency_ms"]["reserve"]["p99"] not in (None, -1))
             if not pts:
@@ -791,10 +823,12 @@ def plot(rows, png):
                       for i, b in enumerate(builds))
     script = f"""set terminal pngcairo size 900,520 noenhanced
 set output "{png}"
-set title "holdfast full pipeline: reserves answered/s against reserve p99 (labels: offered/s)"
+set title "holdfast full pipeline: reserves answered/s against reserve p99 (labels: offered/s, ! = overload)"
 set xlabel "reserves answered / s"
 set ylabel "reserve p99, ms (log)"
 set logscale y
+set xrange [0:*]
+set offsets 0, graph 0.08, graph 0.1, 0
 set grid
 set key left top
 plot {plots}, {P99_SUSTAINED_MS} with lines dashtype 2 title "{P99_SUSTAINED_MS} ms"
@@ -860,22 +894,27 @@ def main():
     log(f"{len(builds)} build(s), rates {RATES}, {SECONDS} s each, {ROUNDS} round(s); "
         f"artifacts {work_root}")
     runs, n = [], 0
-    failed_at = {}
+    failed_at, fails_in_a_row = {}, {}
     ladder_rates = list(RATES)
     for rnd in range(1, ROUNDS + 1):
         for rate in ladder_rates:
             order = builds if rnd % 2 else list(reversed(builds))
             for b in order:
-                if rnd == 1 and LADDER_STOP and b["name"] in failed_at:
-                    continue
+                if LADDER_STOP and rate > failed_at.get(b["name"], rate):
+                    continue  # above the rate this build failed at in round 1
                 n += 1
                 r = one_run(b, rate, SECONDS, "ladder", rnd, n, work_root, broker)
                 runs.append(r)
-                if not r.get("sustained") and rnd == 1:
-                    failed_at.setdefault(b["name"], rate)
+                if rnd == 1:
+                    # Two unsustained rates in a row end a build's climb (one may be noise).
+                    fails_in_a_row[b["name"]] = 0 if r.get("sustained") else \
+                        fails_in_a_row.get(b["name"], 0) + 1
+                    if fails_in_a_row[b["name"]] >= 2:
+                        failed_at.setdefault(b["name"], rate)
             if rnd == 1 and LADDER_STOP and len(failed_at) == len(builds):
                 ladder_rates = [x for x in RATES if x <= rate]
-                log(f"every build failed at or below {rate}/s: the ladder stops there")
+                log(f"every build failed two rates in a row, the last {rate}/s: the ladder "
+                    "stops there")
                 break
     ladder = group_rows([r for r in runs if r["kind"] == "ladder"])
     highest = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
@@ -899,7 +938,7 @@ def main():
         overload_rows = group_rows(over)
     rows = ladder + overload_rows
     png = json_path[:-5] + ".png"
-    plot_err = plot(ladder, png)
+    plot_err = plot(rows, png)
     result = {"conditions": cond, "highest_sustained_rate": highest, "ceiling": ceil,
               "rows": rows, "overload": {"rate": overload_rate, "seconds": OVERLOAD_S,
                                          "basis": overload_basis, "rows": overload_rows},

@@ -44,7 +44,8 @@ for r in runs:
         continue
     for k in ("reserve", "commit", "release"):
         for p in ("p50", "p99", "p999"):
-            need(num(r["latency_ms"][k][p]) and r["latency_ms"][k][p] >= 0, f"{tag}: {k} {p}")
+            v = r["latency_ms"][k].get(p)
+            need(num(v) and v >= 0, f"{tag}: {k} {p}")
     need(r["reconcile"]["verdict"] in ("PASS", "FAIL"), f"{tag}: reconcile verdict")
     if r["kind"] == "ladder":
         need(r["reconcile"]["verdict"] == "PASS", f"{tag}: reconcile PASS at a low rate")
