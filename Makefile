@@ -33,7 +33,8 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 .SECONDARY:
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
-        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway help
+        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway \
+        bench-pipeline test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -127,6 +128,19 @@ bench-gateway: deps-check release $(SAN_BUILD)/tests/bench_gateway
 bench-aggregator: deps-check release $(SAN_BUILD)/tests/bench_aggregator
 	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_aggregator
 
+# The full pipeline at a ladder of rates, the broker's ceiling beside it, an overload
+# run; A/B over several holdfast builds (tests/bench/pipeline.py, docs/PERFORMANCE.md).
+# Env: BENCH_RATES, BENCH_SECONDS, BENCH_BUILDS, BENCH_ROUNDS, BENCH_KEEP_TOPICS, ...
+$(BUILD)/pipeline-topics: $(BUILD)/obj/tests/bench/pipeline_topics.o $(BUILD)/libhf.a
+	$(CC) -o $@ $^ $(PKG_LIBS)
+bench-pipeline: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/pipeline.py
+
+# The same bench in its quick form (one low rate, short runs): proves the tool works
+# end to end and its JSON is complete. Part of `make test`; the ladder is not.
+test-bench-pipeline: deps-check release $(BUILD)/pipeline-topics
+	@bash tests/bench/test_pipeline.sh
+
 test-unit: deps-check $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; LSAN_OPTIONS=use_unaligned=1 $$t; done
 
@@ -161,7 +175,7 @@ test-faults-quick: deps-check release
 test-secure: deps-check release
 	@bash tests/secure/test_secure.sh
 
-test: test-unit test-fuzz-corpus test-integration test-secure test-docker test-faults-quick
+test: test-unit test-fuzz-corpus test-integration test-secure test-docker test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 30
