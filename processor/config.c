@@ -37,6 +37,7 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
     cfg->view_stale_max_ms = 30000;
+    cfg->reserve_deadline_ms = 500;
     cfg->route_weight_distance_pct = 45;
     cfg->route_weight_cost_pct = 25;
     cfg->route_weight_fill_pct = 30;
@@ -107,6 +108,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(reply_topic_prefix),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),
+    INT_FIELD(reserve_deadline_ms, 0, 60000),
     INT_FIELD(route_weight_distance_pct, 0, 100),
     INT_FIELD(route_weight_cost_pct, 0, 100),
     INT_FIELD(route_weight_fill_pct, 0, 100),

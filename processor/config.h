@@ -50,7 +50,8 @@ typedef struct hf_config {
     char reply_topic_prefix[64];           /* reply_to may name topics under it */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
-    int route_weight_distance_pct;         /* routing score weights, percent */
+    int reserve_deadline_ms; /* a Reserve older than this, or behind a counter hop this slow, is answered BUSY; 0 off */
+    int route_weight_distance_pct; /* routing score weights, percent */
     int route_weight_cost_pct;
     int route_weight_fill_pct;
 } hf_config_t;

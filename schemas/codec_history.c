@@ -87,11 +87,59 @@ static const char stock_level_v1[] =
     "{\"name\":\"version\",\"type\":\"long\"},"
     "{\"name\":\"updated_at_ms\",\"type\":\"long\"}]}";
 
+/* Reply v1, before the BUSY outcome (load shedding) was appended to
+ * ReplyOutcome: replies already on reply topics stay readable. */
+static const char reply_v1[] =
+    "{\"type\":\"record\",\"name\":\"Reply\",\"namespace\":\"holdfast\",\"doc\":\"What a checkout client is "
+    "told about its request. Topic reply_to (default holdfast.replies), key reservation_id.\","
+    "\"fields\":[{\"name\":\"reservation_id\",\"type\":\"string\",\"doc\":\"The reservation answered.\"},{\""
+    "name\":\"idempotency_key\",\"type\":\"string\",\"doc\":\"Idempotency key of the request answered.\""
+    "},{\"name\":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":\"ReplyOutcome\",\"doc\":\"What a checkout c"
+    "lient is told. Append symbols only.\",\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\","
+    "\"REJECTED_INSUFFICIENT\",\"REJECTED_INVALID\",\"CONFLICT\",\"NOT_FOUND\"]},\"doc\":\"The answer.\"}"
+    ",{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"Allocatio"
+    "n\",\"doc\":\"Units of one SKU held at one warehouse.\",\"fields\":[{\"name\":\"warehouse_id\",\"typ"
+    "e\":\"string\",\"doc\":\"Warehouse holding the units.\"},{\"name\":\"sku\",\"type\":\"string\",\"doc\":\"S"
+    "tock keeping unit.\"},{\"name\":\"qty\",\"type\":\"long\",\"doc\":\"Units held there.\"}]}},\"doc\":\"Wh"
+    "ere the stock is held; empty unless HELD or COMMITTED.\"},{\"name\":\"expires_at_ms\",\"type\":"
+    "\"long\",\"default\":0,\"doc\":\"When the holds lapse, Unix epoch milliseconds; 0 when not held"
+    ".\"},{\"name\":\"message\",\"type\":\"string\",\"default\":\"\",\"doc\":\"Human-readable detail.\"},{\"nam"
+    "e\":\"replied_at_ms\",\"type\":\"long\",\"doc\":\"When the gateway answered, Unix epoch millisecon"
+    "ds.\"}]}";
+
+/* IdempotencyRecord v1: its embedded Reply before BUSY was appended; gateway
+ * changelogs written before then stay readable. */
+static const char idempotency_record_v1[] =
+    "{\"type\":\"record\",\"name\":\"IdempotencyRecord\",\"namespace\":\"holdfast\",\"doc\":\"The stored out"
+    "come of one idempotency key (gateway state, key reservation_id|idempotency_key). Expired"
+    " by the sweeper after the retention.\",\"fields\":[{\"name\":\"request_hash\",\"type\":\"long\",\"do"
+    "c\":\"Hash of the request body; a retry with another hash is a CONFLICT.\"},{\"name\":\"comple"
+    "te\",\"type\":\"boolean\",\"doc\":\"False while the answer is not known yet (a Reserve awaiting "
+    "its holds).\"},{\"name\":\"reply\",\"type\":{\"type\":\"record\",\"name\":\"Reply\",\"doc\":\"What a check"
+    "out client is told about its request.\",\"fields\":[{\"name\":\"reservation_id\",\"type\":\"string"
+    "\",\"doc\":\"The reservation answered.\"},{\"name\":\"idempotency_key\",\"type\":\"string\",\"doc\":\"Id"
+    "empotency key of the request answered.\"},{\"name\":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":"
+    "\"ReplyOutcome\",\"doc\":\"What a checkout client is told. Append symbols only.\",\"symbols\":[\""
+    "HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICIENT\",\"REJECTED_INVALID\",\"CONFL"
+    "ICT\",\"NOT_FOUND\"]},\"doc\":\"The answer.\"},{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"it"
+    "ems\":{\"type\":\"record\",\"name\":\"Allocation\",\"doc\":\"Units of one SKU held at one warehouse."
+    "\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\",\"doc\":\"Warehouse holding the units.\"}"
+    ",{\"name\":\"sku\",\"type\":\"string\",\"doc\":\"Stock keeping unit.\"},{\"name\":\"qty\",\"type\":\"long\","
+    "\"doc\":\"Units held there.\"}]}},\"doc\":\"Where the stock is held; empty unless HELD or COMMI"
+    "TTED.\"},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\":0,\"doc\":\"When the holds lapse, U"
+    "nix epoch milliseconds; 0 when not held.\"},{\"name\":\"message\",\"type\":\"string\",\"default\":\""
+    "\",\"doc\":\"Human-readable detail.\"},{\"name\":\"replied_at_ms\",\"type\":\"long\",\"doc\":\"When the "
+    "gateway answered, Unix epoch milliseconds.\"}]},\"doc\":\"The reply given, re-emitted as it "
+    "was to a retry.\"},{\"name\":\"stored_at_ms\",\"type\":\"long\",\"doc\":\"When the key was first see"
+    "n, Unix epoch milliseconds.\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
     {HF_REC_STOCK_FEED, stock_feed_v1},
     {HF_REC_COUNTER_STATE, counter_state_v1},
     {HF_REC_STOCK_LEVEL, stock_level_v1},
+    {HF_REC_REPLY, reply_v1},
+    {HF_REC_IDEMPOTENCY_RECORD, idempotency_record_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

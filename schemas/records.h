@@ -102,6 +102,7 @@ typedef enum {
     HF_REPLY_REJECTED_INVALID,
     HF_REPLY_CONFLICT,
     HF_REPLY_NOT_FOUND,
+    HF_REPLY_BUSY, /* not applied: the gateway is behind; retry with the same key */
     HF_REPLY__COUNT
 } hf_reply_outcome_t;
 

@@ -16,7 +16,7 @@ const char *const hf_hold_status_symbols[] = {"HELD", "COMMITTED", "RELEASED", "
                                               "REFUSED"};
 const char *const hf_reply_outcome_symbols[] = {
     "HELD",     "COMMITTED", "RELEASED", "EXPIRED", "REJECTED_INSUFFICIENT", "REJECTED_INVALID",
-    "CONFLICT", "NOT_FOUND",
+    "CONFLICT", "NOT_FOUND", "BUSY",
 };
 const char *const hf_ledger_kind_symbols[] = {
     "HELD", "COMMITTED", "RELEASED", "EXPIRED", "REJECTED", "LATE_PAYMENT",

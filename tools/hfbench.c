@@ -62,7 +62,7 @@ typedef struct {
 
 typedef struct {
     uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
-        other, signals;
+        busy, other, signals;
     int64_t doorbuster_available; /* last seen in the second */
     int8_t doorbuster_in_stock;   /* -1 = no record in the second */
 } second_t;
@@ -199,8 +199,11 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
 {
     req_t *q = &reqs[i];
     if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
-        duplicates_checked++;
-        duplicate_mismatches += q->outcome != (int8_t)rep->outcome;
+        /* BUSY is no outcome: the request was not applied, either send may get it. */
+        if (q->outcome != HF_REPLY_BUSY && rep->outcome != HF_REPLY_BUSY) {
+            duplicates_checked++;
+            duplicate_mismatches += q->outcome != (int8_t)rep->outcome;
+        }
         return;
     }
     q->outcome = (int8_t)rep->outcome;
@@ -234,6 +237,8 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
             doorbuster_reject_lat[doorbuster_reject_count++] = lat;
     } else if (rep->outcome == HF_REPLY_REJECTED_INVALID) {
         s->rejected_invalid++;
+    } else if (rep->outcome == HF_REPLY_BUSY) {
+        s->busy++; /* shed: nothing was reserved, nothing to settle */
     } else {
         s->other++;
     }
@@ -338,9 +343,10 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
 {
     static int64_t tmp[BENCH_REQS_MAX];
     memcpy(tmp, lat_all, lat_count * sizeof *tmp);
-    size_t held = 0, rejected = 0, missing = 0;
+    size_t held = 0, rejected = 0, missing = 0, busy = 0;
     for (int i = 0; i < reqs_count; i++) {
         held += reqs[i].outcome == HF_REPLY_HELD;
+        busy += reqs[i].outcome == HF_REPLY_BUSY;
         rejected += reqs[i].outcome == HF_REPLY_REJECTED_INSUFFICIENT;
         missing += reqs[i].outcome < 0;
     }
@@ -364,6 +370,7 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
     size_t within_1s = 0;
     for (size_t i = 0; i < lat_count; i++)
         within_1s += lat_all[i] <= 1000;
+    json_object_set_new(j, "busy", json_integer((json_int_t)busy));
     json_object_set_new(json_object_get(j, "reserve_ms"), "answered_within_1000ms",
                         json_integer((json_int_t)within_1s));
     json_object_set_new(json_object_get(j, "commit_ms"), "p999",

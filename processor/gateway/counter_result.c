@@ -124,6 +124,14 @@ int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
         return HF_OK; /* a refused hold dropped by re-routing */
     switch (r->command) {
     case HF_CMD_HOLD:
+        if (rs.result_deadline_ms != 0 && rs.result_retries == 0) {
+            /* The round's Holds went out result_timeout_ms before its deadline. */
+            const gateway_env_t *env = gateway_env(ctx);
+            if (!env)
+                return HF_ERR_CONFIG;
+            int64_t sent_ms = rs.result_deadline_ms - env->result_timeout_ms;
+            gw_shed_observe_result(ctx, stage_now_ms(ctx) - sent_ms);
+        }
         return on_hold_result(ctx, &rs, i, r);
     case HF_CMD_SHORTFALL:
         return on_shortfall(ctx, &rs, i);

@@ -86,6 +86,7 @@ typedef struct {
     gw_late_policy_t late_policy;
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
+    int64_t reserve_deadline_ms; /* load shedding (shed.c); 0: never shed */
     /* The routing view: HF_ERR_NOTFOUND when the sku is unknown. */
     int (*availability)(void *opaque, const char *sku, hf_availability_t *out);
     /* ms since the view was current; < 0 before it ever was. */
@@ -246,6 +247,20 @@ int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_l
               const char *reason) HF_MUST_CHECK;
 /* Expires a HELD reservation whose expires_at_ms has passed. */
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+
+/* ---- load shedding (shed.c) */
+
+/* NULL when reserve r may be served now, else why it is answered BUSY: it waited
+ * longer than env->reserve_deadline_ms to reach the gateway (sent_at_ms), or the
+ * counter hop of this partition's sagas answered slower than that within the
+ * last second. A BUSY reserve is not applied and not remembered, so a retry
+ * with the same idempotency key is safe. Commits, releases and expiries are
+ * never shed: shedding new reserves is what lets them through. */
+const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r,
+                            char *why, size_t why_size);
+/* Records how long a hold's result took (from the saga's last send to its
+ * arrival): the counter hop's current latency for this partition. */
+void gw_shed_observe_result(stage_ctx_t *ctx, int64_t lag_ms);
 
 /* ---- late payments (late_payment.c) */
 

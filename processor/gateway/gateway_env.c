@@ -176,6 +176,7 @@ static int env_build(const hf_config_t *cfg, gateway_env_t *e, char *errstr, siz
         snprintf(e->reply_topic_prefix, sizeof e->reply_topic_prefix, "%s%s", topics_prefix(),
                  cfg->reply_topic_prefix);
     e->view_stale_max_ms = cfg->view_stale_max_ms;
+    e->reserve_deadline_ms = cfg->reserve_deadline_ms;
     if (strcmp(cfg->late_payment_policy, "refund") == 0) {
         e->late_policy = GW_LATE_REFUND;
     } else if (strcmp(cfg->late_payment_policy, "rereserve") == 0) {

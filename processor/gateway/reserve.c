@@ -54,7 +54,14 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     int err = gw_check_request(ctx, r->reservation_id, r->idempotency_key, r->reply_to, &answered);
     if (err || answered)
         return err;
+    const gateway_env_t *env = gateway_env(ctx);
+    if (!env)
+        return HF_ERR_CONFIG;
     char msg[HF_TEXT_LEN_MAX + 1];
+    const char *busy = gw_shed_reserve(ctx, env, r, msg, sizeof msg);
+    if (busy) /* first, so that shedding costs one reply and nothing else */
+        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
+                               HF_REPLY_BUSY, busy);
     const char *bad = gw_check_id(r->idempotency_key,
                                   "idempotency_key must be non-empty, printable, without '|'");
     if (!bad)
@@ -62,9 +69,6 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     if (bad)
         return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
                                HF_REPLY_REJECTED_INVALID, bad);
-    const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     int64_t hash = gw_request_hash(rec);
     bool handled = false;
     err = gw_idem_check(ctx, r->reservation_id, r->idempotency_key, hash, r->reply_to, &handled);

@@ -27,7 +27,9 @@ cycles=${FT_CYCLES:-1}
 rate=${FT_RATE:-40}
 seconds=${FT_SECONDS:-$((22 + 16 * cycles))}
 skus=300
-stages=(counter:8 gateway:8 aggregator:4) # stage:partitions of its changelog
+# stage:partitions of its changelog, as topics/topics.json sizes them
+parts_of() { python3 -c 'import json,sys; print(next(t["partitions"] for t in json.load(open("topics/topics.json"))["topics"] if t["name"]==sys.argv[1]))' "$1"; }
+stages=("counter:$(parts_of holdfast.counter-changelog)" "gateway:$(parts_of holdfast.gateway-changelog)" "aggregator:$(parts_of holdfast.aggregator-changelog)")
 
 ft_init rebalance
 echo '{}' >"$FT_WORK/config.json"

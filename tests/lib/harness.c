@@ -266,6 +266,20 @@ size_t harness_read(harness_t *h, hf_topic_id_t topic, harness_record_fn fn, voi
     return r.count;
 }
 
+int32_t harness_partitions(harness_t *h, hf_topic_id_t topic)
+{
+    char errstr[512];
+    kafka_reader_t *rd = NULL;
+    int32_t parts = 0;
+    int err = kafka_reader_new(&h->kconf, &rd, errstr, sizeof errstr);
+    if (!err)
+        err = kafka_partition_count(rd, topic_name(topic), 10000, &parts, errstr, sizeof errstr);
+    kafka_reader_destroy(rd);
+    if (err)
+        fail_msg("partitions of %s: %s", topic_name(topic), errstr);
+    return parts;
+}
+
 size_t harness_wait_count(harness_t *h, hf_topic_id_t topic, size_t n, int timeout_ms)
 {
     int64_t deadline = harness_now_ms() + timeout_ms;

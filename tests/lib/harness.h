@@ -46,6 +46,8 @@ void harness_send_raw(harness_t *h, hf_topic_id_t topic, const char *key, const 
 void harness_flush(harness_t *h);
 /* The same to an explicit partition, as a producer with another partitioner
  * than murmur2 would (the processor must refuse what it was not keyed to). */
+/* The partition count of topic (fails the test when it cannot be read). */
+int32_t harness_partitions(harness_t *h, hf_topic_id_t topic);
 void harness_send_to_partition(harness_t *h, hf_topic_id_t topic, int32_t partition,
                                const char *key, const hf_record_t *rec);
 

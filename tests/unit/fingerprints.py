@@ -88,6 +88,11 @@ TRICKY = json.dumps({
 SPEC_EXAMPLES = [("int", '"int"'), ("string", '"string"'), ("tricky", TRICKY)]
 
 
+# Reply and IdempotencyRecord before BUSY was appended to ReplyOutcome.
+REPLY_V1 = '{"type":"record","name":"Reply","namespace":"holdfast","doc":"What a checkout client is told about its request. Topic reply_to (default holdfast.replies), key reservation_id.","fields":[{"name":"reservation_id","type":"string","doc":"The reservation answered."},{"name":"idempotency_key","type":"string","doc":"Idempotency key of the request answered."},{"name":"outcome","type":{"type":"enum","name":"ReplyOutcome","doc":"What a checkout client is told. Append symbols only.","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_FOUND"]},"doc":"The answer."},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","doc":"Units of one SKU held at one warehouse.","fields":[{"name":"warehouse_id","type":"string","doc":"Warehouse holding the units."},{"name":"sku","type":"string","doc":"Stock keeping unit."},{"name":"qty","type":"long","doc":"Units held there."}]}},"doc":"Where the stock is held; empty unless HELD or COMMITTED."},{"name":"expires_at_ms","type":"long","default":0,"doc":"When the holds lapse, Unix epoch milliseconds; 0 when not held."},{"name":"message","type":"string","default":"","doc":"Human-readable detail."},{"name":"replied_at_ms","type":"long","doc":"When the gateway answered, Unix epoch milliseconds."}]}'
+IDEMPOTENCY_RECORD_V1 = '{"type":"record","name":"IdempotencyRecord","namespace":"holdfast","doc":"The stored outcome of one idempotency key (gateway state, key reservation_id|idempotency_key). Expired by the sweeper after the retention.","fields":[{"name":"request_hash","type":"long","doc":"Hash of the request body; a retry with another hash is a CONFLICT."},{"name":"complete","type":"boolean","doc":"False while the answer is not known yet (a Reserve awaiting its holds)."},{"name":"reply","type":{"type":"record","name":"Reply","doc":"What a checkout client is told about its request.","fields":[{"name":"reservation_id","type":"string","doc":"The reservation answered."},{"name":"idempotency_key","type":"string","doc":"Idempotency key of the request answered."},{"name":"outcome","type":{"type":"enum","name":"ReplyOutcome","doc":"What a checkout client is told. Append symbols only.","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_FOUND"]},"doc":"The answer."},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","doc":"Units of one SKU held at one warehouse.","fields":[{"name":"warehouse_id","type":"string","doc":"Warehouse holding the units."},{"name":"sku","type":"string","doc":"Stock keeping unit."},{"name":"qty","type":"long","doc":"Units held there."}]}},"doc":"Where the stock is held; empty unless HELD or COMMITTED."},{"name":"expires_at_ms","type":"long","default":0,"doc":"When the holds lapse, Unix epoch milliseconds; 0 when not held."},{"name":"message","type":"string","default":"","doc":"Human-readable detail."},{"name":"replied_at_ms","type":"long","doc":"When the gateway answered, Unix epoch milliseconds."}]},"doc":"The reply given, re-emitted as it was to a retry."},{"name":"stored_at_ms","type":"long","doc":"When the key was first seen, Unix epoch milliseconds."}]}'
+
+
 def fingerprint(text):
     """CRC-64-AVRO as the uint64 the C codec returns (the wire bytes are LE)."""
     schema = avro.schema.parse(text)
@@ -157,6 +162,8 @@ def main():
              "created_at_ms": 1000, "expires_at_ms": 2000, "hold_deadline_ms": 3000,
              "result_deadline_ms": 0, "result_retries": 0, "updated_at_ms": 2001}
     print(c_hex("py_reservation_state_v1", single_object(rs1, rs1_fp, rs_v1)))
+    print("/* Reply v1 */ 0x%016xULL" % fingerprint(REPLY_V1)[1])
+    print("/* IdempotencyRecord v1 */ 0x%016xULL" % fingerprint(IDEMPOTENCY_RECORD_V1)[1])
     sf1, sf1_fp = fingerprint(STOCK_FEED_V1)
     print("/* StockFeed v1 */ 0x%016xULL" % sf1_fp)
     print(c_hex("py_stock_feed_v1", single_object(sf1, sf1_fp, {

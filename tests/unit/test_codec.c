@@ -77,14 +77,14 @@ static const ref_fp_t schema_fps[] = {
     {"LedgerEvent", 0x0de3d4200eb86d00ULL},
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
-    {"Reply", 0xdb9121c6761daba2ULL},
+    {"Reply", 0x3bdde330da9af15dULL},
     {"Reserve", 0xd16e922aada1fc96ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"StockFeed", 0x5bd9e052d14672b6ULL},
     {"StockLevel", 0x9edf759c9c020c16ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
     {"ReservationState", 0xb300565670ae6306ULL},
-    {"IdempotencyRecord", 0x286c2004f730c111ULL},
+    {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"Extend", 0x34572e46f905c65eULL},
 };
 static const uint64_t hold_v1_fp = 0x8a8618e03f2846d4ULL;
@@ -121,6 +121,9 @@ static const uint8_t py_reservation_state_v1[] = {
 static const uint64_t stock_feed_v1_fp = 0xa85631fb06751749ULL;
 static const uint64_t counter_state_v1_fp = 0x92aee894820c0173ULL;
 static const uint64_t stock_level_v1_fp = 0x8c0a8d587847d7c4ULL;
+/* Reply and IdempotencyRecord before BUSY was appended to ReplyOutcome. */
+static const uint64_t reply_v1_fp = 0xdb9121c6761daba2ULL;
+static const uint64_t idempotency_record_v1_fp = 0x286c2004f730c111ULL;
 static const uint8_t py_stock_feed_v1[] = {0xc3, 0x01, 0x49, 0x17, 0x75, 0x06, 0xfb, 0x31, 0x56,
                                            0xa8, 0x04, 0x57, 0x31, 0x06, 0x53, 0x2d, 0x31, 0x04,
                                            0x0e, 0x54, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
@@ -590,6 +593,8 @@ static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void *
     assert_history_entry(HF_REC_STOCK_FEED, stock_feed_v1_fp);
     assert_history_entry(HF_REC_COUNTER_STATE, counter_state_v1_fp);
     assert_history_entry(HF_REC_STOCK_LEVEL, stock_level_v1_fp);
+    assert_history_entry(HF_REC_REPLY, reply_v1_fp);
+    assert_history_entry(HF_REC_IDEMPOTENCY_RECORD, idempotency_record_v1_fp);
 
     memset(&got, 0x5a, sizeof got);
     decode_ok(py_stock_feed_v1, sizeof py_stock_feed_v1, &got);

@@ -3,6 +3,9 @@
  * by reservation_id and idempotency key, never by arrival order. */
 #include "client.h"
 
+/* First pause before re-sending a request answered BUSY; doubles per attempt. */
+#define CLIENT_BUSY_BACKOFF_MS 50
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include <jansson.h>
 
 #include "codec.h"
+#include "hf_assert.h"
 #include "hf_clock.h"
 #include "kafka.h"
 #include "topics.h"
@@ -171,6 +175,23 @@ int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr, s
     }
 }
 
+/* The request's sent_at_ms, stamped at each send so that the gateway can tell
+ * how long it waited (load shedding). */
+static int64_t *client_sent_at(hf_record_t *req)
+{
+    switch (req->type) {
+    case HF_REC_RESERVE:
+        return &req->u.reserve.sent_at_ms;
+    case HF_REC_COMMIT:
+        return &req->u.commit.sent_at_ms;
+    case HF_REC_RELEASE:
+        return &req->u.release.sent_at_ms;
+    default:
+        hf_assert(req->type == HF_REC_EXTEND);
+        return &req->u.extend.sent_at_ms;
+    }
+}
+
 int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, int attempts_max,
                 hf_reply_t *out, char *errstr, size_t errstr_size)
 {
@@ -180,20 +201,33 @@ int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, 
         snprintf(errstr, errstr_size, "not a request");
         return HF_ERR_INVAL;
     }
+    static _Thread_local hf_record_t sent; /* large: holds an hf_record_t */
+    sent = *req;
+    int64_t *sent_at_ms = client_sent_at(&sent);
+    bool busy = false;
     for (int attempt = 0; attempt < attempts_max; attempt++) {
-        int err = client_send(c, req, errstr, errstr_size);
+        if (busy) /* the gateway sheds load: back off before the same request again */
+            hf_sleep_ms(CLIENT_BUSY_BACKOFF_MS << (attempt < 5 ? attempt : 5));
+        busy = false;
+        *sent_at_ms = hf_wall_ms(); /* not part of the request's hash */
+        int err = client_send(c, &sent, errstr, errstr_size);
         if (err)
             return err;
         int64_t deadline = hf_mono_ms() + attempt_timeout_ms;
-        for (int64_t left = attempt_timeout_ms; left > 0; left = deadline - hf_mono_ms()) {
+        for (int64_t left = attempt_timeout_ms; left > 0 && !busy; left = deadline - hf_mono_ms()) {
             int rc = client_poll(c, (int)left, out, errstr, errstr_size);
             if (rc < 0)
                 return rc;
             if (rc == 1 && strcmp(out->reservation_id, rid) == 0 &&
-                strcmp(out->idempotency_key, ikey) == 0)
-                return HF_OK;
+                strcmp(out->idempotency_key, ikey) == 0) {
+                if (out->outcome != HF_REPLY_BUSY)
+                    return HF_OK;
+                busy = true;
+            }
         }
     }
+    if (busy)
+        return HF_OK; /* the last answer was BUSY: the caller sees it */
     snprintf(errstr, errstr_size, "no reply for %s after %d attempts of %d ms", rid, attempts_max,
              attempt_timeout_ms);
     return HF_ERR_TIMEOUT;

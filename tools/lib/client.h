@@ -39,7 +39,9 @@ int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr,
 
 /* Sends req and waits for the reply with its reservation_id and idempotency key;
  * up to attempts_max sends, attempt_timeout_ms each. HF_ERR_TIMEOUT if none came.
- * Replies to other requests that arrive meanwhile are dropped. */
+ * Replies to other requests that arrive meanwhile are dropped. A BUSY answer (the
+ * gateway sheds load) is followed by the same request again after a growing pause
+ * while attempts remain; the last BUSY is returned as the reply. */
 int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, int attempts_max,
                 hf_reply_t *out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 

@@ -1,0 +1,66 @@
+/* Load shedding: above the rate the pipeline sustains, new reserves queue up and
+ * every answer comes late — commits and expiries included, since they wait behind
+ * the reserves in the same partitions. So a Reserve that arrives past its
+ * deadline, or while the counter hop is slower than that deadline, is answered
+ * BUSY at once (one reply, no state, no counter round trip) and the backlog
+ * drains. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
+#include <stdio.h>
+
+#include "gateway.h"
+#include "hf_assert.h"
+
+/* How long one observation of the counter hop counts: long enough to span a
+ * few transactions, short enough that shedding stops soon after the hop
+ * recovers (a shed partition sends no holds, so it learns nothing new). */
+#define GW_SHED_OBSERVATION_MS 1000
+/* A request that seems older than this says more about its client's clock than
+ * about our backlog: it is not shed for its age (the hop check still applies). */
+#define GW_SHED_CLOCK_SKEW_MS  60000
+
+typedef struct {
+    int64_t lag_ms; /* the slowest result seen in the window */
+    int64_t at_ms;  /* when the window started */
+} shed_hop_t;
+
+/* Per task thread: a partition has one owner thread, so no locking. */
+static _Thread_local shed_hop_t hops[HF_PARTITIONS_MAX];
+
+void gw_shed_observe_result(stage_ctx_t *ctx, int64_t lag_ms)
+{
+    int32_t p = stage_partition(ctx);
+    hf_assert(p >= 0 && p < HF_PARTITIONS_MAX);
+    int64_t now = stage_now_ms(ctx);
+    shed_hop_t *h = &hops[p];
+    if (now - h->at_ms > GW_SHED_OBSERVATION_MS) {
+        h->lag_ms = lag_ms;
+        h->at_ms = now;
+    } else if (lag_ms > h->lag_ms) {
+        h->lag_ms = lag_ms;
+    }
+}
+
+const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r,
+                            char *why, size_t why_size)
+{
+    if (env->reserve_deadline_ms <= 0)
+        return NULL;
+    int64_t now = stage_now_ms(ctx);
+    int64_t waited_ms = now - r->sent_at_ms;
+    if (r->sent_at_ms > 0 && waited_ms > env->reserve_deadline_ms &&
+        waited_ms <= GW_SHED_CLOCK_SKEW_MS) {
+        snprintf(why, why_size,
+                 "busy: the request waited %lld ms to reach the gateway (deadline %lld ms); "
+                 "retry with the same idempotency key",
+                 (long long)waited_ms, (long long)env->reserve_deadline_ms);
+        return why;
+    }
+    const shed_hop_t *h = &hops[stage_partition(ctx)];
+    if (now - h->at_ms <= GW_SHED_OBSERVATION_MS && h->lag_ms > env->reserve_deadline_ms) {
+        snprintf(why, why_size,
+                 "busy: the counters answer in %lld ms (deadline %lld ms); "
+                 "retry with the same idempotency key",
+                 (long long)h->lag_ms, (long long)env->reserve_deadline_ms);
+        return why;
+    }
+    return NULL;
+}
