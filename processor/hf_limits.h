@@ -68,4 +68,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Warehouses file size (JSON) the router loads. */
 #define HF_WAREHOUSES_FILE_BYTES_MAX (1 << 20)
 
+/* Command line (hf_cli.h): options one command declares (hfctl reserve has 12,
+ * with --help and --version added by the parser), and positional arguments after
+ * the command words (hfctl tail takes one topic). */
+#define HF_CLI_OPTS_MAX       32
+#define HF_CLI_POSITIONAL_MAX 4
+
 #endif
