@@ -151,7 +151,7 @@ test-fuzz-corpus: deps-check $(FUZZ_REPLAY_BINS)
 	@set -e; for t in $(FUZZ_REPLAY_BINS); do n=$${t##*/replay_}; echo "== $$t (corpus tests/fuzz/corpus/$$n)"; \
 	  LSAN_OPTIONS=use_unaligned=1 $$t tests/fuzz/corpus/$$n; done
 
-test-integration: deps-check san $(BUILD)/holdfast $(BUILD)/hfctl $(ITEST_BINS)
+test-integration: deps-check san $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench $(ITEST_BINS)
 	@bash tests/integration/run.sh $(ITEST_BINS)
 
 # Structure of docker-compose.yml, Dockerfile, .dockerignore; nothing is built or run
