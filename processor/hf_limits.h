@@ -74,4 +74,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_CLI_OPTS_MAX       32
 #define HF_CLI_POSITIONAL_MAX 4
 
+/* Metrics server (metrics.c): connections served at once (a scraper, a probe,
+ * an operator's curl; more are answered 503 and closed), and task threads whose
+ * health /healthz reports (main.c runs at most 4 stages x 16 threads). */
+#define HF_METRICS_CLIENTS_MAX 32
+#define HF_METRICS_TASKS_MAX   64
+
 #endif

@@ -205,14 +205,16 @@ int main(int argc, char **argv)
     }
     if (cfg.metrics_port > 0) {
         int port = 0;
-        err = metrics_serve(cfg.metrics_port, &port, errstr, sizeof errstr);
+        metrics_serve_opts_t mo = {cfg.metrics_bind, cfg.metrics_port, cfg.health_loop_stall_ms,
+                                   cfg.health_aborts_max};
+        err = metrics_serve(&mo, &port, errstr, sizeof errstr);
         if (err) {
             log_error("main", "%s", errstr);
             for (size_t i = 0; i < dbs_count; i++)
                 state_close(dbs[i]);
             return 1;
         }
-        log_info("main", "metrics on http://0.0.0.0:%d/metrics", port);
+        log_info("main", "metrics on http://%s:%d/metrics", cfg.metrics_bind, port);
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
