@@ -38,7 +38,8 @@ all: deps-check release
 
 help:
 	@echo "make            build build/holdfast and build/hfctl"
-	@echo "make test       unit + fuzz corpus + integration tests (needs make kafka-up)"
+	@echo "make test       unit + fuzz corpus + CLI + integration + crash tests (starts a broker if none answers)"
+	@echo "make lint / format-check   cppcheck + clang-tidy (fail on any warning) / clang-format-14"
 	@echo "make demo       broker, topics, processor, a burst of holds, a verdict"
 	@echo "make kafka-up / kafka-down   local Apache Kafka (KRaft) on 127.0.0.1:9092"
 	@echo "make deps       install missing Debian packages"
@@ -170,7 +171,16 @@ test-faults: deps-check release
 test-faults-quick: deps-check release
 	@bash tests/faults/run.sh quick
 
-test: test-unit test-fuzz-corpus test-integration test-docker test-faults-quick
+# Command-line conventions of the three binaries (no broker needed).
+.PHONY: test-cli test-suite
+test-cli: deps-check release
+	@bash tests/cli/test_cli.sh $(BUILD)
+
+# `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
+# one for the run and stops it afterwards (tools/kafka/with-broker.sh).
+test: deps-check
+	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-docker test-faults-quick
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 30
@@ -191,7 +201,7 @@ format-check:
 lint: $(GEN_SRC) $(VERSION_H)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr --suppress=missingIncludeSystem $(INCS) processor schemas state tools
-	clang-tidy-14 --quiet $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Itests/lib -Wno-error
+	clang-tidy-14 --quiet --warnings-as-errors='*' $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Itests/lib -Wno-error
 
 demo:
 	bash tools/demo.sh

@@ -67,7 +67,7 @@ typedef struct {
     uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
         other, signals;
     int64_t doorbuster_available; /* last seen in the second */
-    int8_t doorbuster_in_stock;   /* -1 = no record in the second */
+    int doorbuster_in_stock;      /* -1 = no record in the second */
 } second_t;
 
 static req_t *reqs;
