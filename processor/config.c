@@ -1,6 +1,7 @@
 /* Defaults, JSON file and environment for hf_config_t (jansson). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@ void config_defaults(hf_config_t *cfg)
     cfg->transaction_timeout_ms = 10000;
     cfg->state_max_age_ms = 6 * 24 * 3600 * 1000;
     cfg->metrics_port = 0;
+    snprintf(cfg->metrics_bind, sizeof cfg->metrics_bind, "127.0.0.1");
+    cfg->health_loop_stall_ms = 30000;
+    cfg->health_aborts_max = 3;
     cfg->signal_low_watermark = 0;
     cfg->signal_high_watermark = 1;
     cfg->signal_dwell_ms = 2000;
@@ -92,6 +96,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
     INT_FIELD(state_max_age_ms, 1000, 604800000),
     INT_FIELD(metrics_port, 0, 65535),
+    STR_FIELD(metrics_bind),
+    INT_FIELD(health_loop_stall_ms, 1000, 3600000),
+    INT_FIELD(health_aborts_max, 1, HF_TXN_RETRIES_MAX),
     INT_FIELD(signal_low_watermark, 0, 1000000),
     INT_FIELD(signal_high_watermark, 1, 1000000),
     INT_FIELD(signal_dwell_ms, 0, 3600000),
@@ -156,6 +163,14 @@ int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
                  "%d x result_timeout_ms %d = %lld ms",
                  cfg->hold_retention_ms, HF_RESULT_WAIT_FACTOR, cfg->result_timeout_ms,
                  (long long)resend_window_ms);
+        return HF_ERR_CONFIG;
+    }
+    struct in_addr bind_addr;
+    if (inet_pton(AF_INET, cfg->metrics_bind, &bind_addr) != 1) {
+        snprintf(errstr, errstr_size,
+                 "metrics_bind '%s' must be an IPv4 address (127.0.0.1: this host only; "
+                 "0.0.0.0: every interface)",
+                 cfg->metrics_bind);
         return HF_ERR_CONFIG;
     }
     if (cfg->signal_high_watermark <= cfg->signal_low_watermark) {

@@ -26,7 +26,12 @@ typedef struct hf_config {
     /* Local state last current longer ago is rebuilt from the whole changelog on
      * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
     int state_max_age_ms;
-    int metrics_port; /* HTTP GET /metrics and /healthz on this port; 0: off */
+    int metrics_port;      /* HTTP GET /metrics and /healthz on this port; 0: off */
+    char metrics_bind[64]; /* IPv4 address it listens on: "127.0.0.1" (this host only) */
+    /* /healthz is 503 when a task completed no loop for health_loop_stall_ms, or
+     * aborted health_aborts_max transactions in a row. */
+    int health_loop_stall_ms;
+    int health_aborts_max;
     /* librdkafka properties for every Kafka client of the process (security,
      * tuning): a properties file, then "name=value,name=value" over it. */
     char kafka_config_file[HF_CONFIG_STR_MAX];

@@ -91,5 +91,16 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_KAFKA_PROP_VALUE_LEN_MAX 1023
 #define HF_KAFKA_PROPS_LINE_LEN_MAX (HF_KAFKA_PROP_NAME_LEN_MAX + HF_KAFKA_PROP_VALUE_LEN_MAX + 2)
 #define HF_KAFKA_PROPS_LINES_MAX    1024
+/* Command line (hf_cli.h): options one command declares (hfctl reserve has 12,
+ * with --help and --version added by the parser), and positional arguments after
+ * the command words (hfctl tail takes one topic). */
+#define HF_CLI_OPTS_MAX       32
+#define HF_CLI_POSITIONAL_MAX 4
+
+/* Metrics server (metrics.c): connections served at once (a scraper, a probe,
+ * an operator's curl; more are answered 503 and closed), and task threads whose
+ * health /healthz reports (main.c runs at most 4 stages x 16 threads). */
+#define HF_METRICS_CLIENTS_MAX 32
+#define HF_METRICS_TASKS_MAX   64
 
 #endif

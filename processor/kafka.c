@@ -927,6 +927,11 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
     return err;
 }
 
+const char *kafka_version_str(void)
+{
+    return rd_kafka_version_str();
+}
+
 int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count)
 {
     /* The partitioner ignores its topic argument. */

@@ -192,6 +192,9 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
 /* The partition Java clients and librdkafka's murmur2_random pick for a key. */
 int32_t kafka_partition_for_key(const void *key, size_t key_len, int32_t partition_count);
 
+/* The version of the librdkafka this process runs with ("2.0.2"); static text. */
+const char *kafka_version_str(void);
+
 /* ---- topic administration */
 
 typedef struct {

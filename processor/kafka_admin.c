@@ -32,7 +32,9 @@ static int topics_describe(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size
 static int topics_create(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size_t count,
                          const int32_t *existing, char *errstr, size_t errstr_size)
 {
-    rd_kafka_NewTopic_t **nts = calloc(count ? count : 1, sizeof *nts);
+    /* An array of handles: sizeof *nts is one pointer, as meant. */
+    rd_kafka_NewTopic_t **nts =
+        calloc(count ? count : 1, sizeof *nts); // NOLINT(bugprone-sizeof-expression)
     size_t n = 0;
     int err = HF_OK;
     char e[256];
@@ -172,6 +174,8 @@ int kafka_topics_delete_prefix(const kafka_conf_t *conf, const char *prefix, siz
         return HF_ERR_KAFKA;
     }
     size_t plen = strlen(prefix), n = 0;
+    /* An array of handles: sizeof *dts is one pointer, as meant. */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     rd_kafka_DeleteTopic_t **dts = calloc((size_t)md->topic_cnt + 1, sizeof *dts);
     for (int t = 0; dts && t < md->topic_cnt; t++)
         if (strncmp(md->topics[t].topic, prefix, plen) == 0)

@@ -14,6 +14,8 @@
 #include "codec.h"
 #include "config.h"
 #include "kafka.h"
+#include "hf_cli.h"
+#include "hf_version.h"
 #include "log.h"
 #include "metrics.h"
 #include "stages.h"
@@ -61,52 +63,83 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static const hf_cli_opt_t run_opts[] = {
+    {"config", "FILE", false, "JSON object overriding defaults (see docs/CONFIGURATION.md)"},
+    {"stages", "LIST", false, "comma-separated stages to run (default: counter)"},
+    {"instance", "ID", false,
+     "stable id of this process; a restart with the same id fences the old one"},
+    {"state-dir", "DIR", false, "RocksDB state root (default ./.state)"},
+    {NULL, NULL, false, NULL},
+};
+
+static const hf_cli_cmd_t run_cmd = {
+    "run", NULL, 0,
+    "Runs the configured stages until SIGINT/SIGTERM. Exit: 0 stopped by a signal, 1 error,\n"
+    "2 usage mistake, 4 a task stopped on a fatal error (fenced or broken state: restart it).",
+    run_opts};
+
 static void usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: holdfast run [--config FILE] [--stages LIST] [--instance ID] [--state-dir DIR]\n"
-        "  --config FILE   JSON object overriding defaults (see docs/CONFIGURATION.md)\n"
-        "  --stages LIST   comma-separated, of: %s (default: counter)\n"
-        "  --instance ID   stable id of this process; a restart with the same id fences the old "
-        "one\n"
-        "  --state-dir DIR RocksDB state root (default ./.state)\n"
-        "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, "
-        "HOLDFAST_APP_ID,\n"
-        "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
-        "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n",
-        stages_names());
+    fprintf(out,
+            "usage: holdfast run [options]     (holdfast run --help lists them)\n"
+            "       holdfast --help | --version\n"
+            "stages: %s\n"
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, "
+            "HOLDFAST_APP_ID,\n"
+            "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
+            "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n"
+            "settings: docs/CONFIGURATION.md\n",
+            stages_names());
 }
 
-static int parse_args(int argc, char **argv, hf_config_t *cfg, char *errstr, size_t errstr_size)
+/* The config file first, then the options that override it. */
+static int apply_args(const hf_cli_args_t *args, hf_config_t *cfg, char *errstr, size_t errstr_size)
 {
-    if (argc < 2 || strcmp(argv[1], "run") != 0) {
-        snprintf(errstr, errstr_size, "expected the command 'run'");
-        return HF_ERR_INVAL;
+    const char *v = hf_cli_get(args, "config");
+    if (v) {
+        int err = config_load_file(cfg, v, errstr, errstr_size);
+        if (err)
+            return err;
     }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            snprintf(errstr, errstr_size, "option %s needs a value", a);
-            return HF_ERR_INVAL;
-        }
-        i++;
-        if (strcmp(a, "--config") == 0) {
-            int err = config_load_file(cfg, v, errstr, errstr_size);
-            if (err)
-                return err;
-        } else if (strcmp(a, "--stages") == 0) {
-            snprintf(cfg->stages, sizeof cfg->stages, "%s", v);
-        } else if (strcmp(a, "--instance") == 0) {
-            snprintf(cfg->instance_id, sizeof cfg->instance_id, "%s", v);
-        } else if (strcmp(a, "--state-dir") == 0) {
-            snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", v);
-        } else {
-            snprintf(errstr, errstr_size, "unknown option %s", a);
-            return HF_ERR_INVAL;
-        }
-    }
+    if ((v = hf_cli_get(args, "stages")))
+        snprintf(cfg->stages, sizeof cfg->stages, "%s", v);
+    if ((v = hf_cli_get(args, "instance")))
+        snprintf(cfg->instance_id, sizeof cfg->instance_id, "%s", v);
+    if ((v = hf_cli_get(args, "state-dir")))
+        snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", v);
     return HF_OK;
+}
+
+/* Returns -1 to run, else the exit code (help, version, usage mistake). */
+static int parse_command_line(int argc, char **argv, hf_cli_args_t *args)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        hf_version_print(stdout, "holdfast");
+        return 0;
+    }
+    if (argc < 2 || strcmp(argv[1], "run") != 0) {
+        fprintf(stderr, "holdfast: %s\n",
+                argc < 2 ? "expected the command 'run'" : "unknown command (expected 'run')");
+        usage(stderr);
+        return 2;
+    }
+    switch (hf_cli_parse("holdfast", &run_cmd, argc - 1, argv + 1, args)) {
+    case HF_CLI_RUN:
+        return -1;
+    case HF_CLI_HELP:
+        fprintf(stdout, "stages: %s\nenv and settings: holdfast --help\n", stages_names());
+        return 0;
+    case HF_CLI_VERSION:
+        hf_version_print(stdout, "holdfast");
+        return 0;
+    case HF_CLI_MISUSE:
+        break;
+    }
+    return 2;
 }
 
 /* Opens one state DB per stage and fills one worker per task thread. */
@@ -151,16 +184,15 @@ int main(int argc, char **argv)
     state_t *dbs[MAIN_STAGES_MAX] = {0};
     size_t dbs_count = 0, workers_count = 0;
     char errstr[512];
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
+    hf_cli_args_t args;
+    int exit_code = parse_command_line(argc, argv, &args);
+    if (exit_code >= 0)
+        return exit_code;
     config_defaults(&cfg);
     config_apply_env(&cfg);
-    int err = parse_args(argc, argv, &cfg, errstr, sizeof errstr);
+    int err = apply_args(&args, &cfg, errstr, sizeof errstr);
     if (err) {
         fprintf(stderr, "holdfast: %s\n", errstr);
-        usage(stderr);
         return 2;
     }
     topics_set_prefix(cfg.topic_prefix);
@@ -178,14 +210,16 @@ int main(int argc, char **argv)
     }
     if (cfg.metrics_port > 0) {
         int port = 0;
-        err = metrics_serve(cfg.metrics_port, &port, errstr, sizeof errstr);
+        metrics_serve_opts_t mo = {cfg.metrics_bind, cfg.metrics_port, cfg.health_loop_stall_ms,
+                                   cfg.health_aborts_max};
+        err = metrics_serve(&mo, &port, errstr, sizeof errstr);
         if (err) {
             log_error("main", "%s", errstr);
             for (size_t i = 0; i < dbs_count; i++)
                 state_close(dbs[i]);
             return 1;
         }
-        log_info("main", "metrics on http://0.0.0.0:%d/metrics", port);
+        log_info("main", "metrics on http://%s:%d/metrics", cfg.metrics_bind, port);
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

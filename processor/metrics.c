@@ -1,7 +1,9 @@
-/* Metrics: the registry (atomics, no locks on the hot path), the Prometheus text
- * rendering and a small HTTP/1.0 server thread. The server answers one request
- * per connection and closes it: a scraper every few seconds needs no more, and
- * there is nothing to keep alive. */
+/* Metrics: the registry (atomics, no locks on the hot path), the tasks' health
+ * (a heartbeat per loop), the Prometheus text rendering and a small HTTP/1.0
+ * server thread. The server answers one request per connection and closes it: a
+ * scraper every few seconds needs no more, and there is nothing to keep alive.
+ * It multiplexes its connections with poll(2), each with a deadline, so an idle
+ * client never delays a health probe. */
 #include "metrics.h"
 
 #include <arpa/inet.h>
@@ -14,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hf_assert.h"
 #include "hf_clock.h"
+#include "hf_limits.h"
 #include "log.h"
 
 #define METRICS_NAME_MAX    64
@@ -182,124 +184,265 @@ size_t metrics_render(char *buf, size_t size)
     return o.len;
 }
 
-/* ---- the HTTP server */
+/* ---- task health */
+
+static struct {
+    int stage;
+    _Atomic int64_t last_loop_ms; /* hf_mono_ms of the last completed loop */
+    atomic_int aborts_in_row;
+} tasks[HF_METRICS_TASKS_MAX];
+static atomic_int tasks_count;
+static _Thread_local int my_task = -1;
+
+void metrics_task_heartbeat(int stage, int aborts_in_row)
+{
+    if (my_task < 0) {
+        pthread_mutex_lock(&reg_mu);
+        int n = atomic_load(&tasks_count);
+        if (n < HF_METRICS_TASKS_MAX) {
+            tasks[n].stage = stage;
+            atomic_store(&tasks[n].last_loop_ms, hf_mono_ms());
+            my_task = n;
+            atomic_store(&tasks_count, n + 1); /* published once the slot is filled */
+        }
+        pthread_mutex_unlock(&reg_mu);
+        if (my_task < 0)
+            return; /* more threads than slots: this one goes unwatched */
+    }
+    atomic_store_explicit(&tasks[my_task].aborts_in_row, aborts_in_row, memory_order_relaxed);
+    atomic_store_explicit(&tasks[my_task].last_loop_ms, hf_mono_ms(), memory_order_relaxed);
+}
+
+bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t reason_size)
+{
+    int n = atomic_load(&tasks_count);
+    int64_t now_ms = hf_mono_ms();
+    for (int i = 0; i < n; i++) {
+        const char *stage = slot_ok(tasks[i].stage) ? stage_names[tasks[i].stage] : "?";
+        int64_t quiet_ms = now_ms - atomic_load(&tasks[i].last_loop_ms);
+        int aborts = atomic_load(&tasks[i].aborts_in_row);
+        if (quiet_ms > loop_stall_ms) {
+            snprintf(reason, reason_size,
+                     "%s task (thread %d): no loop completed for %lld ms "
+                     "(health_loop_stall_ms %lld)\n",
+                     stage, i, (long long)quiet_ms, (long long)loop_stall_ms);
+            return false;
+        }
+        if (aborts >= aborts_max) {
+            snprintf(reason, reason_size,
+                     "%s task (thread %d): %d transactions aborted in a row "
+                     "(health_aborts_max %d)\n",
+                     stage, i, aborts, aborts_max);
+            return false;
+        }
+    }
+    snprintf(reason, reason_size, "ok\n");
+    return true;
+}
+
+/* ---- the HTTP server: one thread, poll(2) over non-blocking sockets, so a
+ * client that is slow or silent holds only its own slot, until its deadline. */
+
+typedef struct {
+    int fd; /* -1: free slot */
+    int64_t deadline_ms;
+    char in[METRICS_REQUEST_MAX];
+    size_t in_len;
+    char *out; /* the whole response once the request is in; malloc'd */
+    size_t out_len, out_sent;
+} conn_t;
 
 static struct {
     pthread_t thread;
     int fd;
     atomic_bool stop;
     bool running;
+    int64_t loop_stall_ms;
+    int aborts_max;
+    conn_t conns[HF_METRICS_CLIENTS_MAX];
 } server = {.fd = -1};
 
-static void send_all(int fd, const char *p, size_t n)
+static void conn_close(conn_t *c)
 {
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return; /* the scraper went away: nothing to do */
-        p += w;
-        n -= (size_t)w;
-    }
+    close(c->fd);
+    free(c->out);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
 }
 
-static void respond(int fd, int status, const char *reason, const char *type, const char *body,
-                    size_t body_len)
+/* The response: head and body in one buffer (NULL when out of memory). */
+static char *respond(int status, const char *reason, const char *type, const char *body,
+                     size_t body_len, size_t *len_out)
 {
     char head[256];
     int n = snprintf(head, sizeof head,
                      "HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
                      status, reason, type, body_len);
-    send_all(fd, head, (size_t)n);
-    send_all(fd, body, body_len);
+    char *r = malloc((size_t)n + body_len);
+    if (!r)
+        return NULL;
+    memcpy(r, head, (size_t)n);
+    memcpy(r + n, body, body_len);
+    *len_out = (size_t)n + body_len;
+    return r;
 }
 
-/* Reads the request head, bounded in size and in total time (a client that
- * trickles bytes cannot hold the one server thread); true once "\r\n\r\n" or
- * a full first line is in. */
-static bool read_request(int fd, char *req, size_t size)
+static char *route(const char *req, size_t *len_out)
 {
-    size_t len = 0;
-    int64_t deadline_ms = hf_mono_ms() + METRICS_IO_WAIT_MS;
-    while (len + 1 < size) {
-        int64_t left_ms = deadline_ms - hf_mono_ms();
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left_ms <= 0 || poll(&p, 1, (int)left_ms) <= 0)
-            return false;
-        ssize_t r = recv(fd, req + len, size - 1 - len, 0);
-        if (r <= 0)
-            return false;
-        len += (size_t)r;
-        req[len] = '\0';
-        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-            return true;
-    }
-    return strchr(req, '\n') != NULL;
-}
-
-static void serve_one(int fd)
-{
-    char req[METRICS_REQUEST_MAX];
-    if (!read_request(fd, req, sizeof req))
-        return;
     if (strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
-        static char body[METRICS_BODY_MAX]; /* one server thread */
+        static char body[METRICS_BODY_MAX]; /* only the server thread renders */
         size_t need = metrics_render(body, sizeof body);
         if (need >= sizeof body)
             log_warn("metrics", "metrics truncated at %zu of %zu bytes", sizeof body, need);
         size_t len = need < sizeof body ? need : sizeof body - 1;
-        respond(fd, 200, "OK", "text/plain; version=0.0.4", body, len);
-    } else if (strncmp(req, "GET /healthz", 12) == 0) {
-        respond(fd, 200, "OK", "text/plain", "ok\n", 3);
-    } else {
-        static const char nf[] = "try GET /metrics or GET /healthz\n";
-        respond(fd, 404, "Not Found", "text/plain", nf, sizeof nf - 1);
+        return respond(200, "OK", "text/plain; version=0.0.4", body, len, len_out);
     }
+    if (strncmp(req, "GET /healthz", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
+        char why[256];
+        bool ok = metrics_healthy(server.loop_stall_ms, server.aborts_max, why, sizeof why);
+        return respond(ok ? 200 : 503, ok ? "OK" : "Service Unavailable", "text/plain", why,
+                       strlen(why), len_out);
+    }
+    static const char nf[] = "try GET /metrics or GET /healthz\n";
+    return respond(404, "Not Found", "text/plain", nf, sizeof nf - 1, len_out);
+}
+
+/* Reads what is there; once the request head is in, prepares the response. */
+static void conn_read(conn_t *c)
+{
+    ssize_t r = recv(c->fd, c->in + c->in_len, sizeof c->in - 1 - c->in_len, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (r <= 0) {
+        conn_close(c);
+        return;
+    }
+    c->in_len += (size_t)r;
+    c->in[c->in_len] = '\0';
+    bool full = c->in_len + 1 >= sizeof c->in;
+    if (!strstr(c->in, "\r\n\r\n") && !strstr(c->in, "\n\n") && !(full && strchr(c->in, '\n'))) {
+        if (full)
+            conn_close(c); /* a head longer than we read, without a line end */
+        return;
+    }
+    c->out = route(c->in, &c->out_len);
+    if (!c->out)
+        conn_close(c);
+}
+
+static void conn_write(conn_t *c)
+{
+    ssize_t w = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent, MSG_NOSIGNAL);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (w <= 0) {
+        conn_close(c);
+        return;
+    }
+    c->out_sent += (size_t)w;
+    if (c->out_sent == c->out_len)
+        conn_close(c);
+}
+
+/* A new client into a free slot; with none free it is told so and closed. */
+static void accept_one(void)
+{
+    int fd = accept4(server.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++) {
+        conn_t *c = &server.conns[i];
+        if (c->fd >= 0)
+            continue;
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->deadline_ms = hf_mono_ms() + METRICS_IO_WAIT_MS;
+        return;
+    }
+    static const char busy[] = "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                               "Connection: close\r\n\r\n";
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
 }
 
 static void *server_main(void *arg)
 {
     (void)arg;
+    struct pollfd p[HF_METRICS_CLIENTS_MAX + 1];
+    conn_t *polled[HF_METRICS_CLIENTS_MAX];
     while (!atomic_load(&server.stop)) {
-        struct pollfd p = {server.fd, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0)
+        int64_t now_ms = hf_mono_ms(), wait_ms = 200;
+        size_t n = 0;
+        p[n++] = (struct pollfd){server.fd, POLLIN, 0};
+        for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++) {
+            conn_t *c = &server.conns[i];
+            if (c->fd < 0)
+                continue;
+            if (now_ms >= c->deadline_ms) { /* slow or silent: its time is up */
+                conn_close(c);
+                continue;
+            }
+            if (c->deadline_ms - now_ms < wait_ms)
+                wait_ms = c->deadline_ms - now_ms;
+            polled[n - 1] = c;
+            p[n++] = (struct pollfd){c->fd, c->out ? POLLOUT : POLLIN, 0};
+        }
+        if (poll(p, n, (int)wait_ms) <= 0)
             continue;
-        int c = accept(server.fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        /* A reader that stops reading cannot block the thread (or shutdown). */
-        struct timeval send_wait = {METRICS_IO_WAIT_MS / 1000, 0};
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof send_wait);
-        serve_one(c);
-        close(c);
+        for (size_t i = 1; i < n; i++) {
+            conn_t *c = polled[i - 1];
+            if (p[i].revents & (POLLERR | POLLNVAL))
+                conn_close(c);
+            else if (p[i].revents & (POLLIN | POLLHUP) && !c->out)
+                conn_read(c);
+            else if (p[i].revents & POLLOUT && c->out)
+                conn_write(c);
+            else if (p[i].revents & POLLHUP)
+                conn_close(c);
+        }
+        if (p[0].revents & POLLIN)
+            accept_one();
     }
+    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++)
+        if (server.conns[i].fd >= 0)
+            conn_close(&server.conns[i]);
     return NULL;
 }
 
-int metrics_serve(int port, int *bound_port, char *errstr, size_t errstr_size)
+int metrics_serve(const metrics_serve_opts_t *o, int *bound_port, char *errstr, size_t errstr_size)
 {
     hf_assert(!server.running);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    if (inet_pton(AF_INET, o->bind, &a.sin_addr) != 1) {
+        snprintf(errstr, errstr_size,
+                 "metrics_bind '%s' is not an IPv4 address (e.g. 127.0.0.1, or 0.0.0.0 for "
+                 "every interface)",
+                 o->bind);
+        return HF_ERR_CONFIG;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(errstr, errstr_size, "metrics socket: %s", strerror(errno));
         return HF_ERR_IO;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_ANY)};
     socklen_t alen = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
         snprintf(errstr, errstr_size,
-                 "metrics port %d: %s (set metrics_port to a free port, or 0 "
-                 "to pick one)",
-                 port, strerror(errno));
+                 "metrics on %s:%d: %s (set metrics_port to a free port, or 0 to pick one; "
+                 "metrics_bind to an address of this host)",
+                 o->bind, o->port, strerror(errno));
         close(fd);
         return HF_ERR_IO;
     }
     server.fd = fd;
+    server.loop_stall_ms = o->loop_stall_ms;
+    server.aborts_max = o->aborts_max;
+    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++)
+        server.conns[i] = (conn_t){.fd = -1};
     atomic_store(&server.stop, false);
     if (pthread_create(&server.thread, NULL, server_main, NULL) != 0) {
         snprintf(errstr, errstr_size, "metrics thread: %s", strerror(errno));

@@ -1,5 +1,6 @@
 /* Process metrics in the Prometheus text exposition format, served over plain
- * HTTP when metrics_port is set: GET /metrics and GET /healthz. Counters are
+ * HTTP when metrics_port is set: GET /metrics and GET /healthz (the tasks'
+ * health: each task thread reports every loop it completes). Counters are
  * lock-free atomics bumped by the task loop (per stage), gauges are callbacks
  * read at scrape time (e.g. the gateway's routing view). Counts include the work
  * of transactions that were later aborted and retried: they measure effort, the
@@ -50,9 +51,28 @@ bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque
  * length it needed. */
 size_t metrics_render(char *buf, size_t size);
 
-/* Serves HTTP on 0.0.0.0:port (port 0: any free port) in a background thread
- * until metrics_stop. *bound_port is the port listened on. */
-int metrics_serve(int port, int *bound_port, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Called by a task thread after each loop of its task (stage from
+ * metrics_stage): a heartbeat, with how many transactions it has aborted in a
+ * row. The calling thread is registered as a task on its first call. */
+void metrics_task_heartbeat(int stage, int aborts_in_row);
+
+/* What /healthz decides: true when every registered task completed a loop within
+ * loop_stall_ms and has fewer than aborts_max aborts in a row; otherwise false
+ * with the first unhealthy task and why in reason. */
+bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t reason_size);
+
+typedef struct {
+    const char *bind;      /* IPv4 address to listen on: "127.0.0.1" (metrics_bind) */
+    int port;              /* 0: any free port */
+    int64_t loop_stall_ms; /* health_loop_stall_ms */
+    int aborts_max;        /* health_aborts_max */
+} metrics_serve_opts_t;
+
+/* Serves HTTP on bind:port in a background thread until metrics_stop: up to
+ * HF_METRICS_CLIENTS_MAX connections at once, each closed at its deadline.
+ * *bound_port is the port listened on. */
+int metrics_serve(const metrics_serve_opts_t *o, int *bound_port, char *errstr,
+                  size_t errstr_size) HF_MUST_CHECK;
 void metrics_stop(void);
 
 #endif

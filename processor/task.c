@@ -993,6 +993,7 @@ int task_run(task_t *t, char *errstr, size_t errstr_size)
         uint64_t aborts = t->stats.aborts;
         int err = task_step(t);
         aborts_in_row = t->stats.aborts > aborts ? aborts_in_row + 1 : 0;
+        metrics_task_heartbeat(t->metrics, aborts_in_row); /* for /healthz */
         if (err == HF_OK && aborts_in_row < HF_TXN_RETRIES_MAX)
             continue;
         snprintf(errstr, errstr_size, "%s task: %s: %s", t->def->name,

@@ -79,6 +79,8 @@ static codec_plan_t *plan_alloc(const codec_rec_desc_t *rd)
         return NULL;
     plan->rd = rd;
     plan->index = calloc(rd->fields_count, sizeof *plan->index);
+    /* An array of child plan pointers: sizeof one pointer, as meant. */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     plan->children = calloc(rd->fields_count, sizeof *plan->children);
     plan->tmpl = calloc(1, rd->struct_size);
     if (!plan->index || !plan->children || !plan->tmpl) {
@@ -139,7 +141,7 @@ int codec_plan_new(const codec_rec_desc_t *rd, avro_schema_t value_schema, bool 
     int err = HF_ERR_CONFIG;
 
     *out = NULL;
-    if (!is_avro_record(value_schema) || strcmp(avro_schema_name(value_schema), rd->name)) {
+    if (!is_avro_record(value_schema) || strcmp(avro_schema_name(value_schema), rd->name) != 0) {
         codec_errf(errstr, errstr_size, "schema: expected record %s", rd->name);
         goto fail;
     }

@@ -8,11 +8,11 @@
  * Some reserves are sent twice with the same idempotency key; their replies
  * must agree.
  *
- *   hfbench seed  --skus N --stock Q [--warehouses config/warehouses.json] [--per-sku W]
- *   hfbench run   --scenario steady|flash-sale [--rate R] [--seconds S] [--skus N]
- *                 [--doorbuster-stock Q] [--burst-factor F] [--report FILE]
+ *   hfbench seed  --skus N --stock Q [--per-sku W] ...  (hfbench seed --help)
+ *   hfbench run   --scenario steady|flash-sale ...       (hfbench run --help)
  *
- * `run` prints one progress line per second and writes a JSON report (summary,
+ * `seed` places each SKU at --per-sku distinct warehouses and returns once the
+ * routing view shows every pair's stock. `run` prints one progress line per second and writes a JSON report (summary,
  * per-second series) for plots and docs/PERFORMANCE.md. */
 #include <errno.h>
 #include <jansson.h>
@@ -23,7 +23,9 @@
 #include <time.h>
 
 #include "codec.h"
+#include "hf_cli.h"
 #include "hf_clock.h"
+#include "hf_version.h"
 #include "kafka.h"
 #include "lib/client.h"
 #include "topics.h"
@@ -36,7 +38,8 @@
 
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
-    int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms;
+    int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms,
+        timeout_ms;
     int64_t stock, doorbuster_stock;
     int burst_factor;
     double zipf_s;
@@ -64,7 +67,7 @@ typedef struct {
     uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
         busy, other, signals;
     int64_t doorbuster_available; /* last seen in the second */
-    int8_t doorbuster_in_stock;   /* -1 = no record in the second */
+    int doorbuster_in_stock;      /* -1 = no record in the second */
 } second_t;
 
 static req_t *reqs;
@@ -663,6 +666,8 @@ static int load_warehouses(const char *path)
     return wh_count ? HF_OK : HF_ERR_CONFIG;
 }
 
+#define HFBENCH_SEQ_EPOCH_S 1704067200LL /* 2024-01-01T00:00:00Z */
+
 static int feed(kafka_producer_t *kp, const char *wh, const char *sku, int64_t qty, int64_t seq)
 {
     char errstr[256], key[HF_WAREHOUSE_LEN_MAX + HF_SKU_LEN_MAX + 2];
@@ -686,152 +691,424 @@ static int feed(kafka_producer_t *kp, const char *wh, const char *sku, int64_t q
     return err;
 }
 
+/* What seed feeds and what the routing view must then show: row r < skus is
+ * SKU r, row skus the doorbuster; column k < per_sku (the doorbuster uses 5) a
+ * distinct warehouse. want = the pair's available before the seed plus what it
+ * received, so a re-seed on top of an earlier one is waited for too. */
 typedef struct {
-    size_t records;
-} count_t;
+    int rows, cols;
+    int *wh;       /* [rows][cols] index into wh_ids, -1 for no pair */
+    int64_t *qty;  /* [rows][cols] units fed */
+    int64_t *want; /* [rows][cols] */
+    int64_t *seen; /* [rows][cols] last available read */
+} seed_plan_t;
 
-static int count_record(void *opaque, const kafka_msg_t *m)
+#define SEED_DOORBUSTER_WAREHOUSES 5
+
+static int seed_row(const seed_plan_t *sp, const char *sku)
 {
-    ((count_t *)opaque)->records++;
+    if (strcmp(sku, DOORBUSTER) == 0)
+        return sp->rows - 1;
+    int n = 0, consumed = 0;
+    if (sscanf(sku, "SKU-%d%n", &n, &consumed) != 1 || sku[consumed] || n < 0 || n >= sp->rows - 1)
+        return -1;
+    return n;
+}
+
+/* Records the last available of every planned pair of one Availability. */
+static int seed_observe(void *opaque, const kafka_msg_t *m)
+{
+    seed_plan_t *sp = opaque;
+    static hf_record_t rec;
+    char errstr[128];
+    if (!m->value || codec_decode(m->value, m->value_len, &rec, errstr, sizeof errstr) ||
+        rec.type != HF_REC_AVAILABILITY)
+        return HF_OK;
+    const hf_availability_t *a = &rec.u.availability;
+    int r = seed_row(sp, a->sku);
+    for (int k = 0; r >= 0 && k < sp->cols; k++) {
+        int w = sp->wh[r * sp->cols + k];
+        if (w < 0)
+            continue;
+        int64_t available = 0; /* a warehouse the record leaves out has none */
+        for (int32_t i = 0; i < a->warehouses_count; i++)
+            if (strcmp(a->warehouses[i].warehouse_id, wh_ids[w]) == 0)
+                available = a->warehouses[i].available;
+        sp->seen[r * sp->cols + k] = available;
+    }
     return HF_OK;
 }
 
-/* Waits until the availability topic holds at least n records. */
-static int wait_availability(const bench_opts_t *o, size_t n, int timeout_ms)
+/* Re-reads the whole availability topic into sp->seen. */
+static int seed_read_view(kafka_reader_t *rd, seed_plan_t *sp, char *errstr, size_t errstr_size)
+{
+    int32_t parts = 0;
+    const char *topic = topic_name(HF_T_AVAILABILITY);
+    int err = kafka_partition_count(rd, topic, 10000, &parts, errstr, errstr_size);
+    for (int32_t p = 0; !err && p < parts; p++) {
+        int64_t next = 0;
+        err = kafka_reader_read_to_end(rd, topic, p, KAFKA_OFFSET_BEGINNING, 10000, seed_observe,
+                                       sp, &next, errstr, errstr_size);
+    }
+    return err;
+}
+
+/* Pairs whose routing view shows the seeded stock; *lagging the first that does not. */
+static size_t seed_applied(const seed_plan_t *sp, size_t *pairs, int *lagging)
+{
+    size_t applied = 0;
+    *pairs = 0;
+    *lagging = -1;
+    for (int i = 0; i < sp->rows * sp->cols; i++) {
+        if (sp->wh[i] < 0)
+            continue;
+        (*pairs)++;
+        if (sp->seen[i] >= sp->want[i])
+            applied++;
+        else if (*lagging < 0)
+            *lagging = i;
+    }
+    return applied;
+}
+
+/* Polls the routing view until every planned pair shows its stock: the counter
+ * applied the feed and the aggregator published it. One progress line a second. */
+static int seed_wait(kafka_reader_t *rd, seed_plan_t *sp, int timeout_ms)
 {
     char errstr[256];
-    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
-    kafka_reader_t *rd = NULL;
-    int32_t parts = 0;
-    int err = kafka_reader_new(&kc, &rd, errstr, sizeof errstr);
-    if (!err)
-        err = kafka_partition_count(rd, topic_name(HF_T_AVAILABILITY), 10000, &parts, errstr,
-                                    sizeof errstr);
-    for (int64_t deadline = hf_wall_ms() + timeout_ms; !err;) {
-        count_t c = {0};
-        for (int32_t p = 0; !err && p < parts; p++) {
-            int64_t next = 0;
-            err = kafka_reader_read_to_end(rd, topic_name(HF_T_AVAILABILITY), p,
-                                           KAFKA_OFFSET_BEGINNING, 10000, count_record, &c, &next,
-                                           errstr, sizeof errstr);
+    int64_t start_ms = hf_mono_ms(), printed_ms = start_ms;
+    for (;;) {
+        if (seed_read_view(rd, sp, errstr, sizeof errstr)) {
+            fprintf(stderr, "hfbench seed: reading the routing view: %s\n", errstr);
+            return HF_ERR_KAFKA;
         }
-        if (err || c.records >= n)
-            break;
-        if (hf_wall_ms() > deadline) {
-            snprintf(errstr, sizeof errstr,
-                     "only %zu of %zu SKUs reached the routing view; is "
-                     "holdfast running the counter and aggregator stages?",
-                     c.records, n);
-            err = HF_ERR_TIMEOUT;
-            break;
+        size_t pairs = 0;
+        int lag = -1;
+        size_t applied = seed_applied(sp, &pairs, &lag);
+        int64_t now_ms = hf_mono_ms();
+        if (applied == pairs) {
+            printf("seed: all %zu pairs show their stock in the routing view (%.1f s)\n", pairs,
+                   (double)(now_ms - start_ms) / 1000.0);
+            return HF_OK;
+        }
+        if (now_ms - start_ms > timeout_ms) {
+            char sku[HF_SKU_LEN_MAX + 1];
+            if (lag / sp->cols == sp->rows - 1)
+                snprintf(sku, sizeof sku, "%s", DOORBUSTER);
+            else
+                snprintf(sku, sizeof sku, "SKU-%05d", lag / sp->cols);
+            fprintf(stderr,
+                    "hfbench seed: after %d ms only %zu of %zu pairs show their stock (e.g. %s at "
+                    "%s: %lld available, %lld expected); is holdfast running the counter and "
+                    "aggregator stages?\n",
+                    timeout_ms, applied, pairs, sku, wh_ids[sp->wh[lag]], (long long)sp->seen[lag],
+                    (long long)sp->want[lag]);
+            return HF_ERR_TIMEOUT;
+        }
+        if (now_ms - printed_ms >= 1000) {
+            printf("  seed: %zu of %zu pairs applied (%.0f s)\n", applied, pairs,
+                   (double)(now_ms - start_ms) / 1000.0);
+            fflush(stdout);
+            printed_ms = now_ms;
         }
         struct timespec ts = {0, 300000000};
         nanosleep(&ts, NULL);
     }
-    kafka_reader_destroy(rd);
-    if (err)
-        fprintf(stderr, "hfbench: %s\n", errstr);
+}
+
+/* Picks each SKU's warehouses: the first per_sku of a fresh seeded shuffle, so
+ * they are distinct; the doorbuster's stock split over the first five. */
+static int seed_plan(const bench_opts_t *o, seed_plan_t *sp)
+{
+    sp->rows = o->skus + 1;
+    sp->cols = o->per_sku > SEED_DOORBUSTER_WAREHOUSES ? o->per_sku : SEED_DOORBUSTER_WAREHOUSES;
+    size_t cells = (size_t)sp->rows * (size_t)sp->cols;
+    sp->wh = malloc(cells * sizeof *sp->wh);
+    sp->qty = calloc(cells, sizeof *sp->qty);
+    sp->want = calloc(cells, sizeof *sp->want);
+    sp->seen = calloc(cells, sizeof *sp->seen);
+    if (!sp->wh || !sp->qty || !sp->want || !sp->seen)
+        return HF_ERR_NOMEM;
+    unsigned seed = o->seed;
+    int order[BENCH_WAREHOUSES_MAX];
+    for (int r = 0; r < sp->rows; r++) {
+        bool door = r == sp->rows - 1;
+        for (int w = 0; w < wh_count; w++)
+            order[w] = w;
+        for (int k = 0; k < sp->cols; k++) {
+            int *cell = &sp->wh[r * sp->cols + k];
+            int used = door ? SEED_DOORBUSTER_WAREHOUSES : o->per_sku;
+            *cell = -1;
+            if (k >= used || k >= wh_count)
+                continue;
+            if (door) {
+                *cell = k;
+                sp->qty[r * sp->cols + k] = o->doorbuster_stock / SEED_DOORBUSTER_WAREHOUSES +
+                                            (k < o->doorbuster_stock % SEED_DOORBUSTER_WAREHOUSES);
+                continue;
+            }
+            int pick = k + (int)(rand_r(&seed) % (unsigned)(wh_count - k));
+            int t = order[k];
+            order[k] = order[pick];
+            order[pick] = t;
+            *cell = order[k];
+            sp->qty[r * sp->cols + k] = o->stock;
+        }
+    }
+    return HF_OK;
+}
+
+static void seed_plan_free(seed_plan_t *sp)
+{
+    free(sp->wh);
+    free(sp->qty);
+    free(sp->want);
+    free(sp->seen);
+}
+
+static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
+{
+    char errstr[256];
+    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
+    kafka_producer_t *kp = NULL;
+    if (kafka_producer_new(&kc, NULL, 0, &kp, errstr, sizeof errstr)) {
+        fprintf(stderr, "hfbench seed: %s\n", errstr);
+        return HF_ERR_KAFKA;
+    }
+    /* Increasing across runs, so a re-seed adds stock: seconds since 2024, well
+     * within the counter's HF_FEED_SEQ_JUMP_MAX of the last seed (wall-clock
+     * milliseconds would be dead-lettered as a runaway feed_seq). */
+    int64_t seq = hf_wall_ms() / 1000 - HFBENCH_SEQ_EPOCH_S;
+    int err = HF_OK;
+    for (int r = 0; r < sp->rows && !err; r++) {
+        char sku[HF_SKU_LEN_MAX + 1];
+        if (r == sp->rows - 1)
+            snprintf(sku, sizeof sku, "%s", DOORBUSTER);
+        else
+            snprintf(sku, sizeof sku, "SKU-%05d", r);
+        for (int k = 0; k < sp->cols && !err; k++)
+            if (sp->wh[r * sp->cols + k] >= 0 && sp->qty[r * sp->cols + k] > 0)
+                err =
+                    feed(kp, wh_ids[sp->wh[r * sp->cols + k]], sku, sp->qty[r * sp->cols + k], seq);
+    }
+    if (!err && kafka_producer_flush(kp, 60000, errstr, sizeof errstr)) {
+        fprintf(stderr, "hfbench seed: %s\n", errstr);
+        err = HF_ERR_KAFKA;
+    }
+    if (!err && kafka_producer_failed_count(kp)) {
+        fprintf(stderr, "hfbench seed: some feeds were not delivered (is the broker up?)\n");
+        err = HF_ERR_KAFKA;
+    }
+    kafka_producer_destroy(kp);
     return err;
 }
 
-#define HFBENCH_SEQ_EPOCH_S 1704067200LL /* 2024-01-01T00:00:00Z */
 
 static int seed_catalog(const bench_opts_t *o)
 {
     char errstr[256];
     if (load_warehouses(o->warehouses_file))
         return 2;
+    if (o->per_sku > wh_count || wh_count < SEED_DOORBUSTER_WAREHOUSES) {
+        fprintf(stderr,
+                "hfbench seed: --per-sku %d asks for more distinct warehouses than %s has (%d)\n",
+                o->per_sku, o->warehouses_file, wh_count);
+        return 2;
+    }
+    seed_plan_t sp = {0};
     kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
-    kafka_producer_t *kp = NULL;
-    if (kafka_producer_new(&kc, NULL, 0, &kp, errstr, sizeof errstr)) {
-        fprintf(stderr, "hfbench: %s\n", errstr);
-        return 1;
+    kafka_reader_t *rd = NULL;
+    int err = seed_plan(o, &sp);
+    if (!err && kafka_reader_new(&kc, &rd, errstr, sizeof errstr)) {
+        fprintf(stderr, "hfbench seed: %s\n", errstr);
+        err = HF_ERR_KAFKA;
     }
-    unsigned seed = o->seed;
-    /* Increasing across runs, so a re-seed adds stock: seconds since 2024, well
-     * within the counter's HF_FEED_SEQ_JUMP_MAX of the last seed (wall-clock
-     * milliseconds would be dead-lettered as a runaway feed_seq). */
-    int64_t seq = hf_wall_ms() / 1000 - HFBENCH_SEQ_EPOCH_S;
-    int err = HF_OK;
-    for (int s = 0; s < o->skus && !err; s++) {
-        char sku[HF_SKU_LEN_MAX + 1];
-        snprintf(sku, sizeof sku, "SKU-%05d", s);
-        for (int k = 0; k < o->per_sku && !err; k++)
-            err = feed(kp, wh_ids[rand_r(&seed) % (unsigned)wh_count], sku, o->stock, seq);
+    /* The view before the feeds: what each pair must show once they are applied. */
+    if (!err && seed_read_view(rd, &sp, errstr, sizeof errstr)) {
+        fprintf(stderr,
+                "hfbench seed: reading the routing view: %s (did hfctl topics apply run?)\n",
+                errstr);
+        err = HF_ERR_KAFKA;
     }
-    /* The doorbuster: its stock split over the first five warehouses. */
-    for (int w = 0; w < 5 && w < wh_count && !err; w++)
-        err = feed(kp, wh_ids[w], DOORBUSTER,
-                   o->doorbuster_stock / 5 + (w < o->doorbuster_stock % 5), seq);
+    for (int i = 0; !err && i < sp.rows * sp.cols; i++)
+        sp.want[i] = sp.seen[i] + sp.qty[i];
     if (!err)
-        err = kafka_producer_flush(kp, 60000, errstr, sizeof errstr);
-    kafka_producer_destroy(kp);
-    if (err)
-        return 1;
-    printf(
-        "seeded %d SKUs (%d warehouses each, %lld units) and %s (%lld units over 5 warehouses)\n",
-        o->skus, o->per_sku, (long long)o->stock, DOORBUSTER, (long long)o->doorbuster_stock);
-    return wait_availability(o, (size_t)o->skus + 1, 120000) ? 1 : 0;
+        err = seed_produce(o, &sp);
+    if (!err) {
+        printf("seed: fed %d SKUs at %d distinct warehouses each (%lld pairs, %lld units each) "
+               "and %s (%lld units over %d warehouses); waiting until the routing view shows "
+               "every pair\n",
+               o->skus, o->per_sku, (long long)o->skus * o->per_sku, (long long)o->stock,
+               DOORBUSTER, (long long)o->doorbuster_stock, SEED_DOORBUSTER_WAREHOUSES);
+        fflush(stdout);
+        err = seed_wait(rd, &sp, o->timeout_ms);
+    }
+    kafka_reader_destroy(rd);
+    seed_plan_free(&sp);
+    return err ? 1 : 0;
 }
 
 /* ---- command line */
 
-static int parse_int(const char *v, long long lo, long long hi, long long *out)
+#define OPT_END                                                                                    \
+    {                                                                                              \
+        NULL, NULL, false, NULL                                                                    \
+    }
+
+static const hf_cli_opt_t seed_opts[] = {
+    {"skus", "N", false, "SKUs SKU-00000.. to seed (default 1000)"},
+    {"stock", "Q", false, "units of each SKU at each of its warehouses (default 1000)"},
+    {"per-sku", "W", false, "distinct warehouses per SKU (default 5)"},
+    {"doorbuster-stock", "Q", false, "DOORBUSTER units, split over 5 warehouses (default 100)"},
+    {"warehouses", "FILE", false, "warehouses file (default config/warehouses.json)"},
+    {"seed", "N", false, "random seed of the warehouse choice (default 1)"},
+    {"timeout-ms", "N", false,
+     "wait this long for the routing view to show every pair "
+     "(default 120000)"},
+    OPT_END};
+
+static const hf_cli_opt_t run_opts[] = {
+    {"scenario", "steady|flash-sale", false, "load shape (default steady)"},
+    {"rate", "R", false, "reserves per second (default 200)"},
+    {"seconds", "S", false, "length of the load (default 20)"},
+    {"skus", "N", false, "SKUs the shoppers pick from, Zipf-popular (default 1000)"},
+    {"zipf", "S", false, "Zipf exponent (default 1.1)"},
+    {"doorbuster-stock", "Q", false, "flash-sale: DOORBUSTER units (default 100)"},
+    {"burst-factor", "F", false, "flash-sale: shoppers per doorbuster unit (default 20)"},
+    {"commit-pct", "P", false, "held reserves that are paid (default 60)"},
+    {"abandon-pct", "P", false, "held reserves released (default 25)"},
+    {"late-pct", "P", false, "held reserves paid after they expired (default 0)"},
+    {"ttl-ms", "T", false, "TTL of the holds left to expire (default 3000)"},
+    {"dup-pct", "P", false, "reserves sent twice with the same key (default 5)"},
+    {"seed", "N", false, "random seed (default 1)"},
+    {"report", "FILE", false, "write the JSON report (summary, per-second series) here"},
+    OPT_END};
+
+static const hf_cli_cmd_t bench_cmds[] = {
+    {"seed", NULL, 0,
+     "Feeds stock for a catalog and waits until the routing view shows every pair.", seed_opts},
+    {"run", NULL, 0,
+     "Drives a flash sale or a steady load and reports latency and outcomes.\n"
+     "Exit: 0 ok, 1 error, 2 usage, 3 duplicate replies disagreed or the doorbuster oversold.",
+     run_opts},
+};
+
+static int int_opt(const hf_cli_args_t *a, const char *name, long long lo, long long hi, int *out)
 {
+    const char *v = hf_cli_get(a, name);
+    if (!v)
+        return 0;
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || !end || *end || x < lo || x > hi)
+    if (errno || !end || *end || x < lo || x > hi) {
+        fprintf(stderr, "hfbench %s: --%s must be an integer in [%lld, %lld], not '%s'\n",
+                a->cmd->name, name, lo, hi, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int int64_opt(const hf_cli_args_t *a, const char *name, long long lo, long long hi,
+                     int64_t *out)
+{
+    int x = (int)*out;
+    if (int_opt(a, name, lo, hi, &x))
         return -1;
     *out = x;
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, bench_opts_t *o)
+/* The options of either command into o; -1 after a message on a bad value. */
+static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
 {
-    for (int i = 2; i < argc; i += 2) {
-        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = 0;
-        if (!v || strncmp(k, "--", 2) != 0) {
-            fprintf(stderr, "hfbench: expected --option value, got '%s'\n", k);
-            return -1;
-        }
-        k += 2;
-        if (strcmp(k, "scenario") == 0 && (!strcmp(v, "steady") || !strcmp(v, "flash-sale")))
-            o->scenario = v;
-        else if (strcmp(k, "report") == 0)
-            o->report = v;
-        else if (strcmp(k, "warehouses") == 0)
-            o->warehouses_file = v;
-        else if (strcmp(k, "zipf") == 0)
-            o->zipf_s = atof(v);
-#define INT_OPT(name, field, lo, hi)                                                               \
-    else if (strcmp(k, name) == 0 && parse_int(v, lo, hi, &x) == 0) o->field = x;
-        INT_OPT("rate", rate, 1, 100000)
-        INT_OPT("seconds", seconds, 1, BENCH_SECONDS_MAX)
-        INT_OPT("skus", skus, 1, 100000)
-        INT_OPT("per-sku", per_sku, 1, BENCH_WAREHOUSES_MAX)
-        INT_OPT("stock", stock, 1, 1000000)
-        INT_OPT("doorbuster-stock", doorbuster_stock, 5, 100000)
-        INT_OPT("burst-factor", burst_factor, 1, 1000)
-        INT_OPT("dup-pct", dup_pct, 0, 100)
-        INT_OPT("commit-pct", commit_pct, 0, 100)
-        INT_OPT("abandon-pct", abandon_pct, 0, 100)
-        INT_OPT("late-pct", late_pct, 0, 100)
-        INT_OPT("ttl-ms", ttl_ms, 1000, 3600000)
-        INT_OPT("seed", seed, 0, 1000000000)
-#undef INT_OPT
-        else
-        {
-            fprintf(stderr, "hfbench: bad option --%s %s\n", k, v);
-            return -1;
-        }
+    int seed = (int)o->seed;
+    bool seeding = a->cmd == &bench_cmds[0];
+    if (int_opt(a, "skus", 1, 100000, &o->skus) ||
+        int64_opt(a, "doorbuster-stock", 5, 100000, &o->doorbuster_stock) ||
+        int_opt(a, "seed", 0, 1000000000, &seed))
+        return -1;
+    o->seed = (unsigned)seed;
+    if (seeding) {
+        if (hf_cli_get(a, "warehouses"))
+            o->warehouses_file = hf_cli_get(a, "warehouses");
+        return int_opt(a, "per-sku", 1, BENCH_WAREHOUSES_MAX, &o->per_sku) ||
+                       int64_opt(a, "stock", 1, 1000000, &o->stock) ||
+                       int_opt(a, "timeout-ms", 1000, 3600000, &o->timeout_ms)
+                   ? -1
+                   : 0;
     }
+    const char *sc = hf_cli_get(a, "scenario"), *z = hf_cli_get(a, "zipf");
+    if (sc && strcmp(sc, "steady") != 0 && strcmp(sc, "flash-sale") != 0) {
+        fprintf(stderr, "hfbench run: --scenario must be steady or flash-sale, not '%s'\n", sc);
+        return -1;
+    }
+    o->scenario = sc ? sc : o->scenario;
+    o->report = hf_cli_get(a, "report");
+    o->zipf_s = z ? atof(z) : o->zipf_s;
+    if (int_opt(a, "rate", 1, 100000, &o->rate) ||
+        int_opt(a, "seconds", 1, BENCH_SECONDS_MAX, &o->seconds) ||
+        int_opt(a, "burst-factor", 1, 1000, &o->burst_factor) ||
+        int_opt(a, "dup-pct", 0, 100, &o->dup_pct) ||
+        int_opt(a, "commit-pct", 0, 100, &o->commit_pct) ||
+        int_opt(a, "abandon-pct", 0, 100, &o->abandon_pct) ||
+        int_opt(a, "late-pct", 0, 100, &o->late_pct) ||
+        int_opt(a, "ttl-ms", 1000, 3600000, &o->ttl_ms))
+        return -1;
     if (o->commit_pct + o->abandon_pct + o->late_pct > 100) {
-        fprintf(stderr, "hfbench: --commit-pct + --abandon-pct + --late-pct must not exceed 100\n");
+        fprintf(stderr, "hfbench run: --commit-pct + --abandon-pct + --late-pct must not exceed "
+                        "100\n");
         return -1;
     }
     return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hfbench seed|run [options]   hfbench seed --help, hfbench run --help\n"
+            "       hfbench --help | --version\n"
+            "  seed   %s\n  run    %s\n"
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
+            "     HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md)\n",
+            "Feeds stock for a catalog and waits until the routing view shows every pair.",
+            "Drives a flash sale or a steady load and reports latency and outcomes.");
+}
+
+/* The command and its options into o; -1 to run, else the exit code. */
+static int parse_command_line(int argc, char **argv, bench_opts_t *o, hf_cli_args_t *a)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        hf_version_print(stdout, "hfbench");
+        return 0;
+    }
+    const hf_cli_cmd_t *cmd = NULL;
+    for (size_t i = 0; argc >= 2 && i < sizeof bench_cmds / sizeof bench_cmds[0]; i++)
+        if (strcmp(argv[1], bench_cmds[i].name) == 0)
+            cmd = &bench_cmds[i];
+    if (!cmd) {
+        if (argc >= 2)
+            fprintf(stderr, "hfbench: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    switch (hf_cli_parse("hfbench", cmd, argc - 1, argv + 1, a)) {
+    case HF_CLI_RUN:
+        return apply_opts(a, o) ? 2 : -1;
+    case HF_CLI_HELP:
+        return 0;
+    case HF_CLI_VERSION:
+        hf_version_print(stdout, "hfbench");
+        return 0;
+    case HF_CLI_MISUSE:
+        break;
+    }
+    return 2;
 }
 
 int main(int argc, char **argv)
@@ -846,6 +1123,7 @@ int main(int argc, char **argv)
                       .commit_pct = 60,
                       .abandon_pct = 25,
                       .ttl_ms = 3000,
+                      .timeout_ms = 120000,
                       .stock = 1000,
                       .doorbuster_stock = 100,
                       .burst_factor = 20,
@@ -855,22 +1133,13 @@ int main(int argc, char **argv)
     char errstr[512];
     o.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
     topics_set_prefix(prefix ? prefix : "");
-    if (argc < 2 || (strcmp(argv[1], "seed") && strcmp(argv[1], "run")) ||
-        parse_opts(argc, argv, &o)) {
-        fprintf(stderr,
-                "usage: hfbench seed --skus N --stock Q [--per-sku W] [--doorbuster-stock Q]\n"
-                "       hfbench run --scenario steady|flash-sale [--rate R] [--seconds S]\n"
-                "              [--skus N] [--zipf S] [--doorbuster-stock Q] [--burst-factor F]\n"
-                "              [--commit-pct P] [--abandon-pct P] [--late-pct P] [--ttl-ms T] "
-                "[--dup-pct P]\n"
-                "              [--seed N] [--report FILE]\n"
-                "env: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX, HOLDFAST_KAFKA_CONFIG,\n"
-                "     HOLDFAST_KAFKA_OVERRIDES\n");
-        return 2;
-    }
+    hf_cli_args_t a;
+    int exit_code = parse_command_line(argc, argv, &o, &a);
+    if (exit_code >= 0)
+        return exit_code;
     if (kafka_client_config_from_env(errstr, sizeof errstr) || codec_init(errstr, sizeof errstr)) {
         fprintf(stderr, "hfbench: %s\n", errstr);
         return 1;
     }
-    return strcmp(argv[1], "seed") == 0 ? seed_catalog(&o) : run_bench(&o);
+    return a.cmd == &bench_cmds[0] ? seed_catalog(&o) : run_bench(&o);
 }

@@ -1,16 +1,9 @@
 /* hfctl: the operator's and tester's command line for holdfast. A table maps each
- * command to its handler; every command takes --name value options, prints JSON
- * lines on stdout and says what to do on stderr when something is wrong.
- *   hfctl topics apply [--file topics/topics.json]
- *   hfctl send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W --sku S [--qty N]
- *   hfctl stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N --seq N
- *                    [--as-of-committed N (COUNT: taken at that committed_total)] [--epoch N]
- *   hfctl stock get --warehouse W --sku S
- *   hfctl availability --sku S
- *   hfctl reconcile [--quiescent 1]
- *   hfctl tail TOPIC [--max N]
- *   hfctl burst --sku S --warehouses W1,W2 [--holds N] [--producers N]
- * Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX. */
+ * command (one or two words) to its options (hf_cli.h) and its handler; every
+ * command prints JSON lines on stdout and says what to do on stderr when
+ * something is wrong. `hfctl --help` lists the commands, `hfctl COMMAND --help`
+ * a command's options. Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX,
+ * HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +14,9 @@
 #include "codec.h"
 #include "counter/counter.h"
 #include "gateway/gateway.h"
+#include "hf_cli.h"
 #include "hf_clock.h"
+#include "hf_version.h"
 #include "kafka.h"
 #include "lib/burst.h"
 #include "lib/client.h"
@@ -29,29 +24,16 @@
 #include "lib/topics_file.h"
 #include "topics.h"
 
-#define OPTS_MAX 16
-
-typedef struct {
-    const char *names[OPTS_MAX];
-    const char *values[OPTS_MAX];
-    size_t count;
-    const char *positional[4];
-    size_t positional_count;
-} opts_t;
-
 typedef struct {
     const char *bootstrap;
-    opts_t o;
+    hf_cli_args_t a;
     char errstr[512];
     bool refused; /* a checkout command was answered, but not as asked (exit 3) */
 } cli_t;
 
 static const char *opt(const cli_t *c, const char *name)
 {
-    for (size_t i = 0; i < c->o.count; i++)
-        if (strcmp(c->o.names[i], name) == 0)
-            return c->o.values[i];
-    return NULL;
+    return hf_cli_get(&c->a, name);
 }
 
 /* A required string option, or NULL after printing what is missing. */
@@ -137,39 +119,47 @@ static int command_ids(cli_t *c, char *rid, int32_t *attempt, char *wh, char *sk
     return HF_OK;
 }
 
-static int cmd_send(cli_t *c)
+static int send_hold(cli_t *c)
 {
-    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
     hf_record_t rec;
     memset(&rec, 0, sizeof rec);
     char key[COUNTER_KEY_MAX];
-    if (strcmp(what, "hold") == 0) {
-        hf_hold_t *h = &rec.u.hold;
-        rec.type = HF_REC_HOLD;
-        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku) ||
-            opt_int64(c, "qty", 1, &h->qty))
-            return HF_ERR_INVAL;
-        h->issued_at_ms = hf_wall_ms();
-        pair_key(key, h->warehouse_id, h->sku);
-    } else if (strcmp(what, "commit-hold") == 0) {
-        hf_commit_hold_t *h = &rec.u.commit_hold;
-        rec.type = HF_REC_COMMIT_HOLD;
-        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
-            return HF_ERR_INVAL;
-        h->issued_at_ms = hf_wall_ms();
-        pair_key(key, h->warehouse_id, h->sku);
-    } else if (strcmp(what, "release-hold") == 0) {
-        hf_release_hold_t *h = &rec.u.release_hold;
-        rec.type = HF_REC_RELEASE_HOLD;
-        if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
-            return HF_ERR_INVAL;
-        snprintf(h->reason, sizeof h->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "manual");
-        h->issued_at_ms = hf_wall_ms();
-        pair_key(key, h->warehouse_id, h->sku);
-    } else {
-        fprintf(stderr, "hfctl: send what? hold | commit-hold | release-hold\n");
+    hf_hold_t *h = &rec.u.hold;
+    rec.type = HF_REC_HOLD;
+    if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku) ||
+        opt_int64(c, "qty", 1, &h->qty))
         return HF_ERR_INVAL;
-    }
+    h->issued_at_ms = hf_wall_ms();
+    pair_key(key, h->warehouse_id, h->sku);
+    return produce_one(c, HF_T_COUNTER_COMMANDS, key, &rec);
+}
+
+static int send_commit_hold(cli_t *c)
+{
+    hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    char key[COUNTER_KEY_MAX];
+    hf_commit_hold_t *h = &rec.u.commit_hold;
+    rec.type = HF_REC_COMMIT_HOLD;
+    if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
+        return HF_ERR_INVAL;
+    h->issued_at_ms = hf_wall_ms();
+    pair_key(key, h->warehouse_id, h->sku);
+    return produce_one(c, HF_T_COUNTER_COMMANDS, key, &rec);
+}
+
+static int send_release_hold(cli_t *c)
+{
+    hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    char key[COUNTER_KEY_MAX];
+    hf_release_hold_t *h = &rec.u.release_hold;
+    rec.type = HF_REC_RELEASE_HOLD;
+    if (command_ids(c, h->reservation_id, &h->attempt, h->warehouse_id, h->sku))
+        return HF_ERR_INVAL;
+    snprintf(h->reason, sizeof h->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "manual");
+    h->issued_at_ms = hf_wall_ms();
+    pair_key(key, h->warehouse_id, h->sku);
     return produce_one(c, HF_T_COUNTER_COMMANDS, key, &rec);
 }
 
@@ -326,17 +316,6 @@ static int cmd_availability(cli_t *c)
     return err;
 }
 
-static int cmd_stock(cli_t *c)
-{
-    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
-    if (strcmp(what, "feed") == 0)
-        return stock_feed(c);
-    if (strcmp(what, "get") == 0)
-        return stock_get(c);
-    fprintf(stderr, "hfctl: stock what? feed | get\n");
-    return HF_ERR_INVAL;
-}
-
 typedef struct {
     int64_t printed, max;
 } tail_t;
@@ -363,11 +342,11 @@ static int tail_record(void *opaque, const kafka_msg_t *msg)
 /* Prints every committed record of a topic, partition by partition. */
 static int cmd_tail(cli_t *c)
 {
-    if (c->o.positional_count < 1) {
+    if (c->a.positional_count < 1) {
         fprintf(stderr, "hfctl: tail which topic? e.g. hfctl tail holdfast.stock-levels\n");
         return HF_ERR_INVAL;
     }
-    const char *topic = c->o.positional[0];
+    const char *topic = c->a.positional[0];
     tail_t t = {0, -1};
     if (opt_int64(c, "max", -1, &t.max))
         return HF_ERR_INVAL;
@@ -386,13 +365,8 @@ static int cmd_tail(cli_t *c)
     return err == HF_ERR_LIMIT ? HF_OK : err;
 }
 
-static int cmd_topics(cli_t *c)
+static int topics_apply_cmd(cli_t *c)
 {
-    const char *what = c->o.positional_count > 0 ? c->o.positional[0] : "";
-    if (strcmp(what, "apply") != 0) {
-        fprintf(stderr, "hfctl: topics what? apply\n");
-        return HF_ERR_INVAL;
-    }
     const char *file = opt(c, "file") ? opt(c, "file") : "topics/topics.json";
     return topics_apply(c->bootstrap, file, stdout, c->errstr, sizeof c->errstr);
 }
@@ -618,72 +592,205 @@ static int cmd_reconcile(cli_t *c)
     return verdict == RC_PASS ? HF_OK : HF_ERR_CORRUPT; /* exit 1 */
 }
 
+/* ---- the command table */
+
+#define OPT_END                                                                                    \
+    {                                                                                              \
+        NULL, NULL, false, NULL                                                                    \
+    }
+#define OPT_COUNTER_IDS                                                                            \
+    {"reservation", "R", true, "reservation id"},                                                  \
+        {"attempt", "N", false, "attempt of the reservation (default 0)"},                         \
+        {"warehouse", "W", true, "warehouse id"},                                                  \
+    {                                                                                              \
+        "sku", "S", true, "SKU"                                                                    \
+    }
+#define OPT_CALL                                                                                   \
+    {"reply-to", "TOPIC", false, "replies topic (default holdfast.replies)"},                      \
+        {"timeout-ms", "N", false, "wait for a reply this long per attempt (default 10000)"},      \
+    {                                                                                              \
+        "attempts", "N", false, "send with the same key at most N times (default 3)"               \
+    }
+
+static const hf_cli_opt_t topics_apply_opts[] = {
+    {"file", "FILE", false, "topics file (default topics/topics.json)"}, OPT_END};
+static const hf_cli_opt_t send_hold_opts[] = {
+    OPT_COUNTER_IDS, {"qty", "N", false, "units to hold (default 1)"}, OPT_END};
+static const hf_cli_opt_t send_commit_hold_opts[] = {OPT_COUNTER_IDS, OPT_END};
+static const hf_cli_opt_t send_release_hold_opts[] = {
+    OPT_COUNTER_IDS, {"reason", "TEXT", false, "why (default manual)"}, OPT_END};
+static const hf_cli_opt_t stock_feed_opts[] = {
+    {"warehouse", "W", true, "warehouse id"},
+    {"sku", "S", true, "SKU"},
+    {"kind", "K", true, "RECEIVE, ADJUST, COUNT or SAFETY_STOCK"},
+    {"qty", "N", true, "units (a delta for RECEIVE/ADJUST, the level for COUNT/SAFETY_STOCK)"},
+    {"seq", "N", true, "feed sequence number of the pair (a feed at or below the last is stale)"},
+    OPT_END};
+static const hf_cli_opt_t stock_get_opts[] = {
+    {"warehouse", "W", true, "warehouse id"}, {"sku", "S", true, "SKU"}, OPT_END};
+static const hf_cli_opt_t availability_opts[] = {{"sku", "S", true, "SKU"}, OPT_END};
+static const hf_cli_opt_t tail_opts[] = {
+    {"max", "N", false, "print at most N records (default: all)"}, OPT_END};
+static const hf_cli_opt_t burst_opts[] = {
+    {"sku", "S", true, "SKU"},
+    {"warehouses", "W1,W2", true, "warehouses to spread the holds over"},
+    {"holds", "N", false, "single-unit holds to send (default 1000)"},
+    {"producers", "N", false, "concurrent producers (default 8)"},
+    {"timeout-ms", "N", false, "wait for every result this long (default 120000)"},
+    OPT_END};
+static const hf_cli_opt_t reserve_opts[] = {
+    {"reservation", "R", true, "reservation id"},
+    {"key", "K", true, "idempotency key"},
+    {"sku", "S", false, "SKU of a one-line reservation (or --lines)"},
+    {"qty", "N", false, "units of --sku (default 1)"},
+    {"lines", "S:N,S:N", false, "several lines"},
+    {"lat", "X", false, "ship-to latitude (default 40.71)"},
+    {"lon", "Y", false, "ship-to longitude (default -74.01)"},
+    {"ttl-ms", "N", false, "hold time to live (default: the campaign's or the configured)"},
+    {"campaign", "C", false, "campaign (its TTL applies)"},
+    OPT_CALL,
+    OPT_END};
+static const hf_cli_opt_t commit_opts[] = {{"reservation", "R", true, "reservation id"},
+                                           {"key", "K", true, "idempotency key"},
+                                           {"payment", "P", true, "payment id"},
+                                           OPT_CALL,
+                                           OPT_END};
+static const hf_cli_opt_t release_opts[] = {{"reservation", "R", true, "reservation id"},
+                                            {"key", "K", true, "idempotency key"},
+                                            {"reason", "TEXT", false, "why (default abandoned)"},
+                                            OPT_CALL,
+                                            OPT_END};
+static const hf_cli_opt_t extend_opts[] = {{"reservation", "R", true, "reservation id"},
+                                           {"key", "K", true, "idempotency key"},
+                                           {"by-ms", "N", true, "add N ms to the hold's expiry"},
+                                           OPT_CALL,
+                                           OPT_END};
+static const hf_cli_opt_t status_opts[] = {{"reservation", "R", true, "reservation id"}, OPT_END};
+static const hf_cli_opt_t reconcile_opts[] = {
+    {"quiescent", "0|1", false, "1: the system is idle, so nothing may be in flight"},
+    {"violations", "N", false, "violations shown in the verdict"},
+    {"settle-attempts", "N", false, "re-reads while topics keep moving"},
+    {"expiry-lag-max-ms", "N", false, "how late an expiry may be"},
+    {"pairs-max", "N", false, "table cap: warehouse/SKU pairs"},
+    {"holds-max", "N", false, "table cap: holds"},
+    {"reservations-max", "N", false, "table cap: reservations"},
+    {"reply-keys-max", "N", false, "table cap: idempotency keys"},
+    {"timeout-ms", "N", false, "give up reading after N ms"},
+    OPT_END};
+
 typedef struct {
-    const char *name;
+    hf_cli_cmd_t cli;
     int (*run)(cli_t *c);
 } command_t;
 
 static const command_t commands[] = {
-    {"topics", cmd_topics},   {"send", cmd_send},
-    {"stock", cmd_stock},     {"availability", cmd_availability},
-    {"tail", cmd_tail},       {"burst", cmd_burst},
-    {"reserve", cmd_reserve}, {"commit", cmd_commit},
-    {"release", cmd_release}, {"extend", cmd_extend},
-    {"status", cmd_status},   {"reconcile", cmd_reconcile},
+    {{"topics apply", NULL, 0, "Creates the topics of the topics file (existing ones are kept).",
+      topics_apply_opts},
+     topics_apply_cmd},
+    {{"send hold", NULL, 0, "Produces a Hold to the counter commands topic.", send_hold_opts},
+     send_hold},
+    {{"send commit-hold", NULL, 0, "Produces a CommitHold to the counter commands topic.",
+      send_commit_hold_opts},
+     send_commit_hold},
+    {{"send release-hold", NULL, 0, "Produces a ReleaseHold to the counter commands topic.",
+      send_release_hold_opts},
+     send_release_hold},
+    {{"stock feed", NULL, 0, "Produces a StockFeed record (what a WMS sends).", stock_feed_opts},
+     stock_feed},
+    {{"stock get", NULL, 0, "Prints a pair's committed counter (from the counter changelog).",
+      stock_get_opts},
+     stock_get},
+    {{"availability", NULL, 0, "Prints a SKU's routing view (its last Availability record).",
+      availability_opts},
+     cmd_availability},
+    {{"tail", "TOPIC", 1, "Prints every committed record of TOPIC as JSON lines.", tail_opts},
+     cmd_tail},
+    {{"burst", NULL, 0, "A burst of concurrent single-unit holds on one SKU.", burst_opts},
+     cmd_burst},
+    {{"reserve", NULL, 0, "Reserves through the gateway and prints the reply (exit 3 unless HELD).",
+      reserve_opts},
+     cmd_reserve},
+    {{"commit", NULL, 0, "Commits a reservation (payment); exit 3 unless COMMITTED.", commit_opts},
+     cmd_commit},
+    {{"release", NULL, 0, "Releases a reservation; exit 3 unless RELEASED.", release_opts},
+     cmd_release},
+    {{"extend", NULL, 0, "Extends a held reservation's expiry; exit 3 unless HELD.", extend_opts},
+     cmd_extend},
+    {{"status", NULL, 0, "Prints a reservation's committed state (from the gateway changelog).",
+      status_opts},
+     cmd_status},
+    {{"reconcile", NULL, 0,
+      "Replays every topic and checks the invariants: exit 0 PASS, 1 FAIL, 2 no verdict.",
+      reconcile_opts},
+     cmd_reconcile},
 };
+#define COMMANDS_COUNT (sizeof commands / sizeof commands[0])
 
-static void usage(void)
+static void usage(FILE *out)
 {
-    fprintf(stderr,
-            "usage: hfctl COMMAND ...\n"
-            "  topics apply [--file topics/topics.json]\n"
-            "  send hold|commit-hold|release-hold --reservation R [--attempt N] --warehouse W "
-            "--sku S [--qty N]\n"
-            "  stock feed --warehouse W --sku S --kind RECEIVE|ADJUST|COUNT|SAFETY_STOCK --qty N "
-            "--seq N\n"
-            "             [--as-of-committed N] [--epoch N]   (a COUNT taken when stock get "
-            "said committed_total N)\n"
-            "  stock get --warehouse W --sku S\n"
-            "  availability --sku S\n"
-            "  tail TOPIC [--max N]\n"
-            "  burst --sku S --warehouses W1,W2 [--holds N] [--producers N] [--timeout-ms N]\n"
-            "  reserve --reservation R --key K (--sku S [--qty N] | --lines S:N,S:N) [--lat X "
-            "--lon Y]\n"
-            "          [--ttl-ms N] [--campaign C] [--timeout-ms N] [--attempts N]\n"
-            "  commit --reservation R --key K --payment P     release --reservation R --key K "
-            "[--reason T]\n"
-            "  extend --reservation R --key K --by-ms N\n"
-            "  status --reservation R\n"
-            "  reconcile [--quiescent 1] [--violations N] [--settle-attempts N] "
-            "[--expiry-lag-max-ms N]\n"
-            "            [--pairs-max N --holds-max N --reservations-max N --reply-keys-max N "
-            "--sales-max N]\n"
-            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
-            "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
-            "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
-            "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
-            "than asked\n"
-            "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
+    fprintf(out, "usage: hfctl COMMAND [options]      hfctl COMMAND --help lists its options\n"
+                 "       hfctl --help | --version\ncommands:\n");
+    for (size_t i = 0; i < COMMANDS_COUNT; i++)
+        fprintf(out, "  %-18s %s\n", commands[i].cli.name, commands[i].cli.summary);
+    fprintf(out, "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
+                 "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
+                 "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
+                 "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
+                 "than asked\n"
+                 "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
 }
 
-static int parse(int argc, char **argv, opts_t *o)
+/* The command argv names: one word, or a group word and its subcommand. Sets
+ * *words to how many argv entries the name took. NULL when nothing matches. */
+static const command_t *find_command(int argc, char **argv, int *words)
 {
-    for (int i = 2; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) == 0) {
-            if (i + 1 >= argc || o->count == OPTS_MAX) {
-                fprintf(stderr, "hfctl: option %s needs a value\n", argv[i]);
-                return HF_ERR_INVAL;
-            }
-            o->names[o->count] = argv[i] + 2;
-            o->values[o->count++] = argv[++i];
-        } else if (o->positional_count < 4) {
-            o->positional[o->positional_count++] = argv[i];
-        } else {
-            fprintf(stderr, "hfctl: unexpected argument %s\n", argv[i]);
-            return HF_ERR_INVAL;
+    for (size_t i = 0; i < COMMANDS_COUNT; i++) {
+        const char *name = commands[i].cli.name, *space = strchr(name, ' ');
+        if (!space && strcmp(name, argv[1]) == 0) {
+            *words = 1;
+            return &commands[i];
+        }
+        size_t group_len = space ? (size_t)(space - name) : 0;
+        if (space && argc > 2 && strlen(argv[1]) == group_len &&
+            strncmp(name, argv[1], group_len) == 0 && strcmp(space + 1, argv[2]) == 0) {
+            *words = 2;
+            return &commands[i];
         }
     }
-    return HF_OK;
+    return NULL;
+}
+
+/* "hfctl stock" alone or with an unknown subcommand: list the group's. */
+static int group_usage(const char *group, bool asked)
+{
+    FILE *out = asked ? stdout : stderr;
+    size_t shown = 0, group_len = strlen(group);
+    for (size_t i = 0; i < COMMANDS_COUNT; i++) {
+        const char *name = commands[i].cli.name;
+        if (strncmp(name, group, group_len) == 0 && name[group_len] == ' ') {
+            if (!shown++)
+                fprintf(out, "usage: hfctl %s SUBCOMMAND [options]\nsubcommands:\n", group);
+            fprintf(out, "  %-18s %s\n", name, commands[i].cli.summary);
+        }
+    }
+    if (!shown)
+        return -1;
+    return asked ? 0 : 2;
+}
+
+static int run_command(cli_t *c, const command_t *cmd, const char *shown_name)
+{
+    if (kafka_client_config_from_env(c->errstr, sizeof c->errstr) != HF_OK ||
+        codec_init(c->errstr, sizeof c->errstr) != HF_OK) {
+        fprintf(stderr, "hfctl: %s\n", c->errstr);
+        return 1;
+    }
+    int err = cmd->run(c);
+    if (err && c->errstr[0])
+        fprintf(stderr, "hfctl %s: %s: %s\n", shown_name, hf_err_name(err), c->errstr);
+    if (err == HF_OK)
+        return c->refused ? 3 : 0;
+    return err == HF_ERR_INVAL ? 2 : 1;
 }
 
 int main(int argc, char **argv)
@@ -693,26 +800,41 @@ int main(int argc, char **argv)
     const char *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
     c.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
     topics_set_prefix(prefix ? prefix : "");
-    if (argc < 2 || parse(argc, argv, &c.o) != HF_OK) {
-        usage();
+    if (argc < 2) {
+        usage(stderr);
         return 2;
     }
-    if (kafka_client_config_from_env(c.errstr, sizeof c.errstr) != HF_OK ||
-        codec_init(c.errstr, sizeof c.errstr) != HF_OK) {
-        fprintf(stderr, "hfctl: %s\n", c.errstr);
-        return 1;
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(commands[i].name, argv[1]) != 0)
-            continue;
-        int err = commands[i].run(&c);
-        if (err && c.errstr[0])
-            fprintf(stderr, "hfctl %s: %s: %s\n", argv[1], hf_err_name(err), c.errstr);
-        if (err == HF_OK)
-            return c.refused ? 3 : 0;
-        return err == HF_ERR_INVAL ? 2 : 1;
+    if (strcmp(argv[1], "--version") == 0) {
+        hf_version_print(stdout, "hfctl");
+        return 0;
     }
-    fprintf(stderr, "hfctl: unknown command '%s'\n", argv[1]);
-    usage();
+    int words = 0;
+    const command_t *cmd = find_command(argc, argv, &words);
+    if (!cmd) {
+        bool asked = argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0);
+        int rc = group_usage(argv[1], asked);
+        if (rc >= 0) {
+            if (!asked && argc > 2)
+                fprintf(stderr, "hfctl %s: unknown subcommand '%s'\n", argv[1], argv[2]);
+            return rc;
+        }
+        fprintf(stderr, "hfctl: unknown command '%s' (hfctl --help lists them)\n", argv[1]);
+        return 2;
+    }
+    switch (hf_cli_parse("hfctl", &cmd->cli, argc - words, argv + words, &c.a)) {
+    case HF_CLI_RUN:
+        return run_command(&c, cmd, cmd->cli.name);
+    case HF_CLI_HELP:
+        return 0;
+    case HF_CLI_VERSION:
+        hf_version_print(stdout, "hfctl");
+        return 0;
+    case HF_CLI_MISUSE:
+        break;
+    }
     return 2;
 }

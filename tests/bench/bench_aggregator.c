@@ -102,8 +102,8 @@ static void report(const char *what, int64_t *v, size_t n)
 
 static void bench_aggregator_latency(void **state)
 {
-    int skus = getenv("BENCH_SKUS") ? atoi(getenv("BENCH_SKUS")) : 3000;
-    int rate = getenv("BENCH_RATE") ? atoi(getenv("BENCH_RATE")) : 300;
+    int skus = (int)harness_env_int("BENCH_SKUS", 3000);
+    int rate = (int)harness_env_int("BENCH_RATE", 300);
     if (skus < 1 || skus > SKUS_MAX || rate < 1)
         fail_msg("BENCH_SKUS must be 1..%d and BENCH_RATE positive", SKUS_MAX);
     harness_t h;

@@ -117,9 +117,9 @@ static double median(double *v, int n)
 
 static void bench_counter_vs_relay(void **state)
 {
-    size_t n = getenv("BENCH_COMMANDS") ? (size_t)atol(getenv("BENCH_COMMANDS")) : 200000;
-    int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 3;
-    int pairs = getenv("BENCH_PAIRS") ? atoi(getenv("BENCH_PAIRS")) : 64;
+    size_t n = (size_t)harness_env_int("BENCH_COMMANDS", 200000);
+    int rounds = (int)harness_env_int("BENCH_ROUNDS", 3);
+    int pairs = (int)harness_env_int("BENCH_PAIRS", 64);
     if (rounds < 1 || rounds > 15)
         rounds = 3;
     double counter[15], relay[15], ccpu[15], rcpu[15];

@@ -179,17 +179,16 @@ static void run_rate(hf_client_t *c, int rate, int seconds, int skus, int *next_
 
 static void bench_gateway_latency(void **state)
 {
-    const char *rates = getenv("BENCH_RATES") ? getenv("BENCH_RATES") : "50,200,400";
-    int seconds = getenv("BENCH_SECONDS") ? atoi(getenv("BENCH_SECONDS")) : 15;
-    int skus = getenv("BENCH_SKUS") ? atoi(getenv("BENCH_SKUS")) : 200;
+    const char *rates = harness_env_str("BENCH_RATES", "50,200,400");
+    int seconds = (int)harness_env_int("BENCH_SECONDS", 15);
+    int skus = (int)harness_env_int("BENCH_SKUS", 200);
     load_warehouse_ids();
     harness_t h;
     harness_init(&h, "bench-gw");
     char cfg[600], cwd[256], key[128], sku[32];
     assert_non_null(getcwd(cwd, sizeof cwd));
     snprintf(cfg, sizeof cfg, "{\"warehouses_file\": \"%s/config/warehouses.json\"}", cwd);
-    const char *stages =
-        getenv("BENCH_STAGES") ? getenv("BENCH_STAGES") : "counter,aggregator,gateway";
+    const char *stages = harness_env_str("BENCH_STAGES", "counter,aggregator,gateway");
     pid_t pid = harness_start_with(&h, "a", stages, cfg);
     for (int s = 0; s < skus; s++)
         for (int w = 0; w < WAREHOUSES_USED; w++) {

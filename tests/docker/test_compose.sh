@@ -415,7 +415,9 @@ def validate(inp, use_apt):
     pkgs_line = re.search(r"^PKGS\s*:=\s*(.*)$", mk, re.M)
     pc_pkgs = pkgs_line.group(1).split() if pkgs_line else []
     stage_names = re.findall(r'\{\s*"([a-z0-9_]+)"\s*,\s*[a-z0-9_]+\s*\}', inp["stages_c"] or "")
-    run_opts = re.findall(r'strcmp\(a,\s*"(--[a-z-]+)"\)', inp["main_c"] or "")
+    # holdfast run's options: the {"name", ...} entries of its run_opts[] table (hf_cli.h).
+    run_table = re.search(r"run_opts\[\]\s*=\s*\{(.*?)\n\};", inp["main_c"] or "", re.S)
+    run_opts = ["--" + o for o in re.findall(r'\{\s*"([a-z-]+)"\s*,', run_table.group(1))] if run_table else []
     props = dict(re.findall(r"^\s*([a-z][a-z0-9._-]*)\s*=\s*(\S*)\s*$", inp["server_props"] or "", re.M))
     kafka_version = (re.search(r"<kafka\.version>([^<]+)</kafka\.version>", inp["pom"] or "") or [None, None])[1]
     topics_default = (re.search(r'"(topics/[^"]+\.json)"', inp["hfctl_c"] or "") or [None, None])[1]

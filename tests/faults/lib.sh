@@ -69,7 +69,7 @@ ft_init() {
   trap ft_cleanup EXIT
   trap 'exit 130' INT # so that the EXIT trap runs on Ctrl-C and kill
   trap 'exit 143' TERM
-  port_open || ft_fail "no Kafka broker at $HOLDFAST_BOOTSTRAP: run 'make kafka-up' first"
+  port_open || ft_fail "no Kafka broker at $HOLDFAST_BOOTSTRAP: 'make test' starts one, or run 'make kafka-up' first"
   for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do
     [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
   done
@@ -177,7 +177,7 @@ hf_restores() {
 
 # ---- load
 
-# bench_seed ARGS...: hfbench seed (waits until the routing view has every SKU).
+# bench_seed ARGS...: hfbench seed (waits until the routing view shows every seeded pair).
 bench_seed() {
   ft_log "hfbench seed $*"
   timeout 300 "$HFBENCH" seed "$@" >"$FT_WORK/seed.out" 2>&1 ||

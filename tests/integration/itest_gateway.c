@@ -734,7 +734,7 @@ static void test_lost_counter_result_is_requested_again_and_the_reserve_is_held_
     assert_int_equal(none.count, 0);
 
     pid_t counter = harness_start_with(&g.h, "g1", "counter", g.cfg);
-    hf_reply_t rep;
+    hf_reply_t rep = {0};
     int got = 0;
     deadline = harness_now_ms() + WAIT_MS;
     while (got != 1 && harness_now_ms() < deadline) {

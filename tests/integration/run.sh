@@ -5,7 +5,7 @@ set -euo pipefail
 bootstrap=${HOLDFAST_BOOTSTRAP:-127.0.0.1:9092}
 host=${bootstrap%:*}; port=${bootstrap##*:}
 if ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
-  echo "integration tests need a Kafka broker at $bootstrap: run 'make kafka-up' first" >&2
+  echo "integration tests need a Kafka broker at $bootstrap: 'make test' starts one, or run 'make kafka-up' first" >&2
   exit 1
 fi
 export HOLDFAST_BIN=${HOLDFAST_BIN:-build/holdfast}

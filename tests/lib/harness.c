@@ -22,6 +22,18 @@
 #include "counter/counter.h"
 #include "lib/topics_file.h"
 
+long harness_env_int(const char *name, long def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atol(v) : def;
+}
+
+const char *harness_env_str(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : def;
+}
+
 int64_t harness_now_ms(void)
 {
     struct timespec ts;
@@ -261,6 +273,8 @@ size_t harness_read(harness_t *h, hf_topic_id_t topic, harness_record_fn fn, voi
                                        read_one, &r, &next, errstr, sizeof errstr);
     }
     kafka_reader_destroy(rd);
+    r.fn = NULL; /* the caller's opaque is not kept past the call */
+    r.opaque = NULL;
     if (err)
         fail_msg("read %s: %s", topic_name(topic), errstr);
     return r.count;

@@ -63,6 +63,9 @@ size_t harness_wait_count(harness_t *h, hf_topic_id_t topic, size_t n, int timeo
 bool harness_counter(harness_t *h, const char *wh, const char *sku, hf_counter_state_t *out);
 
 int64_t harness_now_ms(void);
+/* An integer or string from the environment, def when unset or empty. */
+long harness_env_int(const char *name, long def);
+const char *harness_env_str(const char *name, const char *def);
 void harness_sleep_ms(int ms);
 
 /* Record builders. */

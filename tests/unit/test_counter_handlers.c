@@ -76,7 +76,7 @@ static int fx_apply_key(stage_ctx_t *fx, const char *key, const hf_record_t *rec
 /* Applies rec under its own "warehouse|sku" key. */
 static int fx_apply(stage_ctx_t *fx, const hf_record_t *rec)
 {
-    const char *w, *s;
+    const char *w = NULL, *s = NULL;
     rec_pair(rec, &w, &s);
     char key[COUNTER_KEY_MAX];
     pair_key(key, w, s);
@@ -1639,7 +1639,7 @@ static void m_end_batch(stage_ctx_t *fx, model_t *m)
     size_t changed = 0;
     for (int pi = 0; pi < M_PAIRS; pi++) {
         m_pair_t *p = &m->pairs[pi];
-        hf_stock_level_t sl;
+        hf_stock_level_t sl = {0};
         size_t n = stock_levels_for(fx, first, m_wh[pi], m_sku[pi], &sl);
         assert_int_equal(n, p->changed ? 1 : 0);
         if (p->changed) {

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The command-line convention of holdfast, hfctl and hfbench (processor/hf_cli.h),
+# checked on the release binaries without a broker: --help and --version exit 0
+# with their text on stdout; every command and subcommand's --help lists the
+# options scripts and docs use (the list below is the interface: tests/, tools/,
+# README); an unknown option or a missing value exits 2 naming it.
+set -uo pipefail
+bin=${1:-build}
+failures=0 checks=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_exit CODE CMD...: runs CMD, keeps stdout/stderr in $out/$err.
+expect_exit() {
+  local want=$1; shift
+  checks=$((checks + 1))
+  out=$("$@" 2>/tmp/hf-cli-err.$$); local rc=$?
+  err=$(cat /tmp/hf-cli-err.$$)
+  [ "$rc" = "$want" ] || { fail "'$*' exited $rc, expected $want (stderr: ${err:0:200})"; return 1; }
+}
+
+# help_lists "PROG WORDS" OPTION...: --help exits 0, prints on stdout only, and
+# names every option.
+help_lists() {
+  local cmd=$1; shift
+  # shellcheck disable=SC2086
+  expect_exit 0 $bin/$cmd --help || return
+  [ -z "$err" ] || fail "'$cmd --help' wrote to stderr: $err"
+  grep -q "^usage: " <<<"$out" || fail "'$cmd --help' prints no usage line"
+  for o in "$@" help version; do
+    grep -q -- "--$o\b" <<<"$out" || fail "'$cmd --help' does not list --$o"
+  done
+  # shellcheck disable=SC2086
+  expect_exit 0 $bin/$cmd -h && [ -n "$out" ] || fail "'$cmd -h' printed nothing"
+}
+
+for b in holdfast hfctl hfbench; do
+  expect_exit 0 "$bin/$b" --help && grep -q "^usage: " <<<"$out" || fail "$b --help: no usage"
+  expect_exit 0 "$bin/$b" --version
+  grep -Eq "^$b( \(holdfast\))? [^ ]+$" <<<"$(head -n 1 <<<"$out")" || fail "$b --version first line: $(head -n 1 <<<"$out")"
+  for lib in librdkafka rocksdb avro-c; do
+    grep -Eq "^$lib +[0-9]+\.[0-9]+" <<<"$out" || fail "$b --version does not name $lib's version"
+  done
+  expect_exit 2 "$bin/$b" && [ -n "$err" ] || fail "$b without arguments: no usage on stderr"
+done
+grep -q "^librdkafka *2\." <<<"$("$bin/holdfast" --version)" || fail "librdkafka is not 2.x at run time"
+
+help_lists "holdfast run" config stages instance state-dir
+help_lists "hfctl topics apply" file
+help_lists "hfctl send hold" reservation attempt warehouse sku qty
+help_lists "hfctl send commit-hold" reservation attempt warehouse sku
+help_lists "hfctl send release-hold" reservation attempt warehouse sku reason
+help_lists "hfctl stock feed" warehouse sku kind qty seq
+help_lists "hfctl stock get" warehouse sku
+help_lists "hfctl availability" sku
+help_lists "hfctl tail" max
+help_lists "hfctl burst" sku warehouses holds producers timeout-ms
+help_lists "hfctl reserve" reservation key sku qty lines lat lon ttl-ms campaign reply-to timeout-ms attempts
+help_lists "hfctl commit" reservation key payment reply-to timeout-ms attempts
+help_lists "hfctl release" reservation key reason reply-to timeout-ms attempts
+help_lists "hfctl extend" reservation key by-ms reply-to timeout-ms attempts
+help_lists "hfctl status" reservation
+help_lists "hfctl reconcile" quiescent violations settle-attempts expiry-lag-max-ms pairs-max holds-max reservations-max reply-keys-max timeout-ms
+help_lists "hfbench seed" skus stock per-sku doorbuster-stock warehouses seed timeout-ms
+help_lists "hfbench run" scenario rate seconds skus zipf doorbuster-stock burst-factor commit-pct abandon-pct late-pct ttl-ms dup-pct seed report
+
+# A group word alone lists its subcommands; with --help on stdout and exit 0.
+expect_exit 0 "$bin/hfctl" stock --help && grep -q "stock feed" <<<"$out" || fail "hfctl stock --help does not list 'stock feed'"
+expect_exit 2 "$bin/hfctl" send && grep -q "send release-hold" <<<"$err" || fail "hfctl send alone does not list its subcommands"
+
+# Mistakes: exit 2, the offending option named, a pointer to --help.
+expect_exit 2 "$bin/hfctl" reserve --reservation r --key k --bogus 1 &&
+  grep -q -- "unknown option '--bogus'" <<<"$err" && grep -q -- "hfctl reserve --help" <<<"$err" ||
+  fail "hfctl reserve --bogus: $err"
+expect_exit 2 "$bin/hfctl" availability --sku && grep -q -- "--sku needs a value" <<<"$err" || fail "hfctl availability --sku: $err"
+expect_exit 2 "$bin/hfctl" stock feed --warehouse W --sku S && grep -q -- "missing --kind" <<<"$err" || fail "hfctl stock feed without --kind: $err"
+expect_exit 2 "$bin/hfctl" frobnicate && grep -q "unknown command 'frobnicate'" <<<"$err" || fail "hfctl frobnicate: $err"
+expect_exit 2 "$bin/holdfast" run --stagez counter && grep -q -- "unknown option '--stagez'" <<<"$err" || fail "holdfast run --stagez: $err"
+expect_exit 2 "$bin/holdfast" serve && grep -q "unknown command" <<<"$err" || fail "holdfast serve: $err"
+expect_exit 2 "$bin/hfbench" run --rate fast && grep -q -- "--rate must be an integer" <<<"$err" || fail "hfbench run --rate fast: $err"
+expect_exit 2 "$bin/hfbench" seed --scenario steady && grep -q -- "unknown option '--scenario'" <<<"$err" || fail "hfbench seed --scenario: $err"
+expect_exit 2 "$bin/hfbench" seed --per-sku 50 --warehouses /dev/null ||
+  fail "hfbench seed with an empty warehouses file"
+# --option=value works as well as --option value (getopt_long).
+expect_exit 2 "$bin/hfbench" run --rate=0 && grep -q -- "--rate must be" <<<"$err" || fail "hfbench run --rate=0: $err"
+
+rm -f /tmp/hf-cli-err.$$
+echo "cli: $checks invocations, $failures failures"
+[ "$failures" = 0 ]
