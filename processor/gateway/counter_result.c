@@ -129,8 +129,9 @@ int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
             const gateway_env_t *env = gateway_env(ctx);
             if (!env)
                 return HF_ERR_CONFIG;
-            int64_t sent_ms = rs.result_deadline_ms - env->result_timeout_ms;
-            gw_shed_observe_result(ctx, stage_now_ms(ctx) - sent_ms);
+            if (env->reserve_deadline_ms > 0)
+                gw_shed_observe_result(ctx, stage_now_ms(ctx) -
+                                                (rs.result_deadline_ms - env->result_timeout_ms));
         }
         return on_hold_result(ctx, &rs, i, r);
     case HF_CMD_SHORTFALL:

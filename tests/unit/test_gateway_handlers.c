@@ -1600,6 +1600,72 @@ static void test_release_of_held_gives_the_holds_back_with_a_released_ledger_eve
 }
 
 /* ======================================================================
+ * Load shedding
+ * ====================================================================== */
+
+static void test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.reserve_deadline_ms = 500;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0 + 2000; /* the request was sent 2 s ago */
+    hf_record_t r = reserve_rec("sh1", "k", "SKU-A", 1, 0);
+    size_t from = fx->emits_count;
+    hf_reply_t rep = call(fx, &r);
+    assert_int_equal(rep.outcome, HF_REPLY_BUSY);
+    assert_non_null(strstr(rep.message, "retry with the same idempotency key"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "sh1"), 0);
+    hf_reservation_state_t none;
+    fx->partition = fake_stage_partition_of("sh1");
+    assert_int_equal(gw_load(fx, "sh1", &none), HF_ERR_NOTFOUND);
+    assert_false(idem_exists(fx, "sh1", "k"));
+    /* The retry, sent now with the same key, is served as new. */
+    r.u.reserve.sent_at_ms = fx->now_ms;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "sh1").status, GW_RES_HELD);
+}
+
+static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.reserve_deadline_ms = 500;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    reserve_held(fx, "sh2", "SKU-A", 1, 0);
+    /* sh3's holds are answered 800 ms after they went out. */
+    hf_record_t r3 = reserve_rec("sh3", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r3), HF_OK);
+    counters_apply(fx);
+    fx->now_ms += 800;
+    settle(fx);
+    assert_int_equal(load_rs(fx, "sh3").status, GW_RES_HELD);
+    /* All reserves sharing sh3's partition are now shed; pick one that does. */
+    char rid[16] = "";
+    for (int i = 0; i < 64 && !rid[0]; i++) {
+        char cand[16];
+        snprintf(cand, sizeof cand, "sh4-%d", i);
+        if (fake_stage_partition_of(cand) == fake_stage_partition_of("sh3"))
+            snprintf(rid, sizeof rid, "%s", cand);
+    }
+    assert_true(rid[0] != '\0');
+    hf_record_t r4 = reserve_rec(rid, "k", "SKU-A", 1, 0);
+    r4.u.reserve.sent_at_ms = fx->now_ms;
+    hf_reply_t rep = call(fx, &r4);
+    assert_int_equal(rep.outcome, HF_REPLY_BUSY);
+    assert_non_null(strstr(rep.message, "counters answer in 800 ms"));
+    hf_record_t c = commit_rec("sh3", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED); /* never shed */
+    /* A second later the observation is stale and reserves flow again. */
+    fx->now_ms += 1001;
+    r4.u.reserve.sent_at_ms = fx->now_ms;
+    assert_int_equal(fx_apply(fx, &r4), HF_OK);
+    settle(fx);
+    assert_int_equal(load_rs(fx, rid).status, GW_RES_HELD);
+}
+
+/* ======================================================================
  * The sweeper
  * ====================================================================== */
 
@@ -2090,6 +2156,8 @@ int main(void)
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
         T(test_restore_rebuilds_the_timer_index_from_the_records),
+        T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
+        T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
         T(test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall),
         T(test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall),
