@@ -7,8 +7,8 @@
  * its single writer, so their order is the order of its transitions. Replies
  * to one (reservation_id, idempotency_key) share a partition of one reply
  * topic. Only the outcomes the gateway stores with the key (settled ones) must
- * repeat: CONFLICT, NOT_FOUND and REJECTED_INVALID are answers to a request
- * that was not applied (another body, too early, invalid) and may differ
+ * repeat: CONFLICT, NOT_FOUND, REJECTED_INVALID and BUSY are answers to a request
+ * that was not applied (another body, too early, invalid, shed) and may differ
  * between retries by design. */
 #include <inttypes.h>
 #include <stdio.h>
