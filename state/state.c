@@ -36,6 +36,9 @@
 #include "hf_limits.h"
 #include "log.h"
 
+/* Memtable bloom filter size as a fraction of the memtable (3.2 MiB of 32). */
+#define STATE_MEMTABLE_BLOOM_RATIO 0.1
+
 enum {
     STATE_PART_LEN = 4,
     STATE_KEY_LEN_MAX = STATE_PART_LEN + HF_STATE_KEY_LEN_MAX,
@@ -227,6 +230,12 @@ static rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compress
     rocksdb_options_optimize_level_style_compaction(o, STATE_MEMTABLE_BUDGET_BYTES);
     rocksdb_options_set_write_buffer_size(o, STATE_WRITE_BUFFER_BYTES);
     rocksdb_options_set_max_write_buffer_number(o, STATE_WRITE_BUFFERS_MAX);
+    /* A bloom filter over each memtable's whole keys: most point reads of a
+     * handler ask for a key that is not there yet (a new reservation, a new
+     * idempotency key, a new hold), and without it each one walks the memtable's
+     * skiplist — the largest single cost of the gateway's thread in a profile. */
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(o, STATE_MEMTABLE_BLOOM_RATIO);
+    rocksdb_options_set_memtable_whole_key_filtering(o, 1);
     rocksdb_options_set_max_open_files(o, STATE_OPEN_FILES_MAX);
     rocksdb_options_set_block_based_table_factory(o, bbo);
     rocksdb_block_based_options_destroy(bbo);
