@@ -625,6 +625,9 @@ static const hf_cli_opt_t stock_feed_opts[] = {
     {"kind", "K", true, "RECEIVE, ADJUST, COUNT or SAFETY_STOCK"},
     {"qty", "N", true, "units (a delta for RECEIVE/ADJUST, the level for COUNT/SAFETY_STOCK)"},
     {"seq", "N", true, "feed sequence number of the pair (a feed at or below the last is stale)"},
+    {"as-of-committed", "N", false,
+     "COUNT taken when `stock get` said committed_total N: sales since are not undone"},
+    {"epoch", "N", false, "feed numbering epoch: one higher restarts feed_seq at 1"},
     OPT_END};
 static const hf_cli_opt_t stock_get_opts[] = {
     {"warehouse", "W", true, "warehouse id"}, {"sku", "S", true, "SKU"}, OPT_END};
@@ -675,6 +678,7 @@ static const hf_cli_opt_t reconcile_opts[] = {
     {"holds-max", "N", false, "table cap: holds"},
     {"reservations-max", "N", false, "table cap: reservations"},
     {"reply-keys-max", "N", false, "table cap: idempotency keys"},
+    {"sales-max", "N", false, "table cap: sales compared with counter commits"},
     {"timeout-ms", "N", false, "give up reading after N ms"},
     OPT_END};
 

@@ -83,6 +83,14 @@ expect_exit 2 "$bin/hfbench" seed --per-sku 50 --warehouses /dev/null ||
 # --option=value works as well as --option value (getopt_long).
 expect_exit 2 "$bin/hfbench" run --rate=0 && grep -q -- "--rate must be" <<<"$err" || fail "hfbench run --rate=0: $err"
 
+# Every option hfctl's handlers read is declared in some command's table (hf_cli
+# asserts it at run time: an undeclared read is a crash, found too late).
+used=$(grep -o '\(opt\|need\|opt_int64\)(c, "[a-z-]*"' tools/hfctl.c | sed 's/.*"\(.*\)"/\1/' | sort -u)
+declared=$(grep -o '"[a-z-]*", "[^"]*", \(true\|false\)' tools/hfctl.c | sed 's/^"\([^"]*\)".*/\1/' | sort -u)
+checks=$((checks + 1))
+undeclared=$(comm -23 <(echo "$used") <(echo "$declared"))
+[ -z "$undeclared" ] || fail "hfctl reads options no command declares: $undeclared"
+
 rm -f /tmp/hf-cli-err.$$
 echo "cli: $checks invocations, $failures failures"
 [ "$failures" = 0 ]
