@@ -34,15 +34,18 @@
 
 /* A full state key: tag + warehouse + sku + reservation + attempt, with room. */
 #define HF_STATE_KEY_LEN_MAX 256
-/* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB. */
-#define HF_RECORD_LEN_MAX    16384
+/* A state value or encoded record; an Availability of 64 warehouses is ~3 KiB.
+ * The largest is a ReservationState of 32 lines and 64 allocations with every
+ * string at its bound, holding its Reserve's answer (64 allocations more):
+ * ~19 KiB (test_codec.c encodes that worst case). */
+#define HF_RECORD_LEN_MAX    32768
 
 /* Input records, checked before decoding (processor/admit.c): a larger one is
  * dead-lettered with its first bytes. The largest legitimate input is a
  * Reserve of HF_LINES_MAX lines (under 4 KiB) or a StockLevel; every value a
  * stage stores or emits fits HF_RECORD_LEN_MAX anyway. A key is a
  * reservation_id, a sku or warehouse|sku. */
-#define HF_INPUT_VALUE_BYTES_MAX HF_RECORD_LEN_MAX
+#define HF_INPUT_VALUE_BYTES_MAX 16384
 #define HF_INPUT_KEY_BYTES_MAX   HF_STATE_KEY_LEN_MAX
 
 /* Task loop: records per transaction. Larger batches amortise the commit (a
@@ -54,6 +57,7 @@
 #define HF_TXN_RETRIES_MAX   20
 
 _Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
+_Static_assert(HF_INPUT_VALUE_BYTES_MAX <= HF_RECORD_LEN_MAX, "an admitted input fits a record");
 _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct warehouses");
 
 /* Gateway saga. A reservation re-routes its missing quantity at most this many

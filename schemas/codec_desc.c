@@ -303,6 +303,8 @@ static const codec_field_t reservation_state_fields[] = {
     F_STRING(hf_reservation_state_t, rebook_idempotency_key),
     F_LONG(hf_reservation_state_t, rebook_request_hash),
     F_STRING(hf_reservation_state_t, rebook_reply_to),
+    F_BOOLEAN(hf_reservation_state_t, reserve_replied),
+    F_RECORD(hf_reservation_state_t, reserve_reply, &reply_desc),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -49,6 +49,42 @@ static const char reservation_state_v1[] =
     "{\"name\":\"result_retries\",\"type\":\"int\"},"
     "{\"name\":\"updated_at_ms\",\"type\":\"long\"}]}";
 
+/* ReservationState v2, v1 with the re-reservation fields, before the Reserve's
+ * answer moved into the reservation (reserve_replied, reserve_reply; both
+ * defaulted): its answer is then in an IdempotencyRecord, which is still read. */
+static const char reservation_state_v2[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"reservation_id\",\"type\":\"string\"},"
+    "{\"name\":\"idempotency_key\",\"type\":\"string\"},"
+    "{\"name\":\"status\",\"type\":\"int\"},"
+    "{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":"
+    "\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":"
+    "\"long\"}]}}},"
+    "{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\",\"fields\":[{\"name\":"
+    "\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"double\"}]}},"
+    "{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":"
+    "\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"attempt\","
+    "\"type\":\"int\"},{\"name\":\"status\",\"type\":\"int\"},{\"name\":\"available_seen\","
+    "\"type\":\"long\",\"default\":0}]}}},"
+    "{\"name\":\"next_attempt\",\"type\":\"int\"},"
+    "{\"name\":\"reroutes\",\"type\":\"int\"},"
+    "{\"name\":\"request_hash\",\"type\":\"long\"},"
+    "{\"name\":\"reply_to\",\"type\":\"string\"},"
+    "{\"name\":\"campaign\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"payment_id\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"reason\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"created_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"expires_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"hold_deadline_ms\",\"type\":\"long\"},"
+    "{\"name\":\"result_deadline_ms\",\"type\":\"long\"},"
+    "{\"name\":\"result_retries\",\"type\":\"int\"},"
+    "{\"name\":\"updated_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"rebook\",\"type\":\"int\",\"default\":0},"
+    "{\"name\":\"rebook_idempotency_key\",\"type\":\"string\",\"default\":\"\"},"
+    "{\"name\":\"rebook_request_hash\",\"type\":\"long\",\"default\":0},"
+    "{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"}]}";
+
 /* StockFeed v1, before COUNT_AS_OF (a FeedKind symbol), as_of_committed and
  * feed_epoch (both default 0) were added: feeds already on the topic stay
  * readable and keep their meaning (epoch 0). */
@@ -141,5 +177,6 @@ const codec_history_t codec_history[] = {
     {HF_REC_STOCK_LEVEL, stock_level_v1},
     {HF_REC_REPLY, reply_v1},
     {HF_REC_IDEMPOTENCY_RECORD, idempotency_record_v1},
+    {HF_REC_RESERVATION_STATE, reservation_state_v2},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -386,6 +386,10 @@ typedef struct {
     hf_id_t rebook_idempotency_key;
     int64_t rebook_request_hash;
     hf_topic_t rebook_reply_to;
+    /* The Reserve's first answer (gateway.h gw_reserve_answer), kept as long as
+     * the reservation; reservation_id and idempotency_key are left empty. */
+    bool reserve_replied;
+    hf_reply_t reserve_reply;
 } hf_reservation_state_t;
 
 typedef struct {

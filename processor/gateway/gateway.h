@@ -1,6 +1,6 @@
 /* The gateway stage: the checkout API. Owns, per reservation_id partition, the
- * reservations (their saga and allocations), the idempotency records of every
- * request and the timer index that drives expiry, lost-result re-requests and
+ * reservations (their saga, allocations and the answer to their Reserve), the
+ * idempotency records of the other requests and the timer index that drives expiry, lost-result re-requests and
  * idempotency retention. Inputs holdfast.requests (Reserve, Commit, Release,
  * Extend; key reservation_id) and holdfast.counter-results (key reservation_id),
  * co-partitioned; outputs Hold/CommitHold/ReleaseHold to
@@ -112,7 +112,8 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
 
 /* ---- state keys (gateway_keys.c). Identifiers may not contain '|'.
  *   R<reservation_id>                          -> ReservationState
- *   I<reservation_id>|<idempotency_key>        -> IdempotencyRecord
+ *   I<reservation_id>|<idempotency_key>        -> IdempotencyRecord (Commit, Release,
+ *                                                 Extend; a Reserve's answer is in R)
  *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
  *   P<reservation_id>|<payment_id>             -> "" (payment flagged for refund)
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
@@ -186,8 +187,25 @@ int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
 int gw_check_request(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
                      const char *reply_to, bool *answered) HF_MUST_CHECK;
 
-/* Idempotency: looks key up. Returns HF_OK and sets *handled when the request was
- * answered here (stored reply re-emitted, CONFLICT, or still pending). */
+/* Idempotency of a Reserve: its answer lives in the reservation itself
+ * (reserve_replied, reserve_reply), so the Reserve's transaction and the one
+ * that answers it each write only R. A retry of a known reservation_id is
+ * answered here and *handled set: the stored reply (the first answer, whatever
+ * the reservation became since), nothing while it is PENDING, CONFLICT for
+ * another body or another key. State written before the answer moved into R
+ * keeps it in an IdempotencyRecord, which is still read. *handled stays false
+ * for an unknown reservation_id. */
+int gw_reserve_idem_check(stage_ctx_t *ctx, const hf_reserve_t *r, int64_t hash,
+                          bool *handled) HF_MUST_CHECK;
+/* Records in rs the answer to its Reserve and fills *reply to emit; the
+ * caller stores rs (gw_store). A Reserve is answered once. */
+void gw_reserve_answer(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                       const char *message, hf_reply_t *reply);
+
+/* Idempotency of Commit, Release and Extend (and of a Reserve answered before
+ * its answer moved into R): looks key up. Returns HF_OK and sets *handled when
+ * the request was answered here (stored reply re-emitted, CONFLICT, or still
+ * pending). */
 int gw_idem_check(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
                   int64_t hash, const char *reply_to, bool *handled) HF_MUST_CHECK;
 /* Stores the reply for the key (complete) or a pending marker (reply == NULL). */
@@ -204,10 +222,10 @@ int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *repl
 int gw_answer(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *idempotency_key,
               int64_t hash, const char *reply_to, hf_reply_outcome_t outcome,
               const char *message) HF_MUST_CHECK;
-/* Answers the Reserve of rs (stored under its idempotency key, then emitted),
+/* Answers the Reserve of rs (gw_reserve_answer, rs stored, the reply emitted),
  * e.g. when the reservation ends before it was ever held. */
-int gw_answer_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
-                      hf_reply_outcome_t outcome, const char *message) HF_MUST_CHECK;
+int gw_answer_reserve(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                      const char *message) HF_MUST_CHECK;
 /* Replies without a reservation (invalid, not found, conflict): not stored. */
 int gw_reply_simple(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
                     const char *reply_to, hf_reply_outcome_t outcome,

@@ -1,5 +1,6 @@
 /* The gateway stage's definition — its handler table — and what its handlers
- * share: loading and storing reservations, idempotency records and timers, and
+ * share: loading and storing reservations, idempotency (a Reserve's answer in
+ * its reservation, the other requests' in IdempotencyRecords) and timers, and
  * emitting replies, ledger events and counter commands. */
 #include <stdio.h>
 #include <string.h>
@@ -212,11 +213,79 @@ int gw_answer(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *id
     return err ? err : gw_emit_reply(ctx, reply_to, &reply);
 }
 
-int gw_answer_reserve(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
-                      hf_reply_outcome_t outcome, const char *message)
+void gw_reserve_answer(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                       const char *message, hf_reply_t *reply)
 {
-    return gw_answer(ctx, rs, rs->idempotency_key, rs->request_hash, rs->reply_to, outcome,
-                     message);
+    hf_assert(!rs->reserve_replied);
+    gw_reply_init(rs, rs->idempotency_key, outcome, message, stage_now_ms(ctx), reply);
+    rs->reserve_replied = true;
+    rs->reserve_reply = *reply;
+    /* The reservation's own ids: not stored twice (gw_reserve_idem_check puts
+     * them back). */
+    rs->reserve_reply.reservation_id[0] = '\0';
+    rs->reserve_reply.idempotency_key[0] = '\0';
+}
+
+int gw_answer_reserve(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+                      const char *message)
+{
+    hf_reply_t reply;
+    gw_reserve_answer(ctx, rs, outcome, message, &reply);
+    int err = gw_store(ctx, rs);
+    return err ? err : gw_emit_reply(ctx, rs->reply_to, &reply);
+}
+
+/* A retried Reserve of rs under its own key and body. */
+static int reserve_retry(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_reserve_t *r,
+                         int64_t hash)
+{
+    if (rs->reserve_replied) {
+        hf_reply_t reply = rs->reserve_reply;
+        snprintf(reply.reservation_id, sizeof reply.reservation_id, "%s", rs->reservation_id);
+        snprintf(reply.idempotency_key, sizeof reply.idempotency_key, "%s", rs->idempotency_key);
+        return gw_emit_reply(ctx, r->reply_to, &reply);
+    }
+    /* Answered before the answer moved into R: an IdempotencyRecord has it
+     * (or its pending marker) until its retention ends. */
+    bool handled = false;
+    int err =
+        gw_idem_check(ctx, r->reservation_id, r->idempotency_key, hash, r->reply_to, &handled);
+    if (err || handled || rs->status == GW_RES_PENDING)
+        return err; /* PENDING: the answer is on its way; it will be sent once */
+    char msg[HF_TEXT_LEN_MAX + 1];
+    snprintf(msg, sizeof msg,
+             "the answer to this reserve is no longer kept; the reservation is %s (query it by "
+             "reservation_id)",
+             gw_res_status_name(rs->status));
+    return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
+                           HF_REPLY_CONFLICT, msg);
+}
+
+int gw_reserve_idem_check(stage_ctx_t *ctx, const hf_reserve_t *r, int64_t hash, bool *handled)
+{
+    *handled = false;
+    hf_reservation_state_t rs;
+    int err = gw_load(ctx, r->reservation_id, &rs);
+    if (err == HF_ERR_NOTFOUND)
+        return HF_OK; /* a new reservation (its Reserve never had a record without R) */
+    if (err)
+        return err;
+    *handled = true;
+    if (strcmp(rs.idempotency_key, r->idempotency_key) != 0) {
+        /* The key may be one of a Commit, Release or Extend of rs. */
+        bool known = false;
+        err = gw_idem_check(ctx, r->reservation_id, r->idempotency_key, hash, r->reply_to, &known);
+        if (err || known)
+            return err;
+        return gw_reply_simple(
+            ctx, r->reservation_id, r->idempotency_key, r->reply_to, HF_REPLY_CONFLICT,
+            "reservation_id is already used by a request with another idempotency key");
+    }
+    if (rs.request_hash != hash)
+        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
+                               HF_REPLY_CONFLICT,
+                               "idempotency key was used with a different request body");
+    return reserve_retry(ctx, &rs, r, hash);
 }
 
 int gw_idem_check(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,

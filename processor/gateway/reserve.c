@@ -1,5 +1,5 @@
-/* What happens on Reserve: the idempotency key answers retries (the stored reply,
- * or CONFLICT for another body); a request that cannot be served is told
+/* What happens on Reserve: the idempotency key answers retries (the reply stored
+ * in the reservation, or CONFLICT for another body); a request that cannot be served is told
  * REJECTED_INVALID; otherwise every line is routed, the reservation is recorded
  * PENDING with its absolute expires_at_ms (computed once, here) and the Holds go
  * to the counters. The answer follows when their results are in (saga.c). */
@@ -36,10 +36,8 @@ static int reject_at_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_repl
     snprintf(rs->reason, sizeof rs->reason, "%s", msg);
     rs->allocations_count = 0;
     hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, outcome, msg, stage_now_ms(ctx), &reply);
+    gw_reserve_answer(ctx, rs, outcome, msg, &reply);
     int err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
     if (!err)
         err = gw_emit_reply(ctx, rs->reply_to, &reply);
     if (!err)
@@ -71,19 +69,11 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
                                HF_REPLY_REJECTED_INVALID, bad);
     int64_t hash = gw_request_hash(rec);
     bool handled = false;
-    err = gw_idem_check(ctx, r->reservation_id, r->idempotency_key, hash, r->reply_to, &handled);
+    err = gw_reserve_idem_check(ctx, r, hash, &handled);
     if (err || handled)
         return err;
 
     hf_reservation_state_t rs;
-    err = gw_load(ctx, r->reservation_id, &rs);
-    if (err == HF_OK)
-        return gw_reply_simple(
-            ctx, r->reservation_id, r->idempotency_key, r->reply_to, HF_REPLY_CONFLICT,
-            "reservation_id is already used by a request with another idempotency key");
-    if (err != HF_ERR_NOTFOUND)
-        return err;
-
     init_state(ctx, env, r, hash, &rs);
     bool rejected = false;
     hf_reply_outcome_t outcome = HF_REPLY_REJECTED_INVALID;
@@ -95,6 +85,7 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
                                msg);
     if (rejected)
         return reject_at_start(ctx, &rs, outcome, msg);
-    err = gw_store(ctx, &rs);
-    return err ? err : gw_idem_store(ctx, rs.reservation_id, rs.idempotency_key, hash, NULL);
+    /* PENDING and not yet answered (reserve_replied false): a retry now gets
+     * no second answer (gw_reserve_idem_check). */
+    return gw_store(ctx, &rs);
 }

@@ -175,11 +175,8 @@ static int reject_all(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *
     snprintf(rs->reason, sizeof rs->reason, "%s", why);
     rs->result_deadline_ms = 0;
     hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT, why, stage_now_ms(ctx),
-                  &reply);
+    gw_reserve_answer(ctx, rs, HF_REPLY_REJECTED_INSUFFICIENT, why, &reply);
     err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
     if (!err)
         err = gw_emit_reply(ctx, rs->reply_to, &reply);
     if (!err)
@@ -192,10 +189,8 @@ static int declare_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     rs->status = GW_RES_HELD;
     rs->result_deadline_ms = 0;
     hf_reply_t reply;
-    gw_reply_init(rs, rs->idempotency_key, HF_REPLY_HELD, "", stage_now_ms(ctx), &reply);
+    gw_reserve_answer(ctx, rs, HF_REPLY_HELD, "", &reply);
     int err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
     if (!err)
         err = gw_emit_reply(ctx, rs->reply_to, &reply);
     if (!err)

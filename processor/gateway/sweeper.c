@@ -57,13 +57,9 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
         if (rs->status == GW_RES_EXPIRED) /* a late payment's re-reservation */
             return gw_rebook_refund(ctx, rs, "the counters did not answer in time");
         int err = gw_finish(ctx, rs, GW_RES_REJECTED, HF_LEDGER_REJECTED, "counter did not answer");
-        if (err)
-            return err;
-        hf_reply_t reply;
-        gw_reply_init(rs, rs->idempotency_key, HF_REPLY_REJECTED_INSUFFICIENT,
-                      "the counters did not answer in time", now_ms, &reply);
-        err = gw_idem_store(ctx, rs->reservation_id, rs->idempotency_key, rs->request_hash, &reply);
-        return err ? err : gw_emit_reply(ctx, rs->reply_to, &reply);
+        return err ? err
+                   : gw_answer_reserve(ctx, rs, HF_REPLY_REJECTED_INSUFFICIENT,
+                                       "the counters did not answer in time");
     }
     for (int32_t i = 0; i < rs->allocations_count; i++)
         if (rs->allocations[i].status == GW_HOLD_SENT) {

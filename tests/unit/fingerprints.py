@@ -63,6 +63,15 @@ RESERVATION_STATE_V1 = (
     '{"name":"updated_at_ms","type":"long"}]}'
 )
 
+# Must equal reservation_state_v2 in schemas/codec_history.c: v1 with the
+# re-reservation fields, before the Reserve's answer moved into the reservation.
+RESERVATION_STATE_V2 = RESERVATION_STATE_V1[:-2] + (
+    ',{"name":"rebook","type":"int","default":0},'
+    '{"name":"rebook_idempotency_key","type":"string","default":""},'
+    '{"name":"rebook_request_hash","type":"long","default":0},'
+    '{"name":"rebook_reply_to","type":"string","default":""}]}'
+)
+
 # Must equal stock_feed_v1, counter_state_v1 and stock_level_v1 in
 # schemas/codec_history.c (before as-of counts and feed epochs).
 STOCK_FEED_V1 = '{"type":"record","name":"StockFeed","namespace":"holdfast","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"kind","type":{"type":"enum","name":"FeedKind","symbols":["RECEIVE","ADJUST","COUNT","SAFETY_STOCK"]}},{"name":"qty","type":"long"},{"name":"feed_seq","type":"long"},{"name":"issued_at_ms","type":"long","default":0}]}'
@@ -164,6 +173,11 @@ def main():
     print(c_hex("py_reservation_state_v1", single_object(rs1, rs1_fp, rs_v1)))
     print("/* Reply v1 */ 0x%016xULL" % fingerprint(REPLY_V1)[1])
     print("/* IdempotencyRecord v1 */ 0x%016xULL" % fingerprint(IDEMPOTENCY_RECORD_V1)[1])
+    rs2, rs2_fp = fingerprint(RESERVATION_STATE_V2)
+    print("/* ReservationState v2 */ 0x%016xULL" % rs2_fp)
+    rs_v2 = dict(rs_v1, status=2, rebook=0, rebook_idempotency_key="",
+                 rebook_request_hash=0, rebook_reply_to="")
+    print(c_hex("py_reservation_state_v2", single_object(rs2, rs2_fp, rs_v2)))
     sf1, sf1_fp = fingerprint(STOCK_FEED_V1)
     print("/* StockFeed v1 */ 0x%016xULL" % sf1_fp)
     print(c_hex("py_stock_feed_v1", single_object(sf1, sf1_fp, {

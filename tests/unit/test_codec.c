@@ -83,7 +83,7 @@ static const ref_fp_t schema_fps[] = {
     {"StockFeed", 0x5bd9e052d14672b6ULL},
     {"StockLevel", 0x9edf759c9c020c16ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
-    {"ReservationState", 0xb300565670ae6306ULL},
+    {"ReservationState", 0xc9336f837181bfd6ULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"Extend", 0x34572e46f905c65eULL},
 };
@@ -115,6 +115,16 @@ static const uint8_t py_reservation_state_v1[] = {
     0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x06, 0x00,
     0x00, 0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72,
     0x65, 0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f};
+
+/* ReservationState v2 (with the re-reservation fields, before the Reserve's
+ * answer moved into it): its Python fingerprint and one COMMITTED record. */
+static const uint64_t reservation_state_v2_fp = 0xb300565670ae6306ULL;
+static const uint8_t py_reservation_state_v2[] = {
+    0xc3, 0x01, 0x06, 0x63, 0xae, 0x70, 0x56, 0x56, 0x00, 0xb3, 0x06, 0x72, 0x2d, 0x37, 0x02, 0x6b,
+    0x04, 0x02, 0x02, 0x41, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x06, 0x00,
+    0x00, 0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72,
+    0x65, 0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f, 0x00, 0x00, 0x00, 0x00};
 
 /* The v1 schemas of StockFeed, CounterState and StockLevel (before as-of counts
  * and feed epochs), their Python fingerprints and one record each. */
@@ -633,6 +643,52 @@ static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void *
     assert_int_equal(sl->feed_epoch, 0);
 }
 
+/* State written before the Reserve's answer moved into the reservation reads
+ * as not answered here (the gateway then looks for its IdempotencyRecord). */
+static void test_older_reservation_state_reads_with_no_reserve_reply(void **state)
+{
+    static hf_record_t got;
+    assert_history_entry(HF_REC_RESERVATION_STATE, reservation_state_v2_fp);
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_reservation_state_v2, sizeof py_reservation_state_v2, &got);
+    assert_int_equal(got.type, HF_REC_RESERVATION_STATE);
+    const hf_reservation_state_t *rs = &got.u.reservation_state;
+    assert_string_equal(rs->reservation_id, "r-7");
+    assert_int_equal(rs->status, 2);
+    assert_string_equal(rs->payment_id, "pay");
+    assert_int_equal(rs->rebook, 0);
+    /* ReservationState.avsc's defaults for what v2 lacks. */
+    assert_false(rs->reserve_replied);
+    assert_string_equal(rs->reserve_reply.reservation_id, "");
+    assert_string_equal(rs->reserve_reply.idempotency_key, "");
+    assert_int_equal(rs->reserve_reply.outcome, HF_REPLY_HELD);
+    assert_int_equal(rs->reserve_reply.allocations_count, 0);
+    assert_int_equal(rs->reserve_reply.expires_at_ms, 0);
+    assert_string_equal(rs->reserve_reply.message, "");
+    assert_int_equal(rs->reserve_reply.replied_at_ms, 0);
+}
+
+/* Every record a stage stores or emits, at its bounds (every string and array
+ * full), fits HF_RECORD_LEN_MAX, the state store's and the task's value buffer:
+ * one that did not would fail its transaction on every retry. A DeadLetter
+ * carries up to HF_RECORD_LEN_MAX of the original bytes and has its own buffer. */
+static void test_every_record_at_its_bounds_fits_record_len_max(void **state)
+{
+    static uint8_t buf[HF_RECORD_LEN_MAX];
+    for (int t = 0; t < HF_REC__COUNT; t++) {
+        if (t == HF_REC_DEAD_LETTER)
+            continue;
+        hf_record_t *in = max_record(t);
+        char errstr[512] = "";
+        size_t len = 0;
+        int err = codec_encode(in, buf, sizeof buf, &len, errstr, sizeof errstr);
+        free(in);
+        if (err != HF_OK)
+            fail_msg("%s at its bounds does not fit HF_RECORD_LEN_MAX (%d): %s",
+                     hf_rec_type_name(t), HF_RECORD_LEN_MAX, errstr);
+    }
+}
+
 static void test_defaults_of_every_kind_are_read_from_schema_text(void **state)
 {
     static const char schema[] =
@@ -1020,6 +1076,8 @@ int main(void)
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
+        cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),
+        cmocka_unit_test(test_every_record_at_its_bounds_fits_record_len_max),
         cmocka_unit_test(test_defaults_of_every_kind_are_read_from_schema_text),
         cmocka_unit_test(test_decode_rejects_bad_magic_and_short_input),
         cmocka_unit_test(test_decode_rejects_every_truncation_of_every_type),

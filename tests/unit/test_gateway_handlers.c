@@ -609,6 +609,30 @@ static bool idem_exists(stage_ctx_t *fx, const char *rid, const char *ikey)
     return stage_get(fx, key, len, &rec) == HF_OK;
 }
 
+/* Whether anything remembers (rid, ikey): a reservation made by that key (a
+ * Reserve's answer lives in it) or an idempotency record. */
+static bool reserve_remembered(stage_ctx_t *fx, const char *rid, const char *ikey)
+{
+    fx->partition = fake_stage_partition_of(rid);
+    hf_reservation_state_t rs;
+    bool in_rs = gw_load(fx, rid, &rs) == HF_OK && strcmp(rs.idempotency_key, ikey) == 0;
+    return in_rs || idem_exists(fx, rid, ikey);
+}
+
+/* The changelog keys of the transactions committed since changelog index
+ * `from`, each must be "R<rid>"; returns how many there were. */
+static size_t changelog_only_r(const stage_ctx_t *fx, size_t from, const char *rid)
+{
+    char want[GW_KEY_MAX];
+    size_t want_len = gw_res_key(want, rid);
+    for (size_t i = from; i < fx->changelog_count; i++) {
+        const fake_stage_changelog_t *c = &fx->changelog[i];
+        if (c->key_len != want_len || memcmp(c->key, want, want_len) != 0)
+            fail_msg("changelog key %.*s written beside %s", (int)c->key_len, c->key, want);
+    }
+    return fx->changelog_count - from;
+}
+
 /* Reserves qty of sku and runs the saga to its end; returns the reply. */
 static hf_reply_t reserve_held(stage_ctx_t *fx, const char *rid, const char *sku, int64_t qty,
                                int64_t ttl_ms)
@@ -692,7 +716,7 @@ static void test_reserve_of_an_unknown_sku_is_rejected_invalid_and_records_nothi
     hf_reservation_state_t rs;
     fx->partition = fake_stage_partition_of("v3");
     assert_int_equal(gw_load(fx, "v3", &rs), HF_ERR_NOTFOUND);
-    assert_false(idem_exists(fx, "v3", "k"));
+    assert_false(reserve_remembered(fx, "v3", "k"));
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
 
@@ -764,7 +788,7 @@ static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default
     assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
     assert_int_equal(ledger_total(fx, from, "rt1"), 0);
-    assert_false(idem_exists(fx, "rt1", "k")); /* not remembered: fix the topic and retry */
+    assert_false(reserve_remembered(fx, "rt1", "k")); /* not remembered: fix the topic and retry */
 
     snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "bad topic!");
     rep = call(fx, &r);
@@ -810,7 +834,7 @@ test_reply_to_an_internal_or_unlisted_topic_is_refused_before_anything_happens(v
         assert_non_null(strstr(rep.message, "holdfast.replies."));
         assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
         assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
-        assert_false(idem_exists(fx, "rl1", "k"));
+        assert_false(reserve_remembered(fx, "rl1", "k"));
     }
     /* With no reply prefix configured, only the replies topic is allowed. */
     char saved[sizeof fx->user->env.reply_topic_prefix];
@@ -916,6 +940,200 @@ static void test_reserve_reusing_a_reservation_id_under_another_key_is_conflict(
     assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
     assert_non_null(strstr(rep.message, "reservation_id is already used"));
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+}
+
+/* A Reserve retried after its reservation moved on (extended, committed, the
+ * idempotency retention past, even restored from the changelog) still gets its
+ * first answer exactly: HELD with the allocations and the expires_at_ms it had
+ * then, not what the reservation is now. */
+static void test_retried_reserve_after_commit_gets_the_original_held_reply(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t first = reserve_held(fx, "ir1", "SKU-A", 2, 60000);
+    assert_int_equal(first.allocations_count, 1);
+    hf_record_t r = reserve_rec("ir1", "k", "SKU-A", 2, 60000);
+    fx->now_ms = T0 + 1000;
+    hf_record_t x = extend_rec("ir1", "x", 30000);
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_HELD);
+    assert_int_equal(load_rs(fx, "ir1").expires_at_ms, first.expires_at_ms + 30000);
+    hf_reply_t again = call(fx, &r);
+    assert_memory_equal(&again, &first, sizeof first);
+    hf_record_t c = commit_rec("ir1", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    size_t from = fx->emits_count;
+    again = call(fx, &r);
+    assert_memory_equal(&again, &first, sizeof first); /* HELD, not COMMITTED */
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "ir1"), 0);
+    fx->now_ms = T0 + RETENTION_MS + 1;
+    fx_tick(fx);
+    fake_stage_restore(fx, gateway_stage());
+    again = call(fx, &r);
+    assert_memory_equal(&again, &first, sizeof first);
+
+    /* An expired one too. */
+    hf_reply_t held = reserve_held(fx, "ir2", "SKU-A", 1, 5000);
+    fx->now_ms = held.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "ir2").status, GW_RES_EXPIRED);
+    hf_record_t r2 = reserve_rec("ir2", "k", "SKU-A", 1, 5000);
+    again = call(fx, &r2);
+    assert_memory_equal(&again, &held, sizeof held);
+}
+
+/* While PENDING a retry gets nothing; the one answer comes when the results
+ * are in, and every retry after it gets that answer again, even after a
+ * restore; a rejection is kept the same way. */
+static void test_retried_pending_reserve_is_answered_once_then_from_the_reservation(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("ip1", "k", "SKU-A", 1, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    fake_stage_restore(fx, gateway_stage()); /* still pending after a restore */
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(replies_since(fx, from), 0);
+    assert_false(load_rs(fx, "ip1").reserve_replied);
+    settle(fx);
+    hf_reply_t first = one_reply(fx, from);
+    assert_int_equal(first.outcome, HF_REPLY_HELD);
+    assert_string_equal(first.reservation_id, "ip1");
+    assert_string_equal(first.idempotency_key, "k");
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1);
+    hf_reply_t again = call(fx, &r);
+    assert_memory_equal(&again, &first, sizeof first);
+
+    /* Rejected for stock: the REJECTED_INSUFFICIENT answer is kept too. */
+    const int64_t none[6] = {0, 0, 0, 0, 0, 0};
+    stock(fx, "SKU-Z", none, 6);
+    hf_record_t z = reserve_rec("ip2", "k", "SKU-Z", 1, 0);
+    hf_reply_t no = call(fx, &z);
+    assert_int_equal(no.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_int_equal(load_rs(fx, "ip2").status, GW_RES_REJECTED);
+    again = call(fx, &z);
+    assert_memory_equal(&again, &no, sizeof no);
+}
+
+/* Another body under the same key is CONFLICT, pending or answered, and
+ * changes nothing; the first body's answer still comes, once. */
+static void
+test_reserve_with_another_body_under_its_key_is_conflict_pending_or_answered(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("ic1", "k", "SKU-A", 1, 0);
+    hf_record_t other = reserve_rec("ic1", "k", "SKU-A", 5, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    hf_reply_t c = call(fx, &other);
+    assert_int_equal(c.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(c.message, "different request body"));
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1);
+    from = fx->emits_count;
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    assert_int_equal(call(fx, &other).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(load_rs(fx, "ic1").lines[0].qty, 1);
+    /* A Reserve under the key of the reservation's Commit: that key's body. */
+    hf_record_t cm = commit_rec("ic1", "c", "pay");
+    assert_int_equal(call(fx, &cm).outcome, HF_REPLY_COMMITTED);
+    hf_record_t under_c = reserve_rec("ic1", "c", "SKU-A", 1, 0);
+    c = call(fx, &under_c);
+    assert_int_equal(c.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(c.message, "different request body"));
+}
+
+/* The Reserve's transaction and the one that answers it each write one
+ * gateway changelog record: the reservation (no idempotency record beside). */
+static void test_reserve_and_its_results_each_write_one_changelog_record(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    const char *skus[] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[] = {1, 2};
+    hf_record_t r = reserve_lines("ic2", "k", skus, qtys, 2, 0);
+    size_t cl = fx->changelog_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(changelog_only_r(fx, cl, "ic2"), 1);
+    counters_apply(fx);
+    assert_int_equal(fx->user->results_count, 2);
+    cl = fx->changelog_count;
+    size_t from = fx->emits_count;
+    deliver_results(fx); /* two transactions: one result each, the second answers */
+    assert_int_equal(changelog_only_r(fx, cl, "ic2"), 2);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    /* A retry writes nothing. */
+    cl = fx->changelog_count;
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_HELD);
+    assert_int_equal(fx->changelog_count, cl);
+}
+
+/* State written before the Reserve's answer moved into the reservation: R
+ * without it, and an IdempotencyRecord holding the answer (or the pending
+ * marker). A retry after the upgrade is answered from that record; a pending
+ * one is answered once from R when its results come; one whose record is
+ * already forgotten gets CONFLICT saying so. */
+static void old_format(stage_ctx_t *fx, const char *rid, const hf_reply_t *reply)
+{
+    hf_reservation_state_t rs = load_rs(fx, rid);
+    hf_record_t ir = {.type = HF_REC_IDEMPOTENCY_RECORD};
+    ir.u.idempotency_record.request_hash = rs.request_hash;
+    ir.u.idempotency_record.complete = reply != NULL;
+    if (reply)
+        ir.u.idempotency_record.reply = *reply;
+    ir.u.idempotency_record.stored_at_ms = rs.created_at_ms;
+    rs.reserve_replied = false;
+    memset(&rs.reserve_reply, 0, sizeof rs.reserve_reply);
+    hf_record_t rec = {.type = HF_REC_RESERVATION_STATE, .u.reservation_state = rs};
+    char key[GW_KEY_MAX];
+    assert_int_equal(stage_put(fx, key, gw_res_key(key, rid), &rec), HF_OK);
+    assert_int_equal(stage_put(fx, key, gw_idem_key(key, rid, rs.idempotency_key), &ir), HF_OK);
+    char ref[GW_KEY_MAX];
+    snprintf(ref, sizeof ref, "%s|%s", rid, rs.idempotency_key);
+    assert_int_equal(gw_timer_add(fx, rs.created_at_ms + RETENTION_MS, GW_TIMER_IDEMPOTENCY, ref),
+                     HF_OK);
+    fake_stage_commit(fx);
+}
+
+static void test_reserve_answers_in_old_idempotency_records_are_still_honoured(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t held = reserve_held(fx, "io1", "SKU-A", 1, 0);
+    hf_record_t c = commit_rec("io1", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    old_format(fx, "io1", &held);
+    hf_record_t r = reserve_rec("io1", "k", "SKU-A", 1, 0);
+    hf_reply_t again = call(fx, &r);
+    assert_memory_equal(&again, &held, sizeof held);
+    hf_record_t other = reserve_rec("io1", "k", "SKU-A", 2, 0);
+    assert_int_equal(call(fx, &other).outcome, HF_REPLY_CONFLICT);
+    fake_stage_restore(fx, gateway_stage()); /* the old record's timer is rebuilt */
+    fx->now_ms = T0 + RETENTION_MS + 1;
+    fx_tick(fx);
+    assert_false(idem_exists(fx, "io1", "k"));
+    hf_reply_t gone = call(fx, &r);
+    assert_int_equal(gone.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(gone.message, "no longer kept; the reservation is COMMITTED"));
+
+    /* Pending under the old version: the marker keeps a retry silent, the
+     * answer comes once (into R), and later retries get it from R. */
+    hf_record_t p = reserve_rec("io2", "k", "SKU-A", 1, 0);
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &p), HF_OK);
+    old_format(fx, "io2", NULL);
+    assert_int_equal(fx_apply(fx, &p), HF_OK);
+    assert_int_equal(replies_since(fx, from), 0);
+    settle(fx);
+    hf_reply_t first = one_reply(fx, from);
+    assert_int_equal(first.outcome, HF_REPLY_HELD);
+    again = call(fx, &p);
+    assert_memory_equal(&again, &first, sizeof first);
 }
 
 static void test_commit_is_idempotent_by_key_and_by_payment_id(void **state)
@@ -1899,13 +2117,16 @@ static void test_sweeper_forgets_idempotency_records_after_retention(void **stat
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
     fx->now_ms = T0 + RETENTION_MS - 1;
     fx_tick(fx);
-    assert_true(idem_exists(fx, "w5", "k"));
+    assert_false(idem_exists(fx, "w5", "k")); /* a Reserve's answer is in its reservation */
+    assert_true(load_rs(fx, "w5").reserve_replied);
     assert_true(idem_exists(fx, "w5", "c"));
     fx->now_ms = T0 + RETENTION_MS + 1;
     fx_tick(fx);
-    assert_false(idem_exists(fx, "w5", "k"));
     assert_false(idem_exists(fx, "w5", "c"));
     assert_int_equal(load_rs(fx, "w5").status, GW_RES_COMMITTED); /* the reservation stays */
+    /* ... and with it the Reserve's answer, as long as the reservation. */
+    hf_record_t r = reserve_rec("w5", "k", "SKU-A", 1, 0);
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_HELD);
     /* A retry after retention still cannot commit twice. */
     size_t from = fx->emits_count;
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
@@ -2128,6 +2349,11 @@ int main(void)
         T(test_retried_reserve_while_pending_emits_nothing_and_the_answer_comes_once),
         T(test_same_idempotency_key_with_another_body_is_conflict_and_changes_nothing),
         T(test_reserve_reusing_a_reservation_id_under_another_key_is_conflict),
+        T(test_retried_reserve_after_commit_gets_the_original_held_reply),
+        T(test_retried_pending_reserve_is_answered_once_then_from_the_reservation),
+        T(test_reserve_with_another_body_under_its_key_is_conflict_pending_or_answered),
+        T(test_reserve_and_its_results_each_write_one_changelog_record),
+        T(test_reserve_answers_in_old_idempotency_records_are_still_honoured),
         T(test_commit_is_idempotent_by_key_and_by_payment_id),
         T(test_all_holds_ok_make_it_held_with_expires_at_now_plus_ttl_computed_once),
         T(test_ttl_is_the_requests_then_the_campaigns_then_the_default),
