@@ -198,28 +198,12 @@ static second_t *sec(int64_t t)
     return &series[s];
 }
 
-static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
+/* What an answer to reserve i means for the run: the counts of its second, and
+ * its settle (commit, abandon, late payment) once it is held. */
+static void count_outcome(int i, const hf_reply_t *rep, int64_t now, int64_t lat)
 {
     req_t *q = &reqs[i];
-    if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
-        /* BUSY is no outcome: the request was not applied, either send may get it. */
-        if (q->outcome != HF_REPLY_BUSY && rep->outcome != HF_REPLY_BUSY) {
-            duplicates_checked++;
-            duplicate_mismatches += q->outcome != (int8_t)rep->outcome;
-        }
-        return;
-    }
-    q->outcome = (int8_t)rep->outcome;
-    q->reply_ms = now;
-    /* A checkout retry: the same request again, which must get the same answer. */
-    static unsigned dup_seed = 7;
-    if ((int)(rand_r(&dup_seed) % 100) < dup_pct_global)
-        heap_push((action_t){now + 10, i, true});
-    int64_t lat = now - q->intended_ms;
-    lat_all[lat_count] = lat;
-    lat_second[lat_count++] = second_of(q->intended_ms);
     second_t *s = sec(now);
-    s->replies++;
     if (rep->outcome == HF_REPLY_HELD) {
         s->held++;
         if (q->doorbuster) {
@@ -245,6 +229,35 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
     } else {
         s->other++;
     }
+}
+
+static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
+{
+    req_t *q = &reqs[i];
+    if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
+        /* BUSY is no outcome: the request was not applied, either send may get
+         * it. When the first send was shed and the duplicate served, the
+         * duplicate's answer is the reserve's outcome. */
+        if (q->outcome == HF_REPLY_BUSY && rep->outcome != HF_REPLY_BUSY) {
+            q->outcome = (int8_t)rep->outcome;
+            count_outcome(i, rep, now, now - q->intended_ms);
+        } else if (q->outcome != HF_REPLY_BUSY && rep->outcome != HF_REPLY_BUSY) {
+            duplicates_checked++;
+            duplicate_mismatches += q->outcome != (int8_t)rep->outcome;
+        }
+        return;
+    }
+    q->outcome = (int8_t)rep->outcome;
+    q->reply_ms = now;
+    /* A checkout retry: the same request again, which must get the same answer. */
+    static unsigned dup_seed = 7;
+    if ((int)(rand_r(&dup_seed) % 100) < dup_pct_global)
+        heap_push((action_t){now + 10, i, true});
+    int64_t lat = now - q->intended_ms;
+    lat_all[lat_count] = lat;
+    lat_second[lat_count++] = second_of(q->intended_ms);
+    sec(now)->replies++;
+    count_outcome(i, rep, now, lat);
 }
 
 static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_count)
@@ -902,7 +915,6 @@ static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
     kafka_producer_destroy(kp);
     return err;
 }
-
 
 static int seed_catalog(const bench_opts_t *o)
 {
