@@ -56,6 +56,12 @@ typedef struct {
      * (so stage_get still sees the value it replaces); rec is the decoded value,
      * NULL for a tombstone. It writes only with stage_put_local / stage_del_local. */
     int (*reindex)(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
+    /* First key bytes of the records reindex derives from (only those are
+     * decoded for it, e.g. "H"), and of the derived keys themselves (e.g. "O"):
+     * a changelog written before an index became local may still hold such keys,
+     * and restore skips them, since reindex rebuilds what they said. */
+    const char *reindex_tags;
+    const char *local_tags;
     /* Called after a decoded record that arrived on another partition than its
      * key hashes to was dead-lettered (why says so); may emit (the gateway
      * answers a request REJECTED_INVALID) but must not write state. NULL: none. */

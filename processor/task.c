@@ -660,15 +660,16 @@ static int reindex_record(task_t *t, int32_t partition, const kafka_msg_t *msg)
     ctx->partition = partition;
     ctx->now_ms = hf_wall_ms();
     const hf_record_t *rec = NULL;
-    if (msg->value) {
-        int err = codec_decode(msg->value, msg->value_len, &t->rec, t->errstr, sizeof t->errstr);
-        if (err) {
-            log_error("task", "%s: changelog partition %d offset %lld does not decode: %s",
-                      t->def->name, partition, (long long)msg->offset, t->errstr);
-            return HF_ERR_CORRUPT;
-        }
-        rec = &t->rec;
+    if (msg->value &&
+        codec_decode(msg->value, msg->value_len, &t->rec, t->errstr, sizeof t->errstr) != HF_OK) {
+        /* Restored as it is (a handler reading it will say so); nothing derives
+         * from it, and one foreign record must not block the partition. */
+        log_error("task", "%s: changelog partition %d offset %lld does not decode: %s",
+                  t->def->name, partition, (long long)msg->offset, t->errstr);
+        return HF_OK;
     }
+    if (msg->value)
+        rec = &t->rec;
     return t->def->reindex(ctx, msg->key, msg->key_len, rec);
 }
 
@@ -682,7 +683,12 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
                   t->def->name, r->partition, (long long)msg->offset);
         return HF_OK;
     }
-    int err = t->def->reindex ? reindex_record(t, r->partition, msg) : HF_OK;
+    char tag = ((const char *)msg->key)[0];
+    if (t->def->local_tags && strchr(t->def->local_tags, tag))
+        return HF_OK; /* derived state an older version logged: reindex rebuilds it */
+    int err = t->def->reindex && t->def->reindex_tags && strchr(t->def->reindex_tags, tag)
+                  ? reindex_record(t, r->partition, msg)
+                  : HF_OK;
     if (!err)
         err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
                                      msg->value_len)

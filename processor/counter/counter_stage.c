@@ -198,6 +198,8 @@ static const stage_def_t counter_def = {
     .tick = counter_tick,
     .tick_interval_ms = 1000,
     .reindex = counter_reindex,
+    .reindex_tags = "H", /* hold records */
+    .local_tags = "O",   /* the open-hold index */
 };
 
 const stage_def_t *counter_stage(void)

@@ -35,6 +35,8 @@ static const stage_def_t gateway_def = {
     .tick = gateway_tick,
     .tick_interval_ms = 250,
     .reindex = gateway_reindex,
+    .reindex_tags = "RI", /* reservations, idempotency records */
+    .local_tags = "T",    /* the timer index */
     .on_misrouted = gateway_on_misrouted,
 };
 

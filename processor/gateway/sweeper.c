@@ -166,33 +166,72 @@ int gateway_tick(stage_ctx_t *ctx)
  * from each restored reservation and idempotency record — the timers their
  * handlers would have armed. A timer left from an older value is harmless: it
  * is checked against the state when it fires. */
+typedef struct {
+    int64_t due_ms;
+    char kind;
+} gw_timer_ref_t;
+
+/* The timers a reservation in state rs is due (what its handlers arm). */
+static size_t reservation_timers(const gateway_env_t *env, const hf_reservation_state_t *rs,
+                                 gw_timer_ref_t out[3])
+{
+    size_t n = 0;
+    if (rs->status == GW_RES_HELD)
+        out[n++] = (gw_timer_ref_t){rs->expires_at_ms, GW_TIMER_EXPIRY};
+    if (gw_saga_open(rs) && rs->result_deadline_ms != 0)
+        out[n++] = (gw_timer_ref_t){rs->result_deadline_ms, GW_TIMER_PENDING};
+    if (gw_res_terminal(rs->status))
+        out[n++] =
+            (gw_timer_ref_t){rs->updated_at_ms + env->reservation_retention_ms, GW_TIMER_FORGET};
+    return n;
+}
+
 int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
 {
-    if (!rec || key_len < 2)
+    if (key_len < 2)
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
     if (!env)
         return HF_ERR_CONFIG;
-    if (key[0] == 'I' && rec->type == HF_REC_IDEMPOTENCY_RECORD) {
+    if (key[0] == 'I') {
+        if (!rec || rec->type != HF_REC_IDEMPOTENCY_RECORD || key_len - 1 >= GW_KEY_MAX)
+            return HF_OK; /* a forgotten record's timer has fired already */
         char ref[GW_KEY_MAX];
-        if (key_len - 1 >= sizeof ref)
-            return HF_OK;
         memcpy(ref, key + 1, key_len - 1);
         ref[key_len - 1] = '\0';
         return gw_timer_add(ctx,
                             rec->u.idempotency_record.stored_at_ms + env->idempotency_retention_ms,
                             GW_TIMER_IDEMPOTENCY, ref);
     }
-    if (key[0] != 'R' || rec->type != HF_REC_RESERVATION_STATE)
+    if (key[0] != 'R')
         return HF_OK;
-    const hf_reservation_state_t *rs = &rec->u.reservation_state;
-    int err = HF_OK;
-    if (rs->status == GW_RES_HELD)
-        err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
-    if (!err && gw_saga_open(rs) && rs->result_deadline_ms != 0)
-        err = gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
-    if (!err && gw_res_terminal(rs->status))
-        err = gw_timer_add(ctx, rs->updated_at_ms + env->reservation_retention_ms, GW_TIMER_FORGET,
-                           rs->reservation_id);
+    /* The timers of the value being replaced go, unless the new one keeps them:
+     * a restore that replays HELD then EXPIRED leaves no expiry timer behind. */
+    gw_timer_ref_t old_t[3], new_t[3];
+    size_t old_n = 0, new_n = 0;
+    static _Thread_local hf_record_t old;
+    int err = stage_get(ctx, key, key_len, &old);
+    if (err && err != HF_ERR_NOTFOUND)
+        return err;
+    if (err == HF_OK && old.type == HF_REC_RESERVATION_STATE)
+        old_n = reservation_timers(env, &old.u.reservation_state, old_t);
+    const hf_reservation_state_t *rs =
+        rec && rec->type == HF_REC_RESERVATION_STATE ? &rec->u.reservation_state : NULL;
+    if (rs)
+        new_n = reservation_timers(env, rs, new_t);
+    const char *rid = rs ? rs->reservation_id : old.u.reservation_state.reservation_id;
+    err = HF_OK;
+    for (size_t i = 0; i < old_n && !err; i++) {
+        bool kept = false;
+        for (size_t j = 0; j < new_n; j++)
+            kept |= new_t[j].due_ms == old_t[i].due_ms && new_t[j].kind == old_t[i].kind;
+        if (!kept) {
+            char tkey[GW_KEY_MAX];
+            err =
+                stage_del_local(ctx, tkey, gw_timer_key(tkey, old_t[i].due_ms, old_t[i].kind, rid));
+        }
+    }
+    for (size_t j = 0; j < new_n && !err; j++)
+        err = gw_timer_add(ctx, new_t[j].due_ms, new_t[j].kind, rid);
     return err;
 }

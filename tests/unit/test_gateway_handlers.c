@@ -2072,6 +2072,19 @@ static void test_restore_rebuilds_the_timer_index_from_the_records(void **state)
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     counters_apply(fx);
     drop_results(fx); /* rt4 waits for an answer that was lost */
+    /* A late payment leaves a refund marker (raw bytes in the changelog), and an
+     * older version logged its timers: neither may stop the restore, and the old
+     * timer does not come back. */
+    hf_reply_t late = reserve_held(fx, "rt5", "SKU-A", 1, 1000);
+    fx->now_ms = late.expires_at_ms;
+    fx_tick(fx);
+    hf_record_t lc = commit_rec("rt5", "c", "pay-late");
+    assert_int_equal(call(fx, &lc).outcome, HF_REPLY_EXPIRED);
+    assert_int_equal(refund_markers(fx, "rt5"), 1);
+    fx->now_ms = T0;
+    char old_timer[GW_KEY_MAX];
+    size_t old_len = gw_timer_key(old_timer, T0 + 1, GW_TIMER_EXPIRY, "rt-gone");
+    fake_stage_changelog_raw(fx, fake_stage_partition_of("rt-gone"), old_timer, old_len, "t", 1);
 
     static char before[GW_TIMERS_SEEN_MAX][GW_KEY_MAX], after[GW_TIMERS_SEEN_MAX][GW_KEY_MAX];
     size_t nb = timer_keys(fx, before);
@@ -2082,8 +2095,15 @@ static void test_restore_rebuilds_the_timer_index_from_the_records(void **state)
         bool found = false;
         for (size_t j = 0; j < nb && !found; j++)
             found = memcmp(after[i], before[j], GW_KEY_MAX) == 0;
-        if (!found)
-            fail_msg("restore armed a timer the handlers never did: %s", after[i] + 1);
+        if (!found) {
+            int64_t due = 0;
+            char kind = 0, ref[GW_KEY_MAX];
+            uint16_t klen = 0;
+            memcpy(&klen, after[i] + GW_KEY_MAX - 4, sizeof klen);
+            assert_true(gw_timer_parse(after[i] + 1, klen, &due, &kind, ref, sizeof ref));
+            fail_msg("restore armed a timer the handlers never did: %c %s at T0%+lld", kind, ref,
+                     (long long)(due - T0));
+        }
     }
 
     size_t from = fx->emits_count;
@@ -2105,6 +2125,9 @@ static void test_restore_rebuilds_the_timer_index_from_the_records(void **state)
     hf_reservation_state_t gone;
     fx->partition = fake_stage_partition_of("rt3");
     assert_int_equal(gw_load(fx, "rt3", &gone), HF_ERR_NOTFOUND);
+    fx->now_ms = late.expires_at_ms + RES_RETENTION_MS + 1; /* rt5 ended at its expiry */
+    fx_tick(fx);
+    assert_int_equal(refund_markers(fx, "rt5"), 0); /* forgotten with its reservation */
 }
 
 static void test_sweeper_forgets_idempotency_records_after_retention(void **state)

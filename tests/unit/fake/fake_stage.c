@@ -299,6 +299,22 @@ static void changelog_add(stage_ctx_t *ctx, const fake_stage_written_t *w)
     }
 }
 
+void fake_stage_changelog_raw(stage_ctx_t *ctx, int32_t partition, const char *key, size_t key_len,
+                              const void *val, size_t val_len)
+{
+    fake_stage_written_t w = {.partition = partition, .key_len = key_len};
+    assert_true(key_len <= sizeof w.key);
+    memcpy(w.key, key, key_len);
+    changelog_add(ctx, &w); /* a tombstone: the key is not in the store */
+    fake_stage_changelog_t *c = &ctx->changelog[ctx->changelog_count - 1];
+    if (val) {
+        c->val = malloc(val_len ? val_len : 1);
+        assert_non_null(c->val);
+        memcpy(c->val, val, val_len);
+        c->val_len = val_len;
+    }
+}
+
 void fake_stage_commit(stage_ctx_t *ctx)
 {
     if (state_buf_write(ctx->st, ctx->buf, ctx->errstr, sizeof ctx->errstr) != HF_OK)
@@ -317,14 +333,17 @@ void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def)
     for (size_t i = 0; i < ctx->changelog_count; i++) {
         const fake_stage_changelog_t *c = &ctx->changelog[i];
         ctx->partition = c->partition;
+        if (def->local_tags && strchr(def->local_tags, c->key[0]))
+            continue; /* as task.c: derived keys are rebuilt, never restored */
         hf_record_t rec;
         const hf_record_t *recp = NULL;
-        if (c->val) {
+        bool derives = def->reindex && def->reindex_tags && strchr(def->reindex_tags, c->key[0]);
+        if (derives && c->val) {
             if (codec_decode(c->val, c->val_len, &rec, ctx->errstr, sizeof ctx->errstr) != HF_OK)
                 fail_msg("changelog value of %.*s: %s", (int)c->key_len, c->key, ctx->errstr);
             recp = &rec;
         }
-        if (def->reindex)
+        if (derives)
             assert_int_equal(def->reindex(ctx, c->key, c->key_len, recp), HF_OK);
         int err = c->val ? state_put(ctx->buf, c->partition, c->key, c->key_len, c->val, c->val_len)
                          : state_del(ctx->buf, c->partition, c->key, c->key_len);

@@ -97,5 +97,9 @@ void fake_stage_commit(stage_ctx_t *ctx);
  * so far produced, calling def->reindex as the task's restore does: what a
  * crash that lost the local disk leaves. Fails the test on error. */
 void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def);
+/* Appends a changelog record as an older version might have written it (val NULL:
+ * a tombstone), without touching the store. */
+void fake_stage_changelog_raw(stage_ctx_t *ctx, int32_t partition, const char *key, size_t key_len,
+                              const void *val, size_t val_len);
 
 #endif
