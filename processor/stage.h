@@ -74,6 +74,10 @@ int64_t stage_now_ms(const stage_ctx_t *ctx);
 /* The process configuration (read-only). */
 const struct hf_config *stage_config(const stage_ctx_t *ctx);
 int32_t stage_partition(const stage_ctx_t *ctx);
+/* The Kafka timestamp of the record being handled, epoch ms: its broker append
+ * time on a topic with message.timestamp.type=LogAppendTime (holdfast.requests),
+ * else its producer's; <= 0 when unknown (timers, batch end). */
+int64_t stage_record_timestamp_ms(const stage_ctx_t *ctx);
 /* The Kafka key of the record being handled (not NUL-terminated). */
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len);
 

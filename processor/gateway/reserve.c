@@ -56,10 +56,6 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     if (!env)
         return HF_ERR_CONFIG;
     char msg[HF_TEXT_LEN_MAX + 1];
-    const char *busy = gw_shed_reserve(ctx, env, r, msg, sizeof msg);
-    if (busy) /* first, so that shedding costs one reply and nothing else */
-        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
-                               HF_REPLY_BUSY, busy);
     const char *bad = gw_check_id(r->idempotency_key,
                                   "idempotency_key must be non-empty, printable, without '|'");
     if (!bad)
@@ -72,6 +68,12 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     err = gw_reserve_idem_check(ctx, r, hash, &handled);
     if (err || handled)
         return err;
+    /* Only a reservation not known yet is shed: a retry of one already applied
+     * gets its answer (or, while pending, none) as always, never BUSY. */
+    const char *busy = gw_shed_reserve(ctx, env, r, msg, sizeof msg);
+    if (busy)
+        return gw_reply_simple(ctx, r->reservation_id, r->idempotency_key, r->reply_to,
+                               HF_REPLY_BUSY, busy);
 
     hf_reservation_state_t rs;
     init_state(ctx, env, r, hash, &rs);

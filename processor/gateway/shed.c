@@ -4,6 +4,7 @@
  * deadline, or while the counter hop is slower than that deadline, is answered
  * BUSY at once (one reply, no state, no counter round trip) and the backlog
  * drains. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "gateway.h"
@@ -13,8 +14,8 @@
  * few transactions, short enough that shedding stops soon after the hop
  * recovers (a shed partition sends no holds, so it learns nothing new). */
 #define GW_SHED_OBSERVATION_MS 1000
-/* A request that seems older than this says more about its client's clock than
- * about our backlog: it is not shed for its age (the hop check still applies). */
+/* Without a broker timestamp, a request that seems older than this says more
+ * about its client's clock than about our backlog: not shed for its age. */
 #define GW_SHED_CLOCK_SKEW_MS  60000
 
 typedef struct {
@@ -45,9 +46,14 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
     if (env->reserve_deadline_ms <= 0)
         return NULL;
     int64_t now = stage_now_ms(ctx);
-    int64_t waited_ms = now - r->sent_at_ms;
-    if (r->sent_at_ms > 0 && waited_ms > env->reserve_deadline_ms &&
-        waited_ms <= GW_SHED_CLOCK_SKEW_MS) {
+    /* How long the request waited: from the broker's append time (requests is a
+     * LogAppendTime topic: the cluster's clock, not the client's), else from the
+     * client's sent_at_ms, which a client clock far behind ours would make look
+     * old forever — so that one counts only up to GW_SHED_CLOCK_SKEW_MS. */
+    int64_t appended_ms = stage_record_timestamp_ms(ctx);
+    int64_t waited_ms = appended_ms > 0 ? now - appended_ms : now - r->sent_at_ms;
+    bool known = appended_ms > 0 || (r->sent_at_ms > 0 && waited_ms <= GW_SHED_CLOCK_SKEW_MS);
+    if (known && waited_ms > env->reserve_deadline_ms) {
         snprintf(why, why_size,
                  "busy: the request waited %lld ms to reach the gateway (deadline %lld ms); "
                  "retry with the same idempotency key",

@@ -112,7 +112,12 @@ int main(int argc, char **argv)
     const char *bs = getenv("HOLDFAST_BOOTSTRAP");
     const char *bootstrap = bs && *bs ? bs : "127.0.0.1:9092";
     char errstr[512] = "";
-    int err = HF_ERR_INVAL;
+    int err = kafka_client_config_from_env(errstr, sizeof errstr);
+    if (err) {
+        fprintf(stderr, "pipeline-topics: %s\n", errstr);
+        return 1;
+    }
+    err = HF_ERR_INVAL;
     if (argc == 3 && strcmp(argv[1], "offsets") == 0)
         err = offsets(bootstrap, argv[2], errstr, sizeof errstr);
     else if (argc == 4 && strcmp(argv[1], "create") == 0)

@@ -1838,11 +1838,21 @@ static void test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind(v
     fx->partition = fake_stage_partition_of("sh1");
     assert_int_equal(gw_load(fx, "sh1", &none), HF_ERR_NOTFOUND);
     assert_false(idem_exists(fx, "sh1", "k"));
-    /* The retry, sent now with the same key, is served as new. */
-    r.u.reserve.sent_at_ms = fx->now_ms;
+    /* The broker's append time, when there is one, wins over the client's clock:
+     * a client 10 s behind is served when the broker says the request is fresh... */
+    fx->record_timestamp_ms = fx->now_ms - 20;
+    r.u.reserve.sent_at_ms = fx->now_ms - 10000;
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
     assert_int_equal(load_rs(fx, "sh1").status, GW_RES_HELD);
+    /* ...and a retry of a reservation already applied is answered, never shed. */
+    fx->record_timestamp_ms = fx->now_ms - 5000;
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_HELD);
+    /* A new one that waited 5 s in the broker is shed, whatever its client says. */
+    hf_record_t r2 = reserve_rec("sh1b", "k", "SKU-A", 1, 0);
+    r2.u.reserve.sent_at_ms = fx->now_ms;
+    assert_int_equal(call(fx, &r2).outcome, HF_REPLY_BUSY);
+    fx->record_timestamp_ms = 0;
 }
 
 static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **state)

@@ -42,6 +42,11 @@ void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
     ctx->partition = partition;
 }
 
+int64_t stage_record_timestamp_ms(const stage_ctx_t *ctx)
+{
+    return ctx->record_timestamp_ms;
+}
+
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
 {
     *key_len = ctx->key_len;

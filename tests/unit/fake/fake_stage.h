@@ -57,8 +57,9 @@ struct stage_ctx {
     int32_t partition;
     char key[HF_STATE_KEY_LEN_MAX]; /* the current record's Kafka key */
     size_t key_len;
-    int64_t now_ms;           /* what stage_now_ms answers; the test moves it */
-    fake_stage_emit_t *emits; /* every output, in order; tests may reset emits_count */
+    int64_t now_ms;              /* what stage_now_ms answers; the test moves it */
+    int64_t record_timestamp_ms; /* what stage_record_timestamp_ms answers (0: unknown) */
+    fake_stage_emit_t *emits;    /* every output, in order; tests may reset emits_count */
     size_t emits_count, emits_cap;
     fake_stage_written_t *written; /* distinct keys written this transaction, first-write order */
     size_t written_count, written_cap;
