@@ -270,7 +270,9 @@ static int fetch_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *part
             parts->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
             parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
         }
-        rd_kafka_poll(rk, 200);
+        /* Not rd_kafka_poll: this runs inside the rebalance callback of a
+         * consumer whose events are served by consumer_poll. */
+        hf_sleep_ms(200);
     }
 }
 

@@ -75,7 +75,9 @@ static const hf_cli_opt_t run_opts[] = {
 static const hf_cli_cmd_t run_cmd = {
     "run", NULL, 0,
     "Runs the configured stages until SIGINT/SIGTERM. Exit: 0 stopped by a signal, 1 error,\n"
-    "2 usage mistake, 4 a task stopped on a fatal error (fenced or broken state: restart it).",
+    "2 usage mistake, 3 a partition could not be restored or its group offsets are behind the\n"
+    "local state (the log says what to do), 4 a task stopped on a fatal error (fenced or broken\n"
+    "state: restart it).",
     run_opts};
 
 static void usage(FILE *out)

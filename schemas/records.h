@@ -330,7 +330,8 @@ typedef struct {
     uint32_t key_len;
     uint8_t key[HF_STATE_KEY_LEN_MAX];
     uint32_t value_len;
-    uint8_t value[HF_RECORD_LEN_MAX]; /* truncated beyond this; value_truncated says so */
+    /* Only input records are dead-lettered, and admission caps them at this. */
+    uint8_t value[HF_INPUT_VALUE_BYTES_MAX]; /* truncated beyond this; value_truncated says so */
     bool value_truncated;
     int64_t failed_at_ms;
 } hf_dead_letter_t;

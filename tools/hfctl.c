@@ -622,7 +622,7 @@ static const hf_cli_opt_t send_release_hold_opts[] = {
 static const hf_cli_opt_t stock_feed_opts[] = {
     {"warehouse", "W", true, "warehouse id"},
     {"sku", "S", true, "SKU"},
-    {"kind", "K", true, "RECEIVE, ADJUST, COUNT or SAFETY_STOCK"},
+    {"kind", "K", true, "RECEIVE, ADJUST, COUNT, COUNT_AS_OF or SAFETY_STOCK"},
     {"qty", "N", true, "units (a delta for RECEIVE/ADJUST, the level for COUNT/SAFETY_STOCK)"},
     {"seq", "N", true, "feed sequence number of the pair (a feed at or below the last is stale)"},
     {"as-of-committed", "N", false,
@@ -736,12 +736,13 @@ static void usage(FILE *out)
                  "       hfctl --help | --version\ncommands:\n");
     for (size_t i = 0; i < COMMANDS_COUNT; i++)
         fprintf(out, "  %-18s %s\n", commands[i].cli.name, commands[i].cli.summary);
-    fprintf(out, "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
-                 "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
-                 "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
-                 "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
-                 "than asked\n"
-                 "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
+    fprintf(out,
+            "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
+            "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
+            "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
+            "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
+            "than asked\n"
+            "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
 }
 
 /* The command argv names: one word, or a group word and its subcommand. Sets

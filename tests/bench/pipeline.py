@@ -100,11 +100,16 @@ def parse_builds():
         bdir = os.path.dirname(path)
         root = os.path.dirname(bdir)
         hfctl = os.path.join(bdir, "hfctl")
+        seeder = os.path.join(bdir, "hfbench")
         topics = os.path.join(root, "topics", "topics.json")
         rev = run_text(["git", "-C", root, "log", "-1", "--format=%h %s"]) or "?"
         builds.append({"name": name, "holdfast": path,
                        "hfctl": hfctl if os.access(hfctl, os.X_OK) else os.path.abspath("build/hfctl"),
                        "topics_file": topics if os.path.exists(topics) else "topics/topics.json",
+                       # the stock feed is seeded by the build's own hfbench (its
+                       # StockFeed schema is the one its counter reads); the load is
+                       # always build/hfbench's
+                       "seeder": seeder if os.access(seeder, os.X_OK) else HFBENCH,
                        "commit": rev[:100]})
     return builds
 
@@ -464,7 +469,7 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
                    "--state-dir", os.path.join(work, "state"), "--config",
                    os.path.join(work, "config.json")], os.path.join(work, "holdfast.log"), envx)
         _pids["holdfast"] = hf.pid
-        checked([HFBENCH, "seed", "--skus", str(SKUS), "--per-sku", str(PER_SKU), "--stock",
+        checked([build["seeder"], "seed", "--skus", str(SKUS), "--per-sku", str(PER_SKU), "--stock",
                  str(STOCK)], envx, "hfbench seed", 900)
         run["seed_settle_s"] = wait_still(prefix, SETTLED_QUIET_S, IDLE_TIMEOUT_S, "seed")
         before = reconcile(build, envx, os.path.join(work, "reconcile-before.json"), False)

@@ -3,9 +3,6 @@
  * by reservation_id and idempotency key, never by arrival order. */
 #include "client.h"
 
-/* First pause before re-sending a request answered BUSY; doubles per attempt. */
-#define CLIENT_BUSY_BACKOFF_MS 50
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +15,9 @@
 #include "hf_clock.h"
 #include "kafka.h"
 #include "topics.h"
+
+/* First pause before re-sending a request answered BUSY; doubles per attempt. */
+#define CLIENT_BUSY_BACKOFF_MS 50
 
 /* Partitions of the replies topic the client can follow. */
 #define CLIENT_PARTITIONS_MAX 256
@@ -207,7 +207,7 @@ int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, 
     bool busy = false;
     for (int attempt = 0; attempt < attempts_max; attempt++) {
         if (busy) /* the gateway sheds load: back off before the same request again */
-            hf_sleep_ms(CLIENT_BUSY_BACKOFF_MS << (attempt < 5 ? attempt : 5));
+            hf_sleep_ms(CLIENT_BUSY_BACKOFF_MS << (attempt - 1 < 5 ? attempt - 1 : 5));
         busy = false;
         *sent_at_ms = hf_wall_ms(); /* not part of the request's hash */
         int err = client_send(c, &sent, errstr, errstr_size);
