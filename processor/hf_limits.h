@@ -98,8 +98,8 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Command line (hf_cli.h): options one command declares (hfctl reserve has 12,
  * with --help and --version added by the parser), and positional arguments after
  * the command words (hfctl tail takes one topic). */
-#define HF_CLI_OPTS_MAX       32
-#define HF_CLI_POSITIONAL_MAX 4
+#define HF_CLI_OPTS_MAX             32
+#define HF_CLI_POSITIONAL_MAX       4
 
 /* Metrics server (metrics.c): connections served at once (a scraper, a probe,
  * an operator's curl; more are answered 503 and closed), and task threads whose
