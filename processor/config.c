@@ -31,6 +31,8 @@ void config_defaults(hf_config_t *cfg)
     cfg->signal_high_watermark = 1;
     cfg->signal_dwell_ms = 2000;
     cfg->aggregator_commit_interval_ms = 100;
+    cfg->counter_commit_interval_ms = 0;
+    cfg->gateway_commit_interval_ms = 0;
     snprintf(cfg->warehouses_file, sizeof cfg->warehouses_file, "config/warehouses.json");
     cfg->ttl_default_ms = 15 * 60 * 1000;
     cfg->hold_max_factor_pct = 200;
@@ -103,6 +105,8 @@ static const config_field_t config_fields[] = {
     INT_FIELD(signal_high_watermark, 1, 1000000),
     INT_FIELD(signal_dwell_ms, 0, 3600000),
     INT_FIELD(aggregator_commit_interval_ms, 0, 5000),
+    INT_FIELD(counter_commit_interval_ms, 0, 1000),
+    INT_FIELD(gateway_commit_interval_ms, 0, 1000),
     STR_FIELD(signal_overrides_file),
     STR_FIELD(warehouses_file),
     INT_FIELD(ttl_default_ms, 1000, 86400000),

@@ -42,6 +42,8 @@ typedef struct hf_config {
     int signal_high_watermark;
     int signal_dwell_ms;
     int aggregator_commit_interval_ms;             /* least time between aggregator transactions */
+    int counter_commit_interval_ms;                /* ... counter transactions (0: none) */
+    int gateway_commit_interval_ms;                /* ... gateway transactions (0: none) */
     char signal_overrides_file[HF_CONFIG_STR_MAX]; /* JSON {sku: {low, high, dwell_ms}} */
     /* Gateway (reservations, idempotency, routing). */
     char warehouses_file[HF_CONFIG_STR_MAX]; /* JSON warehouses: id, lat, lon, cost */

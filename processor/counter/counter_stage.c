@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "counter.h"
 #include "hf_assert.h"
 #include "topics.h"
@@ -187,6 +188,12 @@ static int counter_reindex(stage_ctx_t *ctx, const char *key, size_t key_len,
     return HF_OK;
 }
 
+/* Least time between two counter transactions (config; 0: none). */
+static int counter_commit_interval_ms(const hf_config_t *cfg)
+{
+    return cfg ? cfg->counter_commit_interval_ms : 0;
+}
+
 static const stage_def_t counter_def = {
     .name = "counter",
     .input_topics = counter_inputs,
@@ -198,6 +205,7 @@ static const stage_def_t counter_def = {
     .tick = counter_tick,
     .tick_interval_ms = 1000,
     .reindex = counter_reindex,
+    .commit_interval_ms = counter_commit_interval_ms,
     .reindex_tags = "H", /* hold records */
     .local_tags = "O",   /* the open-hold index */
 };

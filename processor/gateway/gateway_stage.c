@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "gateway.h"
 #include "hf_assert.h"
 #include "log.h"
@@ -25,6 +26,12 @@ static const stage_handler_t gateway_handlers[] = {
 
 static int gateway_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
 
+/* Least time between two gateway transactions (config; 0: none). */
+static int gateway_commit_interval_ms(const hf_config_t *cfg)
+{
+    return cfg ? cfg->gateway_commit_interval_ms : 0;
+}
+
 static const stage_def_t gateway_def = {
     .name = "gateway",
     .input_topics = gateway_inputs,
@@ -35,6 +42,7 @@ static const stage_def_t gateway_def = {
     .tick = gateway_tick,
     .tick_interval_ms = 250,
     .reindex = gateway_reindex,
+    .commit_interval_ms = gateway_commit_interval_ms,
     .reindex_tags = "RI", /* reservations, idempotency records */
     .local_tags = "T",    /* the timer index */
     .on_misrouted = gateway_on_misrouted,
