@@ -143,8 +143,9 @@ rd_kafka_conf_t *kafka_conf_build(const kafka_conf_t *conf, const char *const *d
                                   char *errstr, size_t errstr_size)
 {
     /* A client built before the configuration was loaded would connect without
-     * the operator's security settings: a bug in the binary's start-up. */
-    hf_assert(client_props && "kafka_client_config_load() must run before the first client");
+     * the operator's security settings: a bug in the binary's start-up
+     * (kafka_client_config_load() must run before the first client). */
+    hf_assert(client_props != NULL);
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     const char *const common[] = {
         "socket.nagle.disable=true",

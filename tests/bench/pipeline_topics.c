@@ -117,7 +117,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "pipeline-topics: %s\n", errstr);
         return 1;
     }
-    err = HF_ERR_INVAL;
     if (argc == 3 && strcmp(argv[1], "offsets") == 0)
         err = offsets(bootstrap, argv[2], errstr, sizeof errstr);
     else if (argc == 4 && strcmp(argv[1], "create") == 0)
