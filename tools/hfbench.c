@@ -890,7 +890,10 @@ static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
     }
     /* Increasing across runs, so a re-seed adds stock: seconds since 2024, well
      * within the counter's HF_FEED_SEQ_JUMP_MAX of the last seed (wall-clock
-     * milliseconds would be dead-lettered as a runaway feed_seq). */
+     * milliseconds would be dead-lettered as a runaway feed_seq). Taken at the
+     * start of a fresh second, so two seeds one after the other never share one
+     * (the second's feeds would be stale). */
+    hf_sleep_ms(1000 - hf_wall_ms() % 1000);
     int64_t seq = hf_wall_ms() / 1000 - HFBENCH_SEQ_EPOCH_S;
     int err = HF_OK;
     for (int r = 0; r < sp->rows && !err; r++) {
