@@ -240,12 +240,18 @@ def broker_facts(pid):
 # ---- Kafka side: offsets, log sizes, metrics
 
 def topic_offsets(prefix):
-    """{topic (without prefix): sum of partition high watermarks} and per partition."""
-    r = subprocess.run([TOPICS_TOOL, "offsets", prefix], capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError(f"pipeline-topics offsets: {r.stderr.strip()}")
-    return {t[len(prefix):]: highs for t, highs in json.loads(r.stdout).items()}
+    """{topic (without prefix): sum of partition high watermarks} and per partition.
+    A topic created moments ago may still answer "Not leader for partition" while its
+    leaders settle: asked again for up to 10 s."""
+    for attempt in range(20):
+        r = subprocess.run([TOPICS_TOOL, "offsets", prefix], capture_output=True, text=True,
+                           timeout=60)
+        if r.returncode == 0:
+            return {t[len(prefix):]: highs for t, highs in json.loads(r.stdout).items()}
+        if "Not leader" not in r.stderr and "not the leader" not in r.stderr.lower():
+            break
+        time.sleep(0.5)
+    raise RuntimeError(f"pipeline-topics offsets: {r.stderr.strip()}")
 
 
 def offsets_total(offs):
