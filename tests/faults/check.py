@@ -79,11 +79,18 @@ def verify(args):
 
     outcomes = {}  # (rid, key) -> set of outcomes
     replies_n = {}
+    busy_after = []  # keys answered BUSY after an applied answer (replies of a key share a partition)
     for r in tail(args.replies):
         val = r.get("value") or {}
         k = (val.get("reservation_id"), val.get("idempotency_key"))
-        outcomes.setdefault(k, set()).add(val.get("outcome"))
+        o = val.get("outcome")
+        if o == "BUSY" and any(x != "BUSY" for x in outcomes.get(k, ())):
+            busy_after.append(k)
+        outcomes.setdefault(k, set()).add(o)
         replies_n[k] = replies_n.get(k, 0) + 1
+    if busy_after:
+        problems.append(f"{len(busy_after)} keys answered BUSY after they were applied, e.g. "
+                        f"{sorted(busy_after)[:5]}")
 
     # BUSY (load shedding) is no outcome: the request was not applied, and a
     # retry of it may well be answered otherwise.
