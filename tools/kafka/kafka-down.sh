@@ -6,7 +6,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-home=$(cd "$here/../.." && pwd)/.cache/kafka
+# KAFKA_DOWN_HOME / KAFKA_DOWN_NAME: another broker of the project's (kafka-secure-down.sh).
+home=${KAFKA_DOWN_HOME:-$(cd "$here/../.." && pwd)/.cache/kafka}
+name=${KAFKA_DOWN_NAME:-kafka}
 pidfile=$home/kafka.pid
 stop_timeout_s=30
 
@@ -22,13 +24,13 @@ if [ -f "$pidfile" ] && pid=$(cat "$pidfile") && broker_alive "$pid"; then
     sleep 0.25
   done
   if broker_alive "$pid"; then
-    echo "kafka-down: pid $pid ignored SIGTERM for ${stop_timeout_s}s; killing it"
+    echo "$name-down: pid $pid ignored SIGTERM for ${stop_timeout_s}s; killing it"
     kill -KILL "$pid" 2>/dev/null || true
     while broker_alive "$pid"; do sleep 0.1; done
   fi
-  echo "kafka down: stopped pid $pid"
+  echo "$name down: stopped pid $pid"
 else
-  echo "kafka down: not running"
+  echo "$name down: not running"
 fi
 rm -f "$pidfile"
 
