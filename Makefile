@@ -9,8 +9,17 @@ SAN_BUILD := $(BUILD)/san
 
 WARN    := -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter -Werror
-INCS    := -Iprocessor -Ischemas -Istate -Itools -I$(BUILD)/gen
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(WARN) $(INCS) -MMD -MP
+# Layers point one way, and each directory sees only the layers below it:
+#   common/   errors, limits, asserts, clock, logging (includes nothing of ours)
+#   schemas/  records and the Avro codec        (common)
+#   state/    the RocksDB store                 (common)
+#   processor/, tools/, tests/                  (everything)
+# A lower layer that includes a higher header fails to compile.
+COMMON_INCS    := -Icommon
+SCHEMAS_INCS   := -Icommon -Ischemas -I$(BUILD)/gen
+STATE_INCS     := -Icommon -Istate
+INCS           := -Icommon -Ischemas -Istate -Iprocessor -Itools -I$(BUILD)/gen
+CFLAGS_BASE     = -std=c11 -D_GNU_SOURCE -g $(WARN) $(INCS) -MMD -MP
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
@@ -20,7 +29,7 @@ SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 # Library sources: everything under processor/, schemas/, state/ and tools/lib
 # except the files that hold a main().
 MAIN_SRCS := processor/main.c tools/hfctl.c tools/hfbench.c
-LIB_SRCS  := $(filter-out $(MAIN_SRCS) $(LIB_EXCLUDE),$(wildcard processor/*.c processor/*/*.c schemas/*.c state/*.c tools/lib/*.c))
+LIB_SRCS  := $(filter-out $(MAIN_SRCS) $(LIB_EXCLUDE),$(wildcard common/*.c processor/*.c processor/*/*.c schemas/*.c state/*.c tools/lib/*.c))
 GEN_SRC   := $(BUILD)/gen/schemas_gen.c
 SCHEMAS   := $(sort $(wildcard schemas/*.avsc))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -73,6 +82,11 @@ $(BUILD)/obj/processor/hf_version.o $(SAN_BUILD)/obj/processor/hf_version.o: $(V
 $(GEN_SRC): $(SCHEMAS) tools/embed-schemas.sh
 	@mkdir -p $(dir $@)
 	bash tools/embed-schemas.sh $(SCHEMAS) > $@.tmp && mv $@.tmp $@
+
+# Per-layer include paths (target-specific, so they reach CFLAGS_BASE).
+$(BUILD)/obj/common/%.o $(SAN_BUILD)/obj/common/%.o: INCS := $(COMMON_INCS)
+$(BUILD)/obj/schemas/%.o $(SAN_BUILD)/obj/schemas/%.o $(BUILD)/obj/gen/%.o $(SAN_BUILD)/obj/gen/%.o: INCS := $(SCHEMAS_INCS)
+$(BUILD)/obj/state/%.o $(SAN_BUILD)/obj/state/%.o: INCS := $(STATE_INCS)
 
 # ---- release build
 REL_LIB_OBJS := $(call objs,$(BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
@@ -223,7 +237,7 @@ format-check:
 	clang-format-14 --dry-run --Werror $(ALL_C)
 lint: $(GEN_SRC) $(VERSION_H)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	  --inline-suppr --suppress=missingIncludeSystem $(INCS) processor schemas state tools
+	  --inline-suppr --suppress=missingIncludeSystem $(INCS) common processor schemas state tools
 	clang-tidy-14 --quiet --warnings-as-errors='*' $(filter %.c,$(ALL_C)) -- $(CFLAGS_BASE) $(PKG_CFLAGS) -Itests/lib -Wno-error
 
 demo:
