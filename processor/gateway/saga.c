@@ -1,12 +1,12 @@
 /* The reservation saga: route every line into holds, gather the counters'
- * results, and once all are in either declare the reservation HELD, re-route the
+ * results, and once all are in say that every line is held, re-route the
  * missing quantity (bounded rounds, each a new attempt number so the counters
- * see new holds), or release everything and reject. A partial reservation is
- * never left behind: every path out of PENDING either holds every line in full
- * or releases every hold it asked for. The saga says where it stands
- * (gw_saga_end_t) and never what that means: its caller ends a reservation's
- * saga (gw_saga_hold, gw_saga_reject here) or a late payment's re-reservation
- * (late_payment.c), so this file calls no flow above it. */
+ * see new holds), or say it cannot be done. It returns where it stands
+ * (gw_saga_end_t), never what that means: its caller ends a reservation's saga
+ * (gw_saga_hold, or gw_saga_reject releasing every hold, both here) or a late
+ * payment's re-reservation (late_payment.c), so this file calls no flow above
+ * it. A partial reservation is never left behind: every path out of PENDING
+ * either holds every line in full or releases every hold it asked for. */
 #include <stdio.h>
 #include <string.h>
 

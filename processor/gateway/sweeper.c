@@ -7,11 +7,12 @@
  * checked against the state when it fires, so timers made stale by a commit or
  * an extension cost nothing.
  *
- * Memory: like every gateway file, nothing is allocated — records and key
- * batches live on the stack of the call that uses them (a task thread's stack
- * is the process default, 8 MiB; the deepest gateway call chain, measured with
- * -fstack-usage, is under 200 KB). Due timers are read and fired
- * GW_SWEEP_BATCH_MAX at a time (~17 KB), up to HF_SWEEP_TIMERS_MAX per tick. */
+ * Memory: as everywhere in the gateway, nothing is allocated, static or
+ * thread-local — records and key batches live on the stack of the call that
+ * uses them. A task thread has the process default stack (8 MiB); the deepest
+ * gateway chain, the tick's, takes about 110 KB (gcc -fcallgraph-info=su, -O2;
+ * a handler's about 76 KB). Due timers are read and fired GW_SWEEP_BATCH_MAX at
+ * a time (17 KB), up to HF_SWEEP_TIMERS_MAX per tick. */
 #include <stdio.h>
 #include <string.h>
 
