@@ -1,8 +1,10 @@
 /* What happens on CounterResult: the counter's answer to one of this gateway's
  * commands. Hold answers feed the saga of a PENDING reservation (OK or REFUSED;
- * once all are in, saga.c decides). A SHORTFALL (a stock count revoked a hold)
- * ends the whole reservation RELEASED with reason stock_shortfall, whether it
- * was HELD or still PENDING (then its Reserve is answered RELEASED): the design
+ * once all are in, saga.c says where it stands and this file ends it: HELD or
+ * REJECTED, or for a re-reservation committed or refunded). A SHORTFALL (a
+ * stock count revoked a hold) ends the whole reservation RELEASED with reason
+ * stock_shortfall, whether it was HELD or still PENDING (then its Reserve is
+ * answered RELEASED): the design
  * gives revoked reservations back rather than re-routing them. A COMMITTED
  * reservation whose hold was revoked before its CommitHold reached the counter
  * (the counter answers that commit REVOKED and keeps the units reserved until
