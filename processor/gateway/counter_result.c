@@ -1,8 +1,10 @@
 /* What happens on CounterResult: the counter's answer to one of this gateway's
  * commands. Hold answers feed the saga of a PENDING reservation (OK or REFUSED;
- * once all are in, saga.c decides). A SHORTFALL (a stock count revoked a hold)
- * ends the whole reservation RELEASED with reason stock_shortfall, whether it
- * was HELD or still PENDING (then its Reserve is answered RELEASED): the design
+ * once all are in, saga.c says where it stands and this file ends it: HELD or
+ * REJECTED, or for a re-reservation committed or refunded). A SHORTFALL (a
+ * stock count revoked a hold) ends the whole reservation RELEASED with reason
+ * stock_shortfall, whether it was HELD or still PENDING (then its Reserve is
+ * answered RELEASED): the design
  * gives revoked reservations back rather than re-routing them. A COMMITTED
  * reservation whose hold was revoked before its CommitHold reached the counter
  * (the counter answers that commit REVOKED and keeps the units reserved until
@@ -41,7 +43,17 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
     h->available_seen = r->available;
     if (!gw_all_answered(rs))
         return gw_store(ctx, rs);
-    return gw_saga_settle(ctx, rs);
+    /* Every hold answered: the saga says where it stands, and whose saga it is
+     * decides what that means. */
+    gw_saga_end_t end = GW_SAGA_ASKED;
+    char why[HF_TEXT_LEN_MAX + 1];
+    int err = gw_saga_settle(ctx, rs, &end, why, sizeof why);
+    if (err || end == GW_SAGA_ASKED)
+        return err; /* re-routed: the new round's results are awaited */
+    bool held = end == GW_SAGA_HELD;
+    if (gw_is_rebook(rs))
+        return held ? gw_rebook_held(ctx, rs) : gw_rebook_refund(ctx, rs, why);
+    return held ? gw_saga_hold(ctx, rs) : gw_saga_reject(ctx, rs, why);
 }
 
 /* The sale of a COMMITTED reservation is undone by a revoked hold (see the top
@@ -55,12 +67,14 @@ static int revoke_committed(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
              rs->reservation_id, rs->payment_id);
     rs->status = GW_RES_RELEASED;
     snprintf(rs->reason, sizeof rs->reason, "%s", GW_REASON_SHORTFALL);
-    err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_emit_ledger(ctx, rs, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
-    if (err)
-        return err;
-    return gw_flag_refund(ctx, rs, rs->payment_id, NULL);
+    /* The refund is flagged after the RELEASED event: the ledger tells the sale
+     * was undone before it tells the payment is to be refunded. */
+    err = gw_end(ctx, rs,
+                 &(gw_end_t){.store = true,
+                             .ledger = true,
+                             .ledger_kind = HF_LEDGER_RELEASED,
+                             .ledger_reason = GW_REASON_SHORTFALL});
+    return err ? err : gw_flag_refund(ctx, rs, rs->payment_id, NULL);
 }
 
 static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
@@ -70,21 +84,28 @@ static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
         return HF_OK; /* already released: the counter learns from that release */
     log_warn("gateway", "%s: hold at %s|%s revoked by a stock shortfall (reservation %s)",
              rs->reservation_id, h->warehouse_id, h->sku, gw_res_status_name(rs->status));
+    if (gw_is_rebook(rs))
+        return gw_rebook_revoked(ctx, rs, i);
     switch (rs->status) {
     case GW_RES_HELD:
         return gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
     case GW_RES_PENDING: {
-        int err = gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+        int err = gw_end_holds(ctx, rs, GW_RES_RELEASED, GW_REASON_SHORTFALL);
         return err ? err
-                   : gw_answer_reserve(ctx, rs, HF_REPLY_RELEASED,
-                                       "stock_shortfall: a stock count revoked a hold before "
-                                       "the reservation was held");
+                   : gw_end(ctx, rs,
+                            &(gw_end_t){.store = true,
+                                        .reserve = true,
+                                        .reserve_outcome = HF_REPLY_RELEASED,
+                                        .reserve_message = "stock_shortfall: a stock count "
+                                                           "revoked a hold before the "
+                                                           "reservation was held",
+                                        .ledger = true,
+                                        .ledger_kind = HF_LEDGER_RELEASED,
+                                        .ledger_reason = GW_REASON_SHORTFALL});
     }
     case GW_RES_COMMITTED:
     case GW_RES_RELEASED: /* an earlier revoked hold already undid the commit */
         return revoke_committed(ctx, rs, i);
-    case GW_RES_EXPIRED: /* an OK hold of an expired one is its re-reservation's */
-        return gw_rebook_revoked(ctx, rs, i);
     default:
         return HF_OK; /* rejected: every hold was released */
     }
@@ -100,7 +121,7 @@ static int on_commit_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
            rs->reservation_id, r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
     if (!revoked || rs->allocations[i].status != GW_HOLD_OK)
         return HF_OK; /* handled when its SHORTFALL came */
-    if (rs->status == GW_RES_EXPIRED)
+    if (gw_is_rebook(rs))
         return gw_rebook_revoked(ctx, rs, i);
     return revoke_committed(ctx, rs, i);
 }

@@ -7,13 +7,23 @@
  * holdfast.counter-commands (key "warehouse|sku"), replies to each request's
  * reply_to, and every transition to holdfast.ledger.
  *
- * Files: gateway_stage.c (handler table, shared helpers), one file per record
- * type (reserve.c, commit.c, release.c, extend.c, counter_result.c), saga.c
- * (gather results, re-route, roll back), late_payment.c (a Commit after
- * expiry: refund or re-reserve), sweeper.c (the tick: timers),
- * gateway_rules.c (pure: validation, hashing, guards, TTL), gateway_keys.c
- * (state key layout), gateway_env.c (config, warehouses and the routing view,
- * created once per process). */
+ * Files, top-down (a file calls only files below it in this list, so no two
+ * call each other):
+ *   gateway_stage.c   the handler table (what handles which record type)
+ *   reserve.c, commit.c, release.c, extend.c, counter_result.c, sweeper.c
+ *                     one file per record type, and the tick (timers)
+ *   late_payment.c    a Commit after expiry: refund or re-reserve
+ *   saga.c            route lines into holds, gather results, re-route; it
+ *                     returns how it stands (gw_saga_end_t), its caller decides
+ *   gw_request.c      the prologue of every request: checks, idempotency,
+ *                     the reservation loaded (gw_request_t)
+ *   gw_answer.c       the one answer path (gw_end: store, refund flag,
+ *                     idempotency record, reply, ledger) and replies
+ *   gw_emit.c         counter commands, ledger events, refund flags
+ *   gw_state.c        reservations loaded and stored, timers armed
+ *   shed.c (load shedding), gateway_rules.c (pure: validation, hashing,
+ *   guards, TTL), gateway_keys.c (state key layout), gateway_env.c (config,
+ *   warehouses and the routing view). */
 #ifndef HF_GATEWAY_H
 #define HF_GATEWAY_H
 
@@ -150,6 +160,10 @@ bool gw_all_answered(const hf_reservation_state_t *rs);
 /* True while a saga gathers hold results: a PENDING reservation, or the
  * re-reservation of an EXPIRED one. */
 bool gw_saga_open(const hf_reservation_state_t *rs);
+/* True when rs's saga or holds are a late payment's re-reservation (an EXPIRED
+ * reservation: expiry released every hold it had, so any it has since are the
+ * re-reservation's), false for the reservation's own (PENDING, HELD, ...). */
+bool gw_is_rebook(const hf_reservation_state_t *rs);
 /* True for a legal Kafka topic name (1..249 of [a-zA-Z0-9._-]). */
 bool gw_topic_name_ok(const char *topic);
 /* NULL when a request may name reply_to: empty, the replies topic, or a legal
@@ -171,71 +185,96 @@ int gateway_tick(stage_ctx_t *ctx);
 /* Restore: rebuilds the (unlogged) timer index from a restored record (sweeper.c). */
 int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
 
-/* ---- shared (gateway_stage.c) */
-int gw_load(stage_ctx_t *ctx, const char *reservation_id,
-            hf_reservation_state_t *out) HF_MUST_CHECK; /* HF_ERR_NOTFOUND when absent */
-int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
-int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
+/* ---- the request prologue (gw_request.c) */
+
+/* Who is answered, and under what: a request's reservation_id, idempotency key
+ * and reply topic, and the hash of its body, under which its answer is kept. */
+typedef struct {
+    const char *reservation_id;
+    const char *idempotency_key;
+    const char *reply_to;
+    int64_t hash;
+} gw_asker_t;
+
+/* What the prologue left to its handler. */
+typedef enum {
+    GW_REQ_ANSWERED = 0, /* answered (or dead-lettered) already: the handler returns */
+    GW_REQ_NEW,          /* a Reserve of a reservation_id not known yet */
+    GW_REQ_FOUND,        /* rs is the reservation the request is about */
+} gw_req_result_t;
+
+typedef struct {
+    gw_asker_t asker;
+    gw_req_result_t result;
+    hf_reservation_state_t rs; /* GW_REQ_FOUND: the reservation; GW_REQ_NEW: free */
+} gw_request_t;
+
+/* The one prologue of Reserve, Commit, Release and Extend, in this order: the
+ * record key must be the reservation_id (else a dead letter: HF_ERR_INVAL); an
+ * illegal, disallowed or missing reply_to is answered REJECTED_INVALID on the
+ * default replies topic; a bad body (its idempotency key, a Reserve's lines, a
+ * Commit's payment_id, an Extend's extend_by_ms) REJECTED_INVALID; then the
+ * request is hashed and its idempotency key looked up — a retry gets the stored
+ * answer (or none while it is pending), another body under the key CONFLICT —
+ * and its reservation loaded: NOT_FOUND when absent (a Reserve: GW_REQ_NEW).
+ * Nothing is written before the handler decides. */
+int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req) HF_MUST_CHECK;
+/* Fills *out from a request record; false when rec is not a request. */
+bool gw_request_ids(const hf_record_t *rec, gw_asker_t *out);
 /* Checks the record key is the reservation_id (the partition owns it). */
 int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
-/* gw_check_key, then the request's reply_to: empty (the default topic) or an
- * allowed (gw_check_reply_to), existing topic. A request naming a topic that is
- * illegal, not allowed or does not exist is
- * not applied: it is answered REJECTED_INVALID on the default replies topic
- * (where else could it go?) and *answered is set. Checked before anything is
- * written, so a reply can never fail the transaction. */
-int gw_check_request(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
-                     const char *reply_to, bool *answered) HF_MUST_CHECK;
+/* The stage's on_misrouted: answers a request that reached the wrong partition
+ * REJECTED_INVALID (its reply_to if allowed) and stores nothing. */
+int gw_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
 
-/* Idempotency of a Reserve: its answer lives in the reservation itself
- * (reserve_replied, reserve_reply), so the Reserve's transaction and the one
- * that answers it each write only R. A retry of a known reservation_id is
- * answered here and *handled set: the stored reply (the first answer, whatever
- * the reservation became since), nothing while it is PENDING, CONFLICT for
- * another body or another key. State written before the answer moved into R
- * keeps it in an IdempotencyRecord, which is still read. *handled stays false
- * for an unknown reservation_id. */
-int gw_reserve_idem_check(stage_ctx_t *ctx, const hf_reserve_t *r, int64_t hash,
-                          bool *handled) HF_MUST_CHECK;
-/* Records in rs the answer to its Reserve and fills *reply to emit; the
- * caller stores rs (gw_store). A Reserve is answered once. */
-void gw_reserve_answer(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
-                       const char *message, hf_reply_t *reply);
+/* ---- the answer path (gw_answer.c) */
 
-/* Idempotency of Commit, Release and Extend (and of a Reserve answered before
- * its answer moved into R): looks key up. Returns HF_OK and sets *handled when
- * the request was answered here (stored reply re-emitted, CONFLICT, or still
- * pending). */
-int gw_idem_check(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
-                  int64_t hash, const char *reply_to, bool *handled) HF_MUST_CHECK;
-/* Stores the reply for the key (complete) or a pending marker (reply == NULL). */
-int gw_idem_store(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
-                  int64_t hash, const hf_reply_t *reply) HF_MUST_CHECK;
-
-/* Fills a reply from the reservation (OK holds as allocations). */
-void gw_reply_init(const hf_reservation_state_t *rs, const char *idempotency_key,
-                   hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
-                   hf_reply_t *out);
-int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply) HF_MUST_CHECK;
-/* Answers a request about rs: the reply is stored under (reservation,
- * idempotency_key) with the request's hash, then emitted to reply_to. */
-int gw_answer(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *idempotency_key,
-              int64_t hash, const char *reply_to, hf_reply_outcome_t outcome,
-              const char *message) HF_MUST_CHECK;
-/* Answers the Reserve of rs (gw_reserve_answer, rs stored, the reply emitted),
- * e.g. when the reservation ends before it was ever held. */
-int gw_answer_reserve(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
-                      const char *message) HF_MUST_CHECK;
-/* Replies without a reservation (invalid, not found, conflict): not stored. */
-int gw_reply_simple(stage_ctx_t *ctx, const char *reservation_id, const char *idempotency_key,
-                    const char *reply_to, hf_reply_outcome_t outcome,
+/* How a request or a transition ends. gw_end does the steps asked for, always
+ * in this order: the answer to rs's own Reserve recorded in rs (it lives there,
+ * so before the store); rs stored; a payment flagged for refund; the answer to
+ * the asker kept in its IdempotencyRecord; the replies emitted (the Reserve's,
+ * then the asker's); the ledger event. Zeroed fields ask for nothing. */
+typedef struct {
+    bool store;                         /* rs changed: store it (gw_store) */
+    bool reserve;                       /* answer rs's Reserve now (once; needs store) */
+    hf_reply_outcome_t reserve_outcome; /* ... with this */
+    const char *reserve_message;
+    const char *refund_payment_id; /* flag this payment for refund (gw_flag_refund) */
+    const gw_asker_t *asker;       /* answer this request, reply kept under its key */
+    hf_reply_outcome_t outcome;    /* ... with this */
+    const char *message;
+    bool ledger; /* emit a ledger event of rs */
+    hf_ledger_kind_t ledger_kind;
+    const char *ledger_reason;
+} gw_end_t;
+int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end) HF_MUST_CHECK;
+/* gw_end answering the asker about rs, which did not change. */
+int gw_answer(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_asker_t *asker,
+              hf_reply_outcome_t outcome, const char *message) HF_MUST_CHECK;
+/* Replies without a reservation and without keeping the answer (invalid, not
+ * found, conflict, not yet decided): a retry is decided afresh. */
+int gw_reply_simple(stage_ctx_t *ctx, const gw_asker_t *to, hf_reply_outcome_t outcome,
                     const char *message) HF_MUST_CHECK;
+int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply) HF_MUST_CHECK;
+/* Keeps the asker's answer under its key (complete), or a pending marker
+ * (reply == NULL: the answer comes in a later transaction). */
+int gw_idem_store(stage_ctx_t *ctx, const gw_asker_t *asker, const hf_reply_t *reply) HF_MUST_CHECK;
+/* Emits ReleaseHold for every hold of rs still asked for or held and moves rs to
+ * status (reason) — the transition; the caller ends it with gw_end. */
+int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status,
+                 const char *reason) HF_MUST_CHECK;
+/* gw_end_holds, then stored with a ledger event of kind. */
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
+              const char *reason) HF_MUST_CHECK;
+/* Expires a HELD reservation whose expires_at_ms has passed. */
+int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+
+/* ---- what the gateway tells the others (gw_emit.c) */
+
 int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger_kind_t kind,
                    const char *reason) HF_MUST_CHECK;
 int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                  const hf_hold_ref_t *h) HF_MUST_CHECK;
-int gw_emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
-                        const hf_hold_ref_t *h) HF_MUST_CHECK;
 /* Emits CommitHold for every OK hold: the sale goes to the counters. */
 int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs) HF_MUST_CHECK;
 /* Emits ReleaseHold for hold i (SENT or OK) and marks it RELEASED. */
@@ -244,27 +283,53 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i,
 /* Emits ReleaseHold for every SENT or OK hold and marks them RELEASED. */
 int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs,
                      const char *reason) HF_MUST_CHECK;
+/* Whether payment_id of this reservation was flagged for refund already. */
+int gw_refund_flagged(stage_ctx_t *ctx, const char *reservation_id, const char *payment_id,
+                      bool *flagged) HF_MUST_CHECK;
+/* Flags payment_id of rs for refund: a LATE_PAYMENT "refund" ledger event
+ * (naming the units it no longer buys when returned is given), once per
+ * (reservation, payment) — a P key remembers it. */
+int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
+                   const hf_hold_ref_t *returned) HF_MUST_CHECK;
+
+/* ---- state (gw_state.c) */
+
+int gw_load(stage_ctx_t *ctx, const char *reservation_id,
+            hf_reservation_state_t *out) HF_MUST_CHECK; /* HF_ERR_NOTFOUND when absent */
+/* Stores rs (updated_at_ms now); an ended one also arms its forget timer. */
+int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
 
 /* ---- saga (saga.c) */
 
-/* Routes every line (first round) into rs->allocations and emits the Holds. On
- * a rejection (unknown sku, network cannot cover) returns HF_OK with *reject set
- * to the reply outcome and msg filled; nothing is emitted then. */
-int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
-                  hf_reply_outcome_t *reject, char *msg, size_t msg_size) HF_MUST_CHECK;
+/* Where a saga stands after a step. It never decides what that means for the
+ * reservation: its caller does (a reservation's Reserve is answered HELD or
+ * REJECTED; a late payment's re-reservation committed or refunded). */
+typedef enum {
+    GW_SAGA_ASKED = 0,    /* holds asked for: their results are awaited */
+    GW_SAGA_HELD,         /* every line held in full */
+    GW_SAGA_INSUFFICIENT, /* the network cannot cover every line: why says so */
+    GW_SAGA_INVALID,      /* the lines cannot be served (unknown sku, too many holds) */
+} gw_saga_end_t;
+
+/* Routes every line (first round) into rs->allocations and emits the Holds
+ * (GW_SAGA_ASKED), or says why it cannot (nothing emitted; rs->allocations may
+ * hold the routed lines, which the caller drops). */
+int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *end, char *why,
+                  size_t why_size) HF_MUST_CHECK;
 /* Asks again, under a new attempt number, for the holds rs had confirmed and
- * has since released, when they cover every line exactly; false (nothing done)
- * when they do not. *err is the emit's error. */
-bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err);
-/* Once every hold of an open saga (gw_saga_open) is answered: re-route the
- * missing quantity, or end it — a PENDING reservation HELD or REJECTED, a
- * late payment's re-reservation committed or refunded. Stores rs. */
-int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
-/* Ends a reservation that has holds: releases them, moves to status, ledger. */
-int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
-              const char *reason) HF_MUST_CHECK;
-/* Expires a HELD reservation whose expires_at_ms has passed. */
-int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+ * has since released, when they cover every line exactly (*restarted); else
+ * nothing is done. */
+int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarted) HF_MUST_CHECK;
+/* Once every hold of an open saga (gw_saga_open) is answered: GW_SAGA_HELD, or
+ * the missing quantity re-routed (GW_SAGA_ASKED, rs stored), or
+ * GW_SAGA_INSUFFICIENT when that cannot be done. */
+int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *end, char *why,
+                   size_t why_size) HF_MUST_CHECK;
+/* Ends a PENDING reservation's saga: HELD (answered, ledger, expiry armed), or
+ * REJECTED_INSUFFICIENT for why (its holds rolled back). */
+int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why) HF_MUST_CHECK;
 
 /* ---- load shedding (shed.c) */
 
@@ -282,17 +347,13 @@ void gw_shed_observe_result(stage_ctx_t *ctx, int64_t lag_ms);
 
 /* ---- late payments (late_payment.c) */
 
-/* A Commit of an EXPIRED reservation: refund, or re-reserve, per the policy. */
-int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+/* A Commit c (asked by asker) of an EXPIRED reservation: refund, or re-reserve,
+ * per the policy. */
+int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *asker,
                     hf_reservation_state_t *rs) HF_MUST_CHECK;
-/* Flags payment_id of rs for refund: a LATE_PAYMENT "refund" ledger event
- * (naming the units it no longer buys when returned is given), once per
- * (reservation, payment) — a P key remembers it. */
-int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
-                   const hf_hold_ref_t *returned) HF_MUST_CHECK;
-/* Flags c's payment for refund (once per payment_id) and answers it outcome/why. */
-int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
-                      hf_reservation_state_t *rs, hf_reply_outcome_t outcome,
+/* Flags payment_id for refund (once per payment) and answers asker outcome/why. */
+int gw_refund_payment(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *payment_id,
+                      const gw_asker_t *asker, hf_reply_outcome_t outcome,
                       const char *why) HF_MUST_CHECK;
 /* The re-reservation's saga ended: every line held (commit them) or not. */
 int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;

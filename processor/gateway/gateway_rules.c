@@ -134,8 +134,12 @@ bool gw_all_answered(const hf_reservation_state_t *rs)
 
 bool gw_saga_open(const hf_reservation_state_t *rs)
 {
-    return rs->status == GW_RES_PENDING ||
-           (rs->status == GW_RES_EXPIRED && rs->rebook == GW_REBOOK_PENDING);
+    return rs->status == GW_RES_PENDING || (gw_is_rebook(rs) && rs->rebook == GW_REBOOK_PENDING);
+}
+
+bool gw_is_rebook(const hf_reservation_state_t *rs)
+{
+    return rs->status == GW_RES_EXPIRED;
 }
 
 bool gw_topic_name_ok(const char *t)

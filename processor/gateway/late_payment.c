@@ -24,68 +24,20 @@
 #include "hf_assert.h"
 #include "log.h"
 
-static int answer(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
-                  const hf_reservation_state_t *rs, hf_reply_outcome_t outcome, const char *msg)
+/* The Commit the re-reservation was started for: answered when it ends. */
+static gw_asker_t rebook_asker(const hf_reservation_state_t *rs)
 {
-    return gw_answer(ctx, rs, c->idempotency_key, hash, c->reply_to, outcome, msg);
+    return (gw_asker_t){rs->reservation_id, rs->rebook_idempotency_key, rs->rebook_reply_to,
+                        rs->rebook_request_hash};
 }
 
-/* Answers the Commit the re-reservation was started for. */
-static int answer_rebook(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
-                         hf_reply_outcome_t outcome, const char *msg)
+int gw_refund_payment(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *payment_id,
+                      const gw_asker_t *asker, hf_reply_outcome_t outcome, const char *why)
 {
-    return gw_answer(ctx, rs, rs->rebook_idempotency_key, rs->rebook_request_hash,
-                     rs->rebook_reply_to, outcome, msg);
-}
-
-/* Whether payment_id of this reservation was flagged for refund already. */
-static int refund_flagged(stage_ctx_t *ctx, const char *reservation_id, const char *payment_id,
-                          bool *flagged)
-{
-    char key[GW_KEY_MAX];
-    size_t len = gw_payment_key(key, reservation_id, payment_id);
-    state_iter_t *it = stage_iter(ctx, key, len, false);
-    if (!it)
-        return HF_ERR_NOMEM;
-    const void *k, *v;
-    size_t klen, vlen;
-    /* The prefix also matches longer payment ids: only the exact key counts. */
-    *flagged = false;
-    while (!*flagged && state_iter_next(it, &k, &klen, &v, &vlen))
-        *flagged = klen == len && memcmp(k, key, len) == 0;
-    state_iter_destroy(it);
-    return HF_OK;
-}
-
-int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
-                   const hf_hold_ref_t *returned)
-{
-    bool flagged = false;
-    int err = refund_flagged(ctx, rs->reservation_id, payment_id, &flagged);
-    if (err || flagged)
-        return err;
-    char key[GW_KEY_MAX];
-    size_t len = gw_payment_key(key, rs->reservation_id, payment_id);
-    err = stage_put_raw(ctx, key, len, "t", 1);
-    if (err)
-        return err;
-    /* The event names the payment, and the units it no longer buys, if any. */
-    static _Thread_local hf_reservation_state_t flag;
-    flag = *rs;
-    snprintf(flag.payment_id, sizeof flag.payment_id, "%s", payment_id);
-    flag.allocations_count = 0;
-    if (returned) {
-        flag.allocations[flag.allocations_count] = *returned;
-        flag.allocations[flag.allocations_count++].status = GW_HOLD_OK;
-    }
-    return gw_emit_ledger(ctx, &flag, HF_LEDGER_LATE_PAYMENT, GW_LATE_REFUNDED);
-}
-
-int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
-                      hf_reservation_state_t *rs, hf_reply_outcome_t outcome, const char *why)
-{
-    int err = gw_flag_refund(ctx, rs, c->payment_id, NULL);
-    return err ? err : answer(ctx, c, hash, rs, outcome, why);
+    return gw_end(
+        ctx, rs,
+        &(gw_end_t){
+            .refund_payment_id = payment_id, .asker = asker, .outcome = outcome, .message = why});
 }
 
 /* First the same warehouses and quantities the reservation held: the stock its
@@ -95,19 +47,21 @@ int gw_refund_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
 static int rebook_route(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected, char *msg,
                         size_t msg_size)
 {
-    int err = HF_OK;
     *rejected = false;
-    if (gw_saga_restart(ctx, rs, &err))
+    bool restarted = false;
+    int err = gw_saga_restart(ctx, rs, &restarted);
+    if (err || restarted)
         return err;
     rs->allocations_count = 0;
-    hf_reply_outcome_t outcome;
-    err = gw_saga_start(ctx, rs, rejected, &outcome, msg, msg_size);
-    if (!err && *rejected)
+    gw_saga_end_t end = GW_SAGA_ASKED;
+    err = gw_saga_start(ctx, rs, &end, msg, msg_size);
+    *rejected = !err && end != GW_SAGA_ASKED;
+    if (*rejected)
         rs->allocations_count = 0; /* routed but never sent */
     return err;
 }
 
-static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *asker,
                         hf_reservation_state_t *rs)
 {
     /* Expiry released every hold. */
@@ -118,7 +72,7 @@ static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
     rs->rebook = GW_REBOOK_PENDING;
     snprintf(rs->rebook_idempotency_key, sizeof rs->rebook_idempotency_key, "%s",
              c->idempotency_key);
-    rs->rebook_request_hash = hash;
+    rs->rebook_request_hash = asker->hash;
     snprintf(rs->rebook_reply_to, sizeof rs->rebook_reply_to, "%s", c->reply_to);
     snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
     log_info("gateway", "%s: payment %s came after expiry; re-reserving", rs->reservation_id,
@@ -133,10 +87,10 @@ static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
         return gw_rebook_refund(ctx, rs, msg);
     err = gw_store(ctx, rs);
     /* A pending marker: a retry under this key waits for the one answer. */
-    return err ? err : gw_idem_store(ctx, rs->reservation_id, c->idempotency_key, hash, NULL);
+    return err ? err : gw_idem_store(ctx, asker, NULL);
 }
 
-int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
+int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *asker,
                     hf_reservation_state_t *rs)
 {
     hf_assert(rs->status == GW_RES_EXPIRED);
@@ -147,34 +101,33 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, int64_t hash,
     switch (rs->rebook) {
     case GW_REBOOK_NONE: {
         bool flagged = false;
-        int err = refund_flagged(ctx, rs->reservation_id, c->payment_id, &flagged);
+        int err = gw_refund_flagged(ctx, rs->reservation_id, c->payment_id, &flagged);
         if (err)
             return err;
         if (env->late_policy == GW_LATE_RERESERVE && !flagged)
-            return rebook_start(ctx, c, hash, rs);
-        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED,
+            return rebook_start(ctx, c, asker, rs);
+        return gw_refund_payment(ctx, rs, c->payment_id, asker, HF_REPLY_EXPIRED,
                                  "late payment: the reservation expired; payment flagged "
                                  "for refund");
     }
     case GW_REBOOK_PENDING:
         if (same_payment) /* not stored: a retry once it is decided must get the decision */
-            return gw_reply_simple(ctx, c->reservation_id, c->idempotency_key, c->reply_to,
-                                   HF_REPLY_CONFLICT,
+            return gw_reply_simple(ctx, asker, HF_REPLY_CONFLICT,
                                    "late payment: re-reserving for this payment, retry for the "
                                    "outcome");
         /* One re-reservation per reservation: this payment can buy nothing. */
-        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_CONFLICT,
+        return gw_refund_payment(ctx, rs, c->payment_id, asker, HF_REPLY_CONFLICT,
                                  "late payment: the reservation is being re-reserved for another "
                                  "payment; this one is flagged for refund");
     case GW_REBOOK_COMMITTED:
         if (same_payment)
-            return answer(ctx, c, hash, rs, HF_REPLY_COMMITTED,
-                          "already committed by this payment (re-reserved after expiry)");
-        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_CONFLICT,
+            return gw_answer(ctx, rs, asker, HF_REPLY_COMMITTED,
+                             "already committed by this payment (re-reserved after expiry)");
+        return gw_refund_payment(ctx, rs, c->payment_id, asker, HF_REPLY_CONFLICT,
                                  "already committed by another payment (re-reserved after "
                                  "expiry); this one is flagged for refund");
     default:
-        return gw_refund_payment(ctx, c, hash, rs, HF_REPLY_EXPIRED,
+        return gw_refund_payment(ctx, rs, c->payment_id, asker, HF_REPLY_EXPIRED,
                                  "late payment: the reservation expired and its stock could "
                                  "not be re-reserved; payment flagged for refund");
     }
@@ -190,13 +143,16 @@ int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     rs->result_deadline_ms = 0;
     log_info("gateway", "%s: re-reserved and committed for late payment %s", rs->reservation_id,
              rs->payment_id);
-    err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_emit_ledger(ctx, rs, HF_LEDGER_LATE_PAYMENT, GW_LATE_REBOOKED);
-    return err ? err
-               : answer_rebook(ctx, rs, HF_REPLY_COMMITTED,
-                               "the reservation had expired; its lines were re-reserved and "
-                               "committed for this payment");
+    gw_asker_t asker = rebook_asker(rs);
+    return gw_end(ctx, rs,
+                  &(gw_end_t){.store = true,
+                              .asker = &asker,
+                              .outcome = HF_REPLY_COMMITTED,
+                              .message = "the reservation had expired; its lines were "
+                                         "re-reserved and committed for this payment",
+                              .ledger = true,
+                              .ledger_kind = HF_LEDGER_LATE_PAYMENT,
+                              .ledger_reason = GW_LATE_REBOOKED});
 }
 
 int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
@@ -209,22 +165,23 @@ int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *w
     rs->result_deadline_ms = 0;
     log_info("gateway", "%s: late payment %s refunded: %s", rs->reservation_id, rs->payment_id,
              why);
-    err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_flag_refund(ctx, rs, rs->payment_id, NULL);
-    if (err)
-        return err;
     char msg[HF_TEXT_LEN_MAX + 1];
     snprintf(msg, sizeof msg,
              "late payment: the reservation expired and re-reserving failed (%s); "
              "payment flagged for refund",
              why);
-    return answer_rebook(ctx, rs, HF_REPLY_EXPIRED, msg);
+    gw_asker_t asker = rebook_asker(rs);
+    return gw_end(ctx, rs,
+                  &(gw_end_t){.store = true,
+                              .refund_payment_id = rs->payment_id,
+                              .asker = &asker,
+                              .outcome = HF_REPLY_EXPIRED,
+                              .message = msg});
 }
 
 int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
 {
-    hf_assert(rs->status == GW_RES_EXPIRED && rs->allocations[i].status == GW_HOLD_OK);
+    hf_assert(gw_is_rebook(rs) && rs->allocations[i].status == GW_HOLD_OK);
     switch (rs->rebook) {
     case GW_REBOOK_PENDING:
         return gw_rebook_refund(ctx, rs, "a stock count revoked a hold");

@@ -1,9 +1,12 @@
 /* The reservation saga: route every line into holds, gather the counters'
- * results, and once all are in either declare the reservation HELD, re-route the
+ * results, and once all are in say that every line is held, re-route the
  * missing quantity (bounded rounds, each a new attempt number so the counters
- * see new holds), or release everything and reject. A partial reservation is
- * never left behind: every path out of PENDING either holds every line in full
- * or releases every hold it asked for. */
+ * see new holds), or say it cannot be done. It returns where it stands
+ * (gw_saga_end_t), never what that means: its caller ends a reservation's saga
+ * (gw_saga_hold, or gw_saga_reject releasing every hold, both here) or a late
+ * payment's re-reservation (late_payment.c), so this file calls no flow above
+ * it. A partial reservation is never left behind: every path out of PENDING
+ * either holds every line in full or releases every hold it asked for. */
 #include <stdio.h>
 #include <string.h>
 
@@ -60,13 +63,13 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
     return gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
 }
 
-int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
-                  hf_reply_outcome_t *reject, char *msg, size_t msg_size)
+int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *end, char *why,
+                  size_t why_size)
 {
     const gateway_env_t *env = gateway_env(ctx);
     if (!env)
         return HF_ERR_CONFIG;
-    *rejected = false;
+    *end = GW_SAGA_ASKED;
     for (int32_t i = 0; i < rs->lines_count; i++) {
         const hf_line_t *l = &rs->lines[i];
         hf_availability_t av;
@@ -74,36 +77,32 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *rejected,
         route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(env, l->sku, &av, &unknown),
                              NULL,   0};
         if (unknown) {
-            *rejected = true;
-            *reject = HF_REPLY_REJECTED_INVALID;
-            snprintf(msg, msg_size, "unknown sku %s", l->sku);
+            *end = GW_SAGA_INVALID;
+            snprintf(why, why_size, "unknown sku %s", l->sku);
             return HF_OK;
         }
         route_plan_t plan;
         if (route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
-            *rejected = true;
-            *reject = HF_REPLY_REJECTED_INSUFFICIENT;
-            snprintf(msg, msg_size, "sku %s: %lld asked, %lld available in the network", l->sku,
+            *end = GW_SAGA_INSUFFICIENT;
+            snprintf(why, why_size, "sku %s: %lld asked, %lld available in the network", l->sku,
                      (long long)l->qty, line.avail ? (long long)line.avail->total : 0LL);
             return HF_OK;
         }
-        int err = add_plan(rs, &plan);
-        if (err) {
-            *rejected = true;
-            *reject = HF_REPLY_REJECTED_INVALID;
-            snprintf(msg, msg_size, "the reservation needs more than %d holds", HF_ALLOCATIONS_MAX);
+        if (add_plan(rs, &plan) != HF_OK) {
+            *end = GW_SAGA_INVALID;
+            snprintf(why, why_size, "the reservation needs more than %d holds", HF_ALLOCATIONS_MAX);
             return HF_OK;
         }
     }
     return send_round(ctx, rs, env);
 }
 
-bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err)
+int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarted)
 {
+    *restarted = false;
     const gateway_env_t *env = gateway_env(ctx);
-    *err = env ? HF_OK : HF_ERR_CONFIG;
-    if (*err)
-        return false;
+    if (!env)
+        return HF_ERR_CONFIG;
     hf_hold_ref_t again[HF_ALLOCATIONS_MAX];
     int32_t n = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
@@ -121,12 +120,12 @@ bool gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, int *err)
             if (strcmp(again[i].sku, rs->lines[l].sku) == 0)
                 qty += again[i].qty;
         if (qty != rs->lines[l].qty)
-            return false;
+            return HF_OK;
     }
     memcpy(rs->allocations, again, sizeof again[0] * (size_t)n);
     rs->allocations_count = n;
-    *err = send_round(ctx, rs, env);
-    return true;
+    *restarted = true;
+    return send_round(ctx, rs, env);
 }
 
 /* Drops refused holds (nothing reserved, nothing to release) to make room. */
@@ -166,7 +165,7 @@ static route_result_t reroute_line(const gateway_env_t *env, const hf_reservatio
     return route_strategy_for(l->sku)(&env->routes, &line, plan);
 }
 
-static int reject_all(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
+int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
 {
     int err = gw_release_holds(ctx, rs, "rollback");
     if (err)
@@ -174,50 +173,39 @@ static int reject_all(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *
     rs->status = GW_RES_REJECTED;
     snprintf(rs->reason, sizeof rs->reason, "%s", why);
     rs->result_deadline_ms = 0;
-    hf_reply_t reply;
-    gw_reserve_answer(ctx, rs, HF_REPLY_REJECTED_INSUFFICIENT, why, &reply);
-    err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_emit_reply(ctx, rs->reply_to, &reply);
-    if (!err)
-        err = gw_emit_ledger(ctx, rs, HF_LEDGER_REJECTED, why);
-    return err;
+    return gw_end(ctx, rs,
+                  &(gw_end_t){.store = true,
+                              .reserve = true,
+                              .reserve_outcome = HF_REPLY_REJECTED_INSUFFICIENT,
+                              .reserve_message = why,
+                              .ledger = true,
+                              .ledger_kind = HF_LEDGER_REJECTED,
+                              .ledger_reason = why});
 }
 
-static int declare_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
     rs->status = GW_RES_HELD;
     rs->result_deadline_ms = 0;
-    hf_reply_t reply;
-    gw_reserve_answer(ctx, rs, HF_REPLY_HELD, "", &reply);
-    int err = gw_store(ctx, rs);
-    if (!err)
-        err = gw_emit_reply(ctx, rs->reply_to, &reply);
-    if (!err)
-        err = gw_emit_ledger(ctx, rs, HF_LEDGER_HELD, "");
-    if (!err)
-        err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
-    return err;
+    int err = gw_end(ctx, rs,
+                     &(gw_end_t){.store = true,
+                                 .reserve = true,
+                                 .reserve_outcome = HF_REPLY_HELD,
+                                 .reserve_message = "",
+                                 .ledger = true,
+                                 .ledger_kind = HF_LEDGER_HELD,
+                                 .ledger_reason = ""});
+    return err ? err : gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
 }
 
-/* How a saga ends: a reservation's is HELD or REJECTED; a re-reservation's
- * (late_payment.c) is committed at once or refunded. */
-static int saga_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
-{
-    return rs->status == GW_RES_PENDING ? declare_held(ctx, rs) : gw_rebook_held(ctx, rs);
-}
-
-static int saga_failed(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
-{
-    return rs->status == GW_RES_PENDING ? reject_all(ctx, rs, why) : gw_rebook_refund(ctx, rs, why);
-}
-
-int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *end, char *why,
+                   size_t why_size)
 {
     hf_assert(gw_saga_open(rs) && gw_all_answered(rs));
     const gateway_env_t *env = gateway_env(ctx);
     if (!env)
         return HF_ERR_CONFIG;
+    *end = GW_SAGA_INSUFFICIENT;
     route_plan_t plans[HF_LINES_MAX];
     bool missing_any = false;
     for (int32_t i = 0; i < rs->lines_count; i++) {
@@ -228,41 +216,28 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs)
             continue;
         missing_any = true;
         if (rs->reroutes >= HF_REROUTES_MAX ||
-            reroute_line(env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT)
-            return saga_failed(ctx, rs, "insufficient stock in the network");
+            reroute_line(env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT) {
+            snprintf(why, why_size, "insufficient stock in the network");
+            return HF_OK;
+        }
     }
-    if (!missing_any)
-        return saga_held(ctx, rs);
+    if (!missing_any) {
+        *end = GW_SAGA_HELD;
+        return HF_OK;
+    }
     size_t needed = 0;
     for (int32_t i = 0; i < rs->lines_count; i++)
         needed += plans[i].count;
     if (rs->allocations_count + (int32_t)needed > HF_ALLOCATIONS_MAX)
         compact(rs);
     for (int32_t i = 0; i < rs->lines_count; i++)
-        if (add_plan(rs, &plans[i]) != HF_OK)
-            return saga_failed(ctx, rs, "too many holds after re-routing");
+        if (add_plan(rs, &plans[i]) != HF_OK) {
+            snprintf(why, why_size, "too many holds after re-routing");
+            return HF_OK;
+        }
     rs->reroutes++;
     log_debug("gateway", "%s: re-routing round %d", rs->reservation_id, rs->reroutes);
+    *end = GW_SAGA_ASKED;
     int err = send_round(ctx, rs, env);
     return err ? err : gw_store(ctx, rs);
-}
-
-int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
-              const char *reason)
-{
-    hf_assert(!gw_res_terminal(rs->status));
-    int err = gw_release_holds(ctx, rs, reason);
-    if (err)
-        return err;
-    rs->status = status;
-    rs->result_deadline_ms = 0;
-    snprintf(rs->reason, sizeof rs->reason, "%s", reason);
-    err = gw_store(ctx, rs);
-    return err ? err : gw_emit_ledger(ctx, rs, kind, reason);
-}
-
-int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs)
-{
-    hf_assert(rs->status == GW_RES_HELD && rs->expires_at_ms <= stage_now_ms(ctx));
-    return gw_finish(ctx, rs, GW_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
 }

@@ -1894,6 +1894,100 @@ static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **
 }
 
 /* ======================================================================
+ * The request prologue (gw_request.c): one order of checks for every kind
+ * ====================================================================== */
+
+/* Key, then reply_to, then the body, then the reservation: each failure is
+ * answered by the first check that finds it, and none writes anything. */
+static void test_the_prologue_checks_key_then_reply_to_then_body_then_the_reservation(void **state)
+{
+    stage_ctx_t *fx = *state;
+    size_t from = fx->emits_count, cl = fx->changelog_count;
+    hf_record_t c = commit_rec("pr1", "k1", ""); /* no payment_id, no such reservation */
+    snprintf(c.u.commit.reply_to, sizeof c.u.commit.reply_to, "bad topic!");
+    assert_int_equal(fx_apply_key(fx, "pr2", &c), HF_ERR_INVAL); /* mis-keyed: dead letter */
+    assert_non_null(strstr(fx->reject_reason, "record key must be the reservation_id"));
+    assert_int_equal(fx->emits_count, from);
+
+    hf_reply_t rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+    assert_non_null(strstr(rep.message, "not a legal Kafka topic name"));
+    assert_string_equal(fx->emits[fx->emits_count - 1].topic, topic_name(HF_T_REPLIES));
+
+    c.u.commit.reply_to[0] = '\0';
+    rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INVALID);
+    assert_non_null(strstr(rep.message, "payment_id must be non-empty"));
+
+    snprintf(c.u.commit.payment_id, sizeof c.u.commit.payment_id, "pay-1");
+    rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_NOT_FOUND);
+    assert_string_equal(rep.message, "no such reservation");
+    assert_int_equal(fx->changelog_count, cl); /* nothing remembered: a retry is decided afresh */
+    assert_false(idem_exists(fx, "pr1", "k1"));
+}
+
+/* A retried Commit is answered from its idempotency record before the
+ * reservation is read: with the reservation gone the retry still gets the
+ * first answer, byte for byte, and writes nothing; a new key gets NOT_FOUND. */
+static void test_a_retried_commit_is_answered_from_its_record_without_loading(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "pr3", "SKU-A", 2, 0);
+    hf_record_t c = commit_rec("pr3", "c1", "pay-1");
+    hf_reply_t first = call(fx, &c);
+    assert_int_equal(first.outcome, HF_REPLY_COMMITTED);
+
+    fx->partition = fake_stage_partition_of("pr3");
+    char key[GW_KEY_MAX];
+    assert_int_equal(stage_del(fx, key, gw_res_key(key, "pr3")), HF_OK);
+    fake_stage_commit(fx);
+    size_t from = fx->emits_count, cl = fx->changelog_count;
+    fx->now_ms += 1000; /* a later replied_at_ms would show a new answer */
+    hf_reply_t again = call(fx, &c);
+    assert_memory_equal(&first, &again, sizeof first);
+    assert_int_equal(fx->emits_count, from + 1); /* the reply, nothing else */
+    assert_int_equal(fx->changelog_count, cl);
+
+    hf_record_t other = commit_rec("pr3", "c2", "pay-1");
+    assert_int_equal(call(fx, &other).outcome, HF_REPLY_NOT_FOUND);
+}
+
+/* Another body under a used key is CONFLICT for Commit, Release and Extend
+ * alike, and changes nothing: no command, no ledger event, no state. */
+static void test_another_body_under_a_used_key_is_conflict_for_every_request_kind(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "pr4", "SKU-A", 1, 0);
+    reserve_held(fx, "pr5", "SKU-A", 1, 0);
+    hf_record_t x = extend_rec("pr4", "e1", 1000);
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_HELD);
+    hf_record_t r = release_rec("pr4", "r1");
+    assert_int_equal(call(fx, &r).outcome, HF_REPLY_RELEASED);
+    hf_record_t c = commit_rec("pr5", "c1", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    hf_reservation_state_t before4 = load_rs(fx, "pr4"), before5 = load_rs(fx, "pr5");
+
+    size_t from = fx->emits_count, cl = fx->changelog_count;
+    x.u.extend.extend_by_ms = 2000;
+    snprintf(r.u.release.reason, sizeof r.u.release.reason, "changed mind");
+    snprintf(c.u.commit.payment_id, sizeof c.u.commit.payment_id, "pay-2");
+    const hf_record_t *again[] = {&x, &r, &c};
+    for (size_t i = 0; i < sizeof again / sizeof again[0]; i++) {
+        hf_reply_t rep = call(fx, again[i]);
+        assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+        assert_non_null(strstr(rep.message, "different request body"));
+    }
+    assert_int_equal(fx->emits_count, from + 3); /* three replies, nothing else */
+    assert_int_equal(fx->changelog_count, cl);
+    hf_reservation_state_t after4 = load_rs(fx, "pr4"), after5 = load_rs(fx, "pr5");
+    assert_memory_equal(&before4, &after4, sizeof before4);
+    assert_memory_equal(&before5, &after5, sizeof before5);
+}
+
+/* ======================================================================
  * The sweeper
  * ====================================================================== */
 
@@ -1927,6 +2021,40 @@ test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event(vo
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
     assert_int_equal(ledger_count(fx, from, "w1", HF_LEDGER_EXPIRED), 1);
     assert_int_equal(ledger_count(fx, from, "w2", HF_LEDGER_EXPIRED), 1);
+}
+
+/* The tick reads due timers a batch at a time (sweeper.c, 64 per batch): a
+ * partition with more due than one batch still fires every one, once, in the
+ * same tick. */
+static void test_one_tick_fires_more_due_timers_than_one_batch_holds(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t lots[6] = {1000, 1000, 1000, 1000, 1000, 1000};
+    stock(fx, "SKU-A", lots, 6);
+    enum { N = 300 };
+    int per_partition[FAKE_STAGE_PARTITIONS] = {0};
+    hf_reply_t last = {0};
+    for (int i = 0; i < N; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "b%d", i);
+        last = reserve_held(fx, rid, "SKU-A", 1, 5000);
+        per_partition[fake_stage_partition_of(rid)]++;
+    }
+    int most = 0;
+    for (int p = 0; p < FAKE_STAGE_PARTITIONS; p++)
+        most = per_partition[p] > most ? per_partition[p] : most;
+    assert_true(most > 64); /* more than one batch in some partition */
+    size_t from = fx->emits_count;
+    fx->now_ms = last.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), N);
+    for (int i = 0; i < N; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "b%d", i);
+        assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_EXPIRED), 1);
+    }
+    fx_tick(fx); /* fired timers are gone: nothing twice */
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), N);
 }
 
 static void test_sweeper_resends_overdue_holds_with_the_same_attempt(void **state)
@@ -2410,7 +2538,11 @@ int main(void)
         T(test_rereserve_revoked_while_pending_refunds_and_releases_everything),
         T(test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once),
         T(test_release_of_held_gives_the_holds_back_with_a_released_ledger_event),
+        T(test_the_prologue_checks_key_then_reply_to_then_body_then_the_reservation),
+        T(test_a_retried_commit_is_answered_from_its_record_without_loading),
+        T(test_another_body_under_a_used_key_is_conflict_for_every_request_kind),
         T(test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event),
+        T(test_one_tick_fires_more_due_timers_than_one_batch_holds),
         T(test_sweeper_resends_overdue_holds_with_the_same_attempt),
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
