@@ -141,7 +141,17 @@ const char *gw_check_id(const char *id, const char *what);
 const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size);
 /* The TTL a Reserve gets: its own, its campaign's, or the default. */
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
-/* FNV-1a over the request body without sent_at_ms and reply_to. */
+/* The idempotency hash of a Reserve, Commit, Release or Extend: what it asks
+ * for, from its decoded fields, never from its encoding, so a schema change does
+ * not turn a retry across a deploy into a CONFLICT. Fields that count: Reserve
+ * reservation_id, idempotency_key, lines (in the order sent), ship_to, ttl_ms,
+ * campaign; Commit reservation_id, idempotency_key, payment_id; Release
+ * reservation_id, idempotency_key, reason; Extend reservation_id,
+ * idempotency_key, extend_by_ms. reply_to and sent_at_ms never count. A field
+ * added to a request schema joins the hash only if it changes what the request
+ * means, appended at the end of its kind's form and only when it differs from its
+ * default, so stored hashes keep matching (gateway_rules.c). Aborts on any
+ * other record type. */
 int64_t gw_request_hash(const hf_record_t *rec);
 /* Sum of OK holds of sku in the reservation. */
 int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku);
