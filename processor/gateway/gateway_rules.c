@@ -9,13 +9,9 @@
 #include "hf_assert.h"
 #include "topics.h"
 
-static const char *const res_status_names[GW_RES__COUNT] = {
-    "PENDING", "HELD", "COMMITTED", "RELEASED", "EXPIRED", "REJECTED",
-};
-
 const char *gw_res_status_name(int32_t status)
 {
-    return status >= 0 && status < GW_RES__COUNT ? res_status_names[status] : "UNKNOWN";
+    return hf_res_status_name((hf_res_status_t)status);
 }
 
 bool gw_res_terminal(int32_t status)
