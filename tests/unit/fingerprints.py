@@ -259,10 +259,9 @@ def main():
     print(c_hex("py_reservation_state_v3", single_object(rs3, rs3_fp, rs_v3)))
     print(c_hex("py_reservation_state_v3_status_6",
                 single_object(rs3, rs3_fp, dict(rs_v3, status=6))))
-    print("/* test_request_hash.c: one Commit by three writers */")
+    print("/* test_request_hash.c: one Commit by two writers */")
     commit = {"reservation_id": "r-1", "idempotency_key": "k-1", "payment_id": "pay-42",
               "reply_to": "", "sent_at_ms": 1700000000123}
-    print(c_hex("py_commit", single_object(*schemas["Commit"], commit)))
     older = dict(commit)
     del older["reply_to"]
     print(c_hex("py_commit_older", single_object(*fingerprint(COMMIT_OLDER), older)))
