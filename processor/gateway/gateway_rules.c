@@ -100,7 +100,8 @@ static void hash_byte(uint64_t *h, uint8_t b)
 
 static void hash_long(uint64_t *h, int64_t v)
 {
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); /* zigzag */
+    uint64_t u = (uint64_t)v;
+    uint64_t z = (u << 1) ^ (0 - (u >> 63)); /* zigzag: the sign spread over every bit */
     while (z > 0x7f) {
         hash_byte(h, (uint8_t)(0x80 | (z & 0x7f)));
         z >>= 7;
