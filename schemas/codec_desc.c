@@ -14,6 +14,9 @@ _Static_assert(sizeof(hf_hold_status_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(hf_reply_outcome_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(hf_ledger_kind_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(hf_signal_kind_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(hf_res_status_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(hf_hold_ref_status_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(hf_rebook_t) == sizeof(int), "enum size");
 
 #define MEMBER_SIZE(T, f) sizeof(((T *)0)->f)
 #define COUNT_OF(a)       (sizeof(a) / sizeof((a)[0]))
@@ -274,7 +277,7 @@ static const codec_field_t hold_ref_fields[] = {
     F_STRING(hf_hold_ref_t, sku),
     F_LONG(hf_hold_ref_t, qty),
     F_INT(hf_hold_ref_t, attempt),
-    F_INT(hf_hold_ref_t, status),
+    F_ENUM(hf_hold_ref_t, status, hf_hold_ref_status_symbols),
     F_LONG(hf_hold_ref_t, available_seen),
 };
 REC_DESC(hold_ref_desc, "HoldRef", hf_hold_ref_t, hold_ref_fields);
@@ -282,7 +285,7 @@ REC_DESC(hold_ref_desc, "HoldRef", hf_hold_ref_t, hold_ref_fields);
 static const codec_field_t reservation_state_fields[] = {
     F_STRING(hf_reservation_state_t, reservation_id),
     F_STRING(hf_reservation_state_t, idempotency_key),
-    F_INT(hf_reservation_state_t, status),
+    F_ENUM(hf_reservation_state_t, status, hf_res_status_symbols),
     F_ARRAY(hf_reservation_state_t, lines, &line_desc),
     F_RECORD(hf_reservation_state_t, ship_to, &geo_desc),
     F_ARRAY(hf_reservation_state_t, allocations, &hold_ref_desc),
@@ -299,7 +302,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_LONG(hf_reservation_state_t, result_deadline_ms),
     F_INT(hf_reservation_state_t, result_retries),
     F_LONG(hf_reservation_state_t, updated_at_ms),
-    F_INT(hf_reservation_state_t, rebook),
+    F_ENUM(hf_reservation_state_t, rebook, hf_rebook_symbols),
     F_STRING(hf_reservation_state_t, rebook_idempotency_key),
     F_LONG(hf_reservation_state_t, rebook_request_hash),
     F_STRING(hf_reservation_state_t, rebook_reply_to),

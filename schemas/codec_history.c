@@ -85,6 +85,57 @@ static const char reservation_state_v2[] =
     "{\"name\":\"rebook_request_hash\",\"type\":\"long\",\"default\":0},"
     "{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"}]}";
 
+/* ReservationState v3, v2 with the Reserve's answer, before status,
+ * HoldRef.status and rebook became enums (ReservationStatus, HoldRefStatus,
+ * Rebook): they were ints then, holding the symbol indexes, which the codec
+ * reads as the enums (codec_project). */
+static const char reservation_state_v3[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields\":[{"
+    "\"name\":\"reservation_id\","
+    "\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\"string\"},{\"name\":\"status\","
+    "\"type\":\"int\"},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"record\","
+    "\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\","
+    "\"type\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\","
+    "\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"double\"}]}},"
+    "{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":"
+    "\"sku\","
+    "\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"attempt\",\"type\":"
+    "\"int\"},"
+    "{\"name\":\"status\",\"type\":\"int\"},{\"name\":\"available_seen\",\"type\":\"long\","
+    "\"default\":0}]}}},{\"name\":\"next_attempt\",\"type\":\"int\"},{\"name\":\"reroutes\","
+    "\"type\":\"int\"},{\"name\":\"request_hash\",\"type\":\"long\"},{\"name\":\"reply_to\","
+    "\"type\":\"string\"},{\"name\":\"campaign\",\"type\":\"string\",\"default\":\"\"},{\"name\":"
+    "\"payment_id\","
+    "\"type\":\"string\",\"default\":\"\"},{\"name\":\"reason\",\"type\":\"string\",\"default\":"
+    "\"\"},"
+    "{\"name\":\"created_at_ms\",\"type\":\"long\"},{\"name\":\"expires_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"hold_deadline_ms\",\"type\":\"long\"},{\"name\":\"result_deadline_ms\",\"type\":"
+    "\"long\"},"
+    "{\"name\":\"result_retries\",\"type\":\"int\"},{\"name\":\"updated_at_ms\",\"type\":\"long\"},"
+    "{\"name\":\"rebook\",\"type\":\"int\",\"default\":0},{\"name\":\"rebook_idempotency_key\","
+    "\"type\":\"string\",\"default\":\"\"},{\"name\":\"rebook_request_hash\",\"type\":\"long\","
+    "\"default\":0},{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"},{\"name\":"
+    "\"reserve_replied\","
+    "\"type\":\"boolean\",\"default\":false},{\"name\":\"reserve_reply\",\"type\":{\"type\":"
+    "\"record\","
+    "\"name\":\"Reply\",\"fields\":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":"
+    "\"idempotency_key\","
+    "\"type\":\"string\"},{\"name\":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":"
+    "\"ReplyOutcome\","
+    "\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICIENT\","
+    "\"REJECTED_INVALID\",\"CONFLICT\",\"NOT_FOUND\",\"BUSY\"]}},{\"name\":\"allocations\","
+    "\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"Allocation\","
+    "\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":"
+    "\"string\"},"
+    "{\"name\":\"qty\",\"type\":\"long\"}]}}},{\"name\":\"expires_at_ms\",\"type\":\"long\","
+    "\"default\":0},{\"name\":\"message\",\"type\":\"string\",\"default\":\"\"},{\"name\":"
+    "\"replied_at_ms\","
+    "\"type\":\"long\"}]},\"default\":{\"reservation_id\":\"\",\"idempotency_key\":\"\","
+    "\"outcome\":\"HELD\","
+    "\"allocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms\":0}}]}";
+
 /* StockFeed v1, before COUNT_AS_OF (a FeedKind symbol), as_of_committed and
  * feed_epoch (both default 0) were added: feeds already on the topic stay
  * readable and keep their meaning (epoch 0). */
@@ -211,5 +262,6 @@ const codec_history_t codec_history[] = {
     {HF_REC_REPLY, reply_v1},
     {HF_REC_IDEMPOTENCY_RECORD, idempotency_record_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v2},
+    {HF_REC_RESERVATION_STATE, reservation_state_v3},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

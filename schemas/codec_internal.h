@@ -45,6 +45,9 @@ extern const char *const hf_hold_status_symbols[HF_HOLD__COUNT];
 extern const char *const hf_reply_outcome_symbols[HF_REPLY__COUNT];
 extern const char *const hf_ledger_kind_symbols[HF_LEDGER__COUNT];
 extern const char *const hf_signal_kind_symbols[HF_SIGNAL__COUNT];
+extern const char *const hf_res_status_symbols[HF_RES__COUNT];
+extern const char *const hf_hold_ref_status_symbols[HF_HOLD_REF__COUNT];
+extern const char *const hf_rebook_symbols[HF_REBOOK__COUNT];
 
 /* ---- field descriptors: one table per struct (schemas/codec_desc.c) */
 

@@ -47,7 +47,9 @@ static bool enum_matches(const codec_field_t *f, avro_schema_t s)
     return true;
 }
 
-static bool kind_matches(const codec_field_t *f, avro_schema_t s)
+/* exact: s is the current schema. An older writer's value schema may also hold
+ * an int where the field is an enum now (see codec_project). */
+static bool kind_matches(const codec_field_t *f, avro_schema_t s, bool exact)
 {
     switch (f->kind) {
     case CODEC_KIND_STRING:
@@ -61,7 +63,7 @@ static bool kind_matches(const codec_field_t *f, avro_schema_t s)
     case CODEC_KIND_BOOLEAN:
         return is_avro_boolean(s);
     case CODEC_KIND_ENUM:
-        return is_avro_enum(s) && enum_matches(f, s);
+        return (is_avro_enum(s) && enum_matches(f, s)) || (!exact && is_avro_int32(s));
     case CODEC_KIND_BYTES:
         return is_avro_bytes(s);
     case CODEC_KIND_RECORD:
@@ -123,7 +125,7 @@ static int plan_field(codec_plan_t *plan, size_t i, avro_schema_t value_schema, 
         return err;
     }
     avro_schema_t fs = skip_links(avro_schema_record_field_get_by_index(value_schema, idx));
-    if (!kind_matches(f, fs))
+    if (!kind_matches(f, fs, exact))
         return plan_fail(errstr, errstr_size, rd->name, f->name,
                          "schema type or enum symbols differ from the C struct");
     if (f->kind == CODEC_KIND_ARRAY)
@@ -214,6 +216,14 @@ int codec_project(avro_schema_t writer, avro_schema_t reader, avro_schema_t *out
     writer = skip_links(writer);
     reader = skip_links(reader);
     *out = NULL;
+    /* A field that was an int and is an enum now (introduced with its symbols in
+     * the order of the old numbers): avro-c does not promote int to enum, so the
+     * projection keeps the int and the decoder takes it as the symbol index,
+     * range-checked like any enum. */
+    if (is_avro_enum(reader) && is_avro_int32(writer)) {
+        *out = avro_schema_incref(writer);
+        return HF_OK;
+    }
     if (is_avro_record(reader) || is_avro_enum(reader)) {
         if (avro_typeof(writer) != avro_typeof(reader) ||
             strcmp(avro_schema_name(writer), avro_schema_name(reader)) != 0) {

@@ -246,14 +246,21 @@ static int get_array(const codec_field_t *f, const codec_plan_t *child, avro_val
     return HF_OK;
 }
 
+/* An enum, or the int an older writer stored where the enum is now (the plan
+ * admits that only for older writers): either way the symbol index. */
 static int get_enum(const codec_field_t *f, avro_value_t *v, uint8_t *p, char *errstr,
                     size_t errstr_size)
 {
     int e;
-    if (avro_value_get_enum(v, &e))
+    bool was_int = avro_value_get_type(v) == AVRO_INT32;
+    int32_t i32 = 0;
+    if (was_int ? avro_value_get_int(v, &i32) : avro_value_get_enum(v, &e))
         return avro_failed(HF_ERR_DECODE, f, "get", errstr, errstr_size);
+    if (was_int)
+        e = i32;
     if (e < 0 || (size_t)e >= f->symbols_count) {
-        codec_errf(errstr, errstr_size, "%s: enum index %d outside 0..%zu", f->name, e,
+        codec_errf(errstr, errstr_size, "%s: %s %d outside 0..%zu", f->name,
+                   was_int ? "int of an older schema, read as an enum index," : "enum index", e,
                    f->symbols_count - 1);
         return HF_ERR_DECODE;
     }

@@ -92,6 +92,41 @@ typedef enum {
     HF_HOLD__COUNT
 } hf_hold_status_t;
 
+/* Gateway state: Avro enum "ReservationStatus" (ReservationState.status).
+ * PENDING -> HELD | REJECTED, then HELD -> COMMITTED | RELEASED | EXPIRED;
+ * terminal states never move (processor/gateway/gateway.h names them GW_RES_*). */
+typedef enum {
+    HF_RES_PENDING = 0, /* holds asked for, results awaited */
+    HF_RES_HELD,
+    HF_RES_COMMITTED,
+    HF_RES_RELEASED,
+    HF_RES_EXPIRED,
+    HF_RES_REJECTED,
+    HF_RES__COUNT
+} hf_res_status_t;
+
+/* Gateway state: Avro enum "HoldRefStatus" (HoldRef.status), what the gateway
+ * knows of one hold it asked a counter for. HELD and REFUSED mean what the
+ * counter's HoldStatus HELD and REFUSED mean; RELEASE_SENT is the gateway's
+ * side of a release, before the counter's RELEASED. */
+typedef enum {
+    HF_HOLD_REF_HOLD_SENT = 0, /* Hold emitted, no result yet */
+    HF_HOLD_REF_HELD,          /* the counter reserved it */
+    HF_HOLD_REF_REFUSED,       /* INSUFFICIENT: nothing reserved */
+    HF_HOLD_REF_RELEASE_SENT,  /* ReleaseHold emitted (rollback, release, expiry, shortfall) */
+    HF_HOLD_REF__COUNT
+} hf_hold_ref_status_t;
+
+/* Gateway state: Avro enum "Rebook" (ReservationState.rebook), the
+ * re-reservation of an EXPIRED reservation for a payment that came late. */
+typedef enum {
+    HF_REBOOK_NONE = 0,
+    HF_REBOOK_PENDING,   /* holds asked for, results awaited */
+    HF_REBOOK_COMMITTED, /* every line held again and committed: the payment bought it */
+    HF_REBOOK_REFUNDED,  /* stock did not allow: everything released, payment flagged */
+    HF_REBOOK__COUNT
+} hf_rebook_t;
+
 /* Avro enum "ReplyOutcome": what a checkout client is told. */
 typedef enum {
     HF_REPLY_HELD = 0,
@@ -351,20 +386,20 @@ typedef struct {
 
 /* ---- gateway state (RocksDB values and changelog values) */
 
-/* One hold a reservation asked for; status values in processor/gateway/gateway.h. */
+/* One hold a reservation asked for. */
 typedef struct {
     hf_wh_t warehouse_id;
     hf_sku_t sku;
     int64_t qty;
     int32_t attempt;
-    int32_t status;
+    hf_hold_ref_status_t status;
     int64_t available_seen;
 } hf_hold_ref_t;
 
 typedef struct {
     hf_id_t reservation_id;
     hf_id_t idempotency_key;
-    int32_t status; /* gateway.h: GW_RES_PENDING ... */
+    hf_res_status_t status;
     int32_t lines_count;
     hf_line_t lines[HF_LINES_MAX];
     hf_geo_t ship_to;
@@ -383,7 +418,7 @@ typedef struct {
     int64_t result_deadline_ms;
     int32_t result_retries;
     int64_t updated_at_ms;
-    int32_t rebook; /* gateway.h: GW_REBOOK_NONE ... */
+    hf_rebook_t rebook;
     hf_id_t rebook_idempotency_key;
     int64_t rebook_request_hash;
     hf_topic_t rebook_reply_to;
@@ -430,6 +465,9 @@ const char *hf_hold_status_name(hf_hold_status_t v);
 const char *hf_reply_outcome_name(hf_reply_outcome_t v);
 const char *hf_ledger_kind_name(hf_ledger_kind_t v);
 const char *hf_signal_kind_name(hf_signal_kind_t v);
+const char *hf_res_status_name(hf_res_status_t v);
+const char *hf_hold_ref_status_name(hf_hold_ref_status_t v);
+const char *hf_rebook_name(hf_rebook_t v);
 /* "Hold", "CommitHold", ... (the Avro record name). */
 const char *hf_rec_type_name(hf_rec_type_t t);
 

@@ -22,6 +22,10 @@ const char *const hf_ledger_kind_symbols[] = {
     "HELD", "COMMITTED", "RELEASED", "EXPIRED", "REJECTED", "LATE_PAYMENT",
 };
 const char *const hf_signal_kind_symbols[] = {"SOLD_OUT", "BACK_IN_STOCK"};
+const char *const hf_res_status_symbols[] = {"PENDING",  "HELD",    "COMMITTED",
+                                             "RELEASED", "EXPIRED", "REJECTED"};
+const char *const hf_hold_ref_status_symbols[] = {"HOLD_SENT", "HELD", "REFUSED", "RELEASE_SENT"};
+const char *const hf_rebook_symbols[] = {"NONE", "PENDING", "COMMITTED", "REFUNDED"};
 
 static const char *const rec_type_names[HF_REC__COUNT] = {
 #define HF_REC_NAME(UP, Name, type, field) [HF_REC_##UP] = #Name,
@@ -77,6 +81,23 @@ const char *hf_signal_kind_name(hf_signal_kind_t v)
 {
     return symbol_or_unknown(hf_signal_kind_symbols, HF_SYMBOLS_COUNT(hf_signal_kind_symbols),
                              (int)v);
+}
+
+const char *hf_res_status_name(hf_res_status_t v)
+{
+    return symbol_or_unknown(hf_res_status_symbols, HF_SYMBOLS_COUNT(hf_res_status_symbols),
+                             (int)v);
+}
+
+const char *hf_hold_ref_status_name(hf_hold_ref_status_t v)
+{
+    return symbol_or_unknown(hf_hold_ref_status_symbols,
+                             HF_SYMBOLS_COUNT(hf_hold_ref_status_symbols), (int)v);
+}
+
+const char *hf_rebook_name(hf_rebook_t v)
+{
+    return symbol_or_unknown(hf_rebook_symbols, HF_SYMBOLS_COUNT(hf_rebook_symbols), (int)v);
 }
 
 const char *hf_rec_type_name(hf_rec_type_t t)

@@ -540,9 +540,7 @@ static int cmd_status(cli_t *c)
         printf("%s{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"qty\":%lld}", n++ ? "," : "",
                h->warehouse_id, h->sku, (long long)h->qty);
     }
-    static const char *const late[] = {"none", "rereserving", "rereserved", "refunded"};
-    printf("],\"late_payment\":\"%s\"}\n",
-           rs->rebook >= 0 && rs->rebook < 4 ? late[rs->rebook] : "unknown");
+    printf("],\"late_payment\":\"%s\"}\n", hf_rebook_name(rs->rebook));
     return HF_OK;
 }
 

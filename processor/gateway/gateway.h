@@ -37,25 +37,28 @@
 
 const stage_def_t *gateway_stage(void);
 
-/* Reservation status (ReservationState.status). HELD -> COMMITTED | RELEASED |
- * EXPIRED is the only legal graph after PENDING; terminal states never move. */
-typedef enum {
-    GW_RES_PENDING = 0,
-    GW_RES_HELD,
-    GW_RES_COMMITTED,
-    GW_RES_RELEASED,
-    GW_RES_EXPIRED,
-    GW_RES_REJECTED,
-    GW_RES__COUNT
-} gw_res_status_t;
+/* Reservation status (ReservationState.status): the wire enum ReservationStatus,
+ * hf_res_status_t in records.h, whose symbols are its names (hf_res_status_name).
+ * PENDING -> HELD | REJECTED, then HELD -> COMMITTED | RELEASED | EXPIRED is the
+ * only legal graph; terminal states never move. The gateway's names for it: */
+typedef hf_res_status_t gw_res_status_t;
+#define GW_RES_PENDING   HF_RES_PENDING
+#define GW_RES_HELD      HF_RES_HELD
+#define GW_RES_COMMITTED HF_RES_COMMITTED
+#define GW_RES_RELEASED  HF_RES_RELEASED
+#define GW_RES_EXPIRED   HF_RES_EXPIRED
+#define GW_RES_REJECTED  HF_RES_REJECTED
+#define GW_RES__COUNT    HF_RES__COUNT
 
-/* Hold status (HoldRef.status). */
-typedef enum {
-    GW_HOLD_SENT = 0, /* Hold emitted, no result yet */
-    GW_HOLD_OK,       /* the counter reserved it */
-    GW_HOLD_REFUSED,  /* INSUFFICIENT: nothing reserved */
-    GW_HOLD_RELEASED, /* ReleaseHold emitted (rollback, release, expiry, shortfall) */
-} gw_hold_status_t;
+/* Hold status (HoldRef.status): the wire enum HoldRefStatus, hf_hold_ref_status_t
+ * in records.h. Two C names predate the wire symbols and stay until their use
+ * sites move: GW_HOLD_OK is HELD, GW_HOLD_RELEASED is RELEASE_SENT (the counter's
+ * RELEASED is its answer to that). */
+typedef hf_hold_ref_status_t gw_hold_status_t;
+#define GW_HOLD_SENT     HF_HOLD_REF_HOLD_SENT    /* Hold emitted, no result yet */
+#define GW_HOLD_OK       HF_HOLD_REF_HELD         /* the counter reserved it */
+#define GW_HOLD_REFUSED  HF_HOLD_REF_REFUSED      /* INSUFFICIENT: nothing reserved */
+#define GW_HOLD_RELEASED HF_HOLD_REF_RELEASE_SENT /* ReleaseHold emitted */
 
 const char *gw_res_status_name(int32_t status);
 bool gw_res_terminal(int32_t status);
@@ -63,14 +66,14 @@ bool gw_res_terminal(int32_t status);
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
 /* The re-reservation of an EXPIRED reservation for a payment that came late
- * (ReservationState.rebook; late_payment.c). It never changes the reservation's
+ * (ReservationState.rebook; late_payment.c): the wire enum Rebook, hf_rebook_t in
+ * records.h (its names: hf_rebook_name). It never changes the reservation's
  * status: the original reservation stays EXPIRED. */
-typedef enum {
-    GW_REBOOK_NONE = 0,
-    GW_REBOOK_PENDING,   /* holds asked for, results awaited */
-    GW_REBOOK_COMMITTED, /* every line held again and committed: the payment bought it */
-    GW_REBOOK_REFUNDED,  /* stock did not allow: everything released, payment flagged */
-} gw_rebook_t;
+typedef hf_rebook_t gw_rebook_t;
+#define GW_REBOOK_NONE      HF_REBOOK_NONE
+#define GW_REBOOK_PENDING   HF_REBOOK_PENDING   /* holds asked for, results awaited */
+#define GW_REBOOK_COMMITTED HF_REBOOK_COMMITTED /* held again and committed */
+#define GW_REBOOK_REFUNDED  HF_REBOOK_REFUNDED  /* released; the payment is flagged */
 
 /* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
  * because a stock count revoked one of its holds. */
@@ -151,7 +154,17 @@ const char *gw_check_id(const char *id, const char *what);
 const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size);
 /* The TTL a Reserve gets: its own, its campaign's, or the default. */
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
-/* FNV-1a over the request body without sent_at_ms and reply_to. */
+/* The idempotency hash of a Reserve, Commit, Release or Extend: what it asks
+ * for, from its decoded fields, never from its encoding, so a schema change does
+ * not turn a retry across a deploy into a CONFLICT. Fields that count: Reserve
+ * reservation_id, idempotency_key, lines (in the order sent), ship_to, ttl_ms,
+ * campaign; Commit reservation_id, idempotency_key, payment_id; Release
+ * reservation_id, idempotency_key, reason; Extend reservation_id,
+ * idempotency_key, extend_by_ms. reply_to and sent_at_ms never count. A field
+ * added to a request schema joins the hash only if it changes what the request
+ * means, appended at the end of its kind's form and only when it differs from its
+ * default, so stored hashes keep matching (gateway_rules.c). Aborts on any
+ * other record type. */
 int64_t gw_request_hash(const hf_record_t *rec);
 /* Sum of OK holds of sku in the reservation. */
 int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku);

@@ -102,6 +102,61 @@ REPLY_V1 = '{"type":"record","name":"Reply","namespace":"holdfast","doc":"What a
 IDEMPOTENCY_RECORD_V1 = '{"type":"record","name":"IdempotencyRecord","namespace":"holdfast","doc":"The stored outcome of one idempotency key (gateway state, key reservation_id|idempotency_key). Expired by the sweeper after the retention.","fields":[{"name":"request_hash","type":"long","doc":"Hash of the request body; a retry with another hash is a CONFLICT."},{"name":"complete","type":"boolean","doc":"False while the answer is not known yet (a Reserve awaiting its holds)."},{"name":"reply","type":{"type":"record","name":"Reply","doc":"What a checkout client is told about its request.","fields":[{"name":"reservation_id","type":"string","doc":"The reservation answered."},{"name":"idempotency_key","type":"string","doc":"Idempotency key of the request answered."},{"name":"outcome","type":{"type":"enum","name":"ReplyOutcome","doc":"What a checkout client is told. Append symbols only.","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_FOUND"]},"doc":"The answer."},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","doc":"Units of one SKU held at one warehouse.","fields":[{"name":"warehouse_id","type":"string","doc":"Warehouse holding the units."},{"name":"sku","type":"string","doc":"Stock keeping unit."},{"name":"qty","type":"long","doc":"Units held there."}]}},"doc":"Where the stock is held; empty unless HELD or COMMITTED."},{"name":"expires_at_ms","type":"long","default":0,"doc":"When the holds lapse, Unix epoch milliseconds; 0 when not held."},{"name":"message","type":"string","default":"","doc":"Human-readable detail."},{"name":"replied_at_ms","type":"long","doc":"When the gateway answered, Unix epoch milliseconds."}]},"doc":"The reply given, re-emitted as it was to a retry."},{"name":"stored_at_ms","type":"long","doc":"When the key was first seen, Unix epoch milliseconds."}]}'
 
 
+# Must equal reservation_state_v3 in schemas/codec_history.c: the schema of
+# the time status, HoldRef.status and rebook were ints.
+RESERVATION_STATE_V3 = (
+    '{"type":"record","name":"ReservationState","namespace":"holdfast","fields":[{"name":'
+    '"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name"'
+    ':"status","type":"int"},{"name":"lines","type":{"type":"array","items":{"type":"reco'
+    'rd","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"lon'
+    'g"}]}}},{"name":"ship_to","type":{"type":"record","name":"Geo","fields":[{"name":"la'
+    't","type":"double"},{"name":"lon","type":"double"}]}},{"name":"allocations","type":{'
+    '"type":"array","items":{"type":"record","name":"HoldRef","fields":[{"name":"warehous'
+    'e_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"},{'
+    '"name":"attempt","type":"int"},{"name":"status","type":"int"},{"name":"available_see'
+    'n","type":"long","default":0}]}}},{"name":"next_attempt","type":"int"},{"name":"rero'
+    'utes","type":"int"},{"name":"request_hash","type":"long"},{"name":"reply_to","type":'
+    '"string"},{"name":"campaign","type":"string","default":""},{"name":"payment_id","typ'
+    'e":"string","default":""},{"name":"reason","type":"string","default":""},{"name":"cr'
+    'eated_at_ms","type":"long"},{"name":"expires_at_ms","type":"long"},{"name":"hold_dea'
+    'dline_ms","type":"long"},{"name":"result_deadline_ms","type":"long"},{"name":"result'
+    '_retries","type":"int"},{"name":"updated_at_ms","type":"long"},{"name":"rebook","typ'
+    'e":"int","default":0},{"name":"rebook_idempotency_key","type":"string","default":""}'
+    ',{"name":"rebook_request_hash","type":"long","default":0},{"name":"rebook_reply_to",'
+    '"type":"string","default":""},{"name":"reserve_replied","type":"boolean","default":f'
+    'alse},{"name":"reserve_reply","type":{"type":"record","name":"Reply","fields":[{"nam'
+    'e":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"na'
+    'me":"outcome","type":{"type":"enum","name":"ReplyOutcome","symbols":["HELD","COMMITT'
+    'ED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_'
+    'FOUND","BUSY"]}},{"name":"allocations","type":{"type":"array","items":{"type":"recor'
+    'd","name":"Allocation","fields":[{"name":"warehouse_id","type":"string"},{"name":"sk'
+    'u","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"expires_at_ms","type":'
+    '"long","default":0},{"name":"message","type":"string","default":""},{"name":"replied'
+    '_at_ms","type":"long"}]},"default":{"reservation_id":"","idempotency_key":"","outcom'
+    'e":"HELD","allocations":[],"expires_at_ms":0,"message":"","replied_at_ms":0}}]}'
+)
+
+# Two Commit writers that only tests/unit/test_request_hash.c registers (its own
+# codec_history): an older one without reply_to, and a newer one with a field
+# this build does not know. Must equal the texts there.
+COMMIT_OLDER = (
+    '{"type":"record","name":"Commit","namespace":"holdfast","fields":['
+    '{"name":"reservation_id","type":"string"},'
+    '{"name":"idempotency_key","type":"string"},'
+    '{"name":"payment_id","type":"string"},'
+    '{"name":"sent_at_ms","type":"long"}]}'
+)
+COMMIT_NEWER = (
+    '{"type":"record","name":"Commit","namespace":"holdfast","fields":['
+    '{"name":"reservation_id","type":"string"},'
+    '{"name":"idempotency_key","type":"string"},'
+    '{"name":"payment_id","type":"string"},'
+    '{"name":"reply_to","type":"string","default":""},'
+    '{"name":"sent_at_ms","type":"long"},'
+    '{"name":"channel","type":"string","default":"web"}]}'
+)
+
+
 def fingerprint(text):
     """CRC-64-AVRO as the uint64 the C codec returns (the wire bytes are LE)."""
     schema = avro.schema.parse(text)
@@ -193,6 +248,25 @@ def main():
     print(c_hex("py_stock_level_v1", single_object(sl1, sl1_fp, {
         "warehouse_id": "W1", "sku": "S-1", "on_hand": 9, "reserved": 3, "safety_stock": 1,
         "available": 5, "shortfall": 0, "version": 12, "updated_at_ms": 1700000000001})))
+    rs3, rs3_fp = fingerprint(RESERVATION_STATE_V3)
+    print("/* ReservationState v3 */ 0x%016xULL" % rs3_fp)
+    reply = {"reservation_id": "", "idempotency_key": "", "outcome": "HELD",
+             "allocations": [{"warehouse_id": "W1", "sku": "A", "qty": 2}],
+             "expires_at_ms": 2000, "message": "", "replied_at_ms": 1001}
+    rs_v3 = dict(rs_v2, status=1, rebook=3, reserve_replied=True, reserve_reply=reply,
+                 allocations=[{"warehouse_id": "W%d" % s, "sku": "A", "qty": 2, "attempt": 0,
+                               "status": s, "available_seen": 7} for s in range(4)])
+    print(c_hex("py_reservation_state_v3", single_object(rs3, rs3_fp, rs_v3)))
+    print(c_hex("py_reservation_state_v3_status_6",
+                single_object(rs3, rs3_fp, dict(rs_v3, status=6))))
+    print("/* test_request_hash.c: one Commit by two writers */")
+    commit = {"reservation_id": "r-1", "idempotency_key": "k-1", "payment_id": "pay-42",
+              "reply_to": "", "sent_at_ms": 1700000000123}
+    older = dict(commit)
+    del older["reply_to"]
+    print(c_hex("py_commit_older", single_object(*fingerprint(COMMIT_OLDER), older)))
+    print(c_hex("py_commit_newer",
+                single_object(*fingerprint(COMMIT_NEWER), dict(commit, channel="app"))))
     return 0
 
 

@@ -83,7 +83,7 @@ static const ref_fp_t schema_fps[] = {
     {"StockFeed", 0x5bd9e052d14672b6ULL},
     {"StockLevel", 0x9edf759c9c020c16ULL},
     {"SkuState", 0xf15d21cc124c65a4ULL},
-    {"ReservationState", 0xc9336f837181bfd6ULL},
+    {"ReservationState", 0x79522217b380086aULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"Extend", 0x34572e46f905c65eULL},
 };
@@ -125,6 +125,29 @@ static const uint8_t py_reservation_state_v2[] = {
     0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x06, 0x00,
     0x00, 0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72,
     0x65, 0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f, 0x00, 0x00, 0x00, 0x00};
+
+/* ReservationState v3 (before status, HoldRef.status and rebook became enums):
+ * one HELD record with a hold of each status 0..3 and rebook 3, and the same
+ * with status 6, which no symbol has. */
+static const uint64_t reservation_state_v3_fp = 0xc9336f837181bfd6ULL;
+static const uint8_t py_reservation_state_v3[] = {
+    0xc3, 0x01, 0xd6, 0xbf, 0x81, 0x71, 0x83, 0x6f, 0x33, 0xc9, 0x06, 0x72, 0x2d, 0x37, 0x02, 0x6b,
+    0x02, 0x02, 0x02, 0x41, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x08, 0x04, 0x57, 0x30, 0x02, 0x41, 0x04, 0x00, 0x00, 0x0e,
+    0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x02, 0x0e, 0x04, 0x57, 0x32, 0x02, 0x41, 0x04, 0x00,
+    0x04, 0x0e, 0x04, 0x57, 0x33, 0x02, 0x41, 0x04, 0x00, 0x06, 0x0e, 0x00, 0x02, 0x00, 0x09, 0x00,
+    0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x64, 0xd0, 0x0f, 0xa0,
+    0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f, 0x06, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,
+    0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0xa0, 0x1f, 0x00, 0xd2, 0x0f};
+static const uint8_t py_reservation_state_v3_status_6[] = {
+    0xc3, 0x01, 0xd6, 0xbf, 0x81, 0x71, 0x83, 0x6f, 0x33, 0xc9, 0x06, 0x72, 0x2d, 0x37, 0x02, 0x6b,
+    0x0c, 0x02, 0x02, 0x41, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x08, 0x04, 0x57, 0x30, 0x02, 0x41, 0x04, 0x00, 0x00, 0x0e,
+    0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x02, 0x0e, 0x04, 0x57, 0x32, 0x02, 0x41, 0x04, 0x00,
+    0x04, 0x0e, 0x04, 0x57, 0x33, 0x02, 0x41, 0x04, 0x00, 0x06, 0x0e, 0x00, 0x02, 0x00, 0x09, 0x00,
+    0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65, 0x64, 0xd0, 0x0f, 0xa0,
+    0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f, 0x06, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,
+    0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0xa0, 0x1f, 0x00, 0xd2, 0x0f};
 
 /* The v1 schemas of StockFeed, CounterState and StockLevel (before as-of counts
  * and feed epochs), their Python fingerprints and one record each. */
@@ -565,13 +588,14 @@ static void test_older_reservation_state_reads_with_no_rebook(void **state)
     assert_int_equal(got.type, HF_REC_RESERVATION_STATE);
     const hf_reservation_state_t *rs = &got.u.reservation_state;
     assert_string_equal(rs->reservation_id, "r-7");
-    assert_int_equal(rs->status, 4);
+    assert_int_equal(rs->status, HF_RES_EXPIRED); /* the int 4 of v1 */
     assert_int_equal(rs->allocations_count, 1);
+    assert_int_equal(rs->allocations[0].status, HF_HOLD_REF_RELEASE_SENT); /* the int 3 */
     assert_string_equal(rs->allocations[0].warehouse_id, "W1");
     assert_string_equal(rs->payment_id, "pay");
     assert_int_equal(rs->updated_at_ms, 2001);
     /* The fields v1 lacks take ReservationState.avsc's defaults. */
-    assert_int_equal(rs->rebook, 0);
+    assert_int_equal(rs->rebook, HF_REBOOK_NONE);
     assert_string_equal(rs->rebook_idempotency_key, "");
     assert_int_equal(rs->rebook_request_hash, 0);
     assert_string_equal(rs->rebook_reply_to, "");
@@ -654,9 +678,9 @@ static void test_older_reservation_state_reads_with_no_reserve_reply(void **stat
     assert_int_equal(got.type, HF_REC_RESERVATION_STATE);
     const hf_reservation_state_t *rs = &got.u.reservation_state;
     assert_string_equal(rs->reservation_id, "r-7");
-    assert_int_equal(rs->status, 2);
+    assert_int_equal(rs->status, HF_RES_COMMITTED); /* the int 2 of v2 */
     assert_string_equal(rs->payment_id, "pay");
-    assert_int_equal(rs->rebook, 0);
+    assert_int_equal(rs->rebook, HF_REBOOK_NONE);
     /* ReservationState.avsc's defaults for what v2 lacks. */
     assert_false(rs->reserve_replied);
     assert_string_equal(rs->reserve_reply.reservation_id, "");
@@ -666,6 +690,54 @@ static void test_older_reservation_state_reads_with_no_reserve_reply(void **stat
     assert_int_equal(rs->reserve_reply.expires_at_ms, 0);
     assert_string_equal(rs->reserve_reply.message, "");
     assert_int_equal(rs->reserve_reply.replied_at_ms, 0);
+}
+
+/* Gateway state written while its statuses were ints reads as the enums that
+ * replaced them (the int is the symbol index), and an int no symbol has is
+ * refused with the field's name, as a bad enum index is. */
+static void test_older_int_statuses_read_as_the_enums(void **state)
+{
+    static hf_record_t got;
+    char errstr[256] = "";
+    char *json = NULL;
+    assert_history_entry(HF_REC_RESERVATION_STATE, reservation_state_v3_fp);
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_reservation_state_v3, sizeof py_reservation_state_v3, &got);
+    const hf_reservation_state_t *rs = &got.u.reservation_state;
+    assert_int_equal(rs->status, HF_RES_HELD);
+    assert_int_equal(rs->allocations_count, 4);
+    assert_int_equal(rs->allocations[0].status, HF_HOLD_REF_HOLD_SENT);
+    assert_int_equal(rs->allocations[1].status, HF_HOLD_REF_HELD);
+    assert_int_equal(rs->allocations[2].status, HF_HOLD_REF_REFUSED);
+    assert_int_equal(rs->allocations[3].status, HF_HOLD_REF_RELEASE_SENT);
+    assert_string_equal(rs->allocations[3].warehouse_id, "W3");
+    assert_int_equal(rs->allocations[3].available_seen, 7);
+    assert_int_equal(rs->rebook, HF_REBOOK_REFUNDED);
+    assert_true(rs->reserve_replied);
+    assert_int_equal(rs->reserve_reply.allocations_count, 1);
+    /* Rendered, and encoded again, with the symbols. */
+    assert_int_equal(codec_to_json(py_reservation_state_v3, sizeof py_reservation_state_v3, &json,
+                                   errstr, sizeof errstr),
+                     HF_OK);
+    assert_non_null(strstr(json, "\"status\":\"HELD\""));
+    assert_non_null(strstr(json, "\"status\":\"RELEASE_SENT\""));
+    assert_non_null(strstr(json, "\"rebook\":\"REFUNDED\""));
+    free(json);
+    static uint8_t buf[BUF_SIZE];
+    static hf_record_t again;
+    size_t len = 0;
+    assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0x79522217b380086aULL);
+    decode_ok(buf, len, &again);
+    assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
+                        sizeof again.u.reservation_state);
+
+    assert_int_equal(codec_decode(py_reservation_state_v3_status_6,
+                                  sizeof py_reservation_state_v3_status_6, &got, errstr,
+                                  sizeof errstr),
+                     HF_ERR_DECODE);
+    assert_non_null(strstr(errstr, "ReservationState.status"));
+    assert_non_null(strstr(errstr, "6 outside 0..5"));
 }
 
 /* Every record a stage stores or emits, at its bounds (every string and array
@@ -1000,6 +1072,10 @@ static void test_enum_and_record_names_follow_the_schemas(void **state)
     assert_string_equal(hf_reply_outcome_name(HF_REPLY_NOT_FOUND), "NOT_FOUND");
     assert_string_equal(hf_ledger_kind_name(HF_LEDGER_LATE_PAYMENT), "LATE_PAYMENT");
     assert_string_equal(hf_signal_kind_name(HF_SIGNAL_BACK_IN_STOCK), "BACK_IN_STOCK");
+    assert_string_equal(hf_res_status_name(HF_RES_REJECTED), "REJECTED");
+    assert_string_equal(hf_hold_ref_status_name(HF_HOLD_REF_RELEASE_SENT), "RELEASE_SENT");
+    assert_string_equal(hf_rebook_name(HF_REBOOK_REFUNDED), "REFUNDED");
+    assert_string_equal(hf_rebook_name((hf_rebook_t)4), "UNKNOWN");
     assert_string_equal(hf_outcome_name((hf_outcome_t)99), "UNKNOWN");
     assert_string_equal(hf_rec_type_name(HF_REC_DEAD_LETTER), "DeadLetter");
 }
@@ -1077,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),
+        cmocka_unit_test(test_older_int_statuses_read_as_the_enums),
         cmocka_unit_test(test_every_record_at_its_bounds_fits_record_len_max),
         cmocka_unit_test(test_defaults_of_every_kind_are_read_from_schema_text),
         cmocka_unit_test(test_decode_rejects_bad_magic_and_short_input),
