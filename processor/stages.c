@@ -38,3 +38,22 @@ const char *stages_names(void)
                      stage_entries[i].name);
     return names;
 }
+
+int stages_env_new(const stage_def_t *def, const hf_config_t *cfg, void **env_out, char *errstr,
+                   size_t errstr_size)
+{
+    *env_out = NULL;
+    if (!def->init)
+        return HF_OK;
+    char why[512] = "";
+    int err = def->init(cfg, env_out, why, sizeof why);
+    if (err)
+        snprintf(errstr, errstr_size, "%s: %s", def->name, why[0] ? why : hf_err_str(err));
+    return err;
+}
+
+void stages_env_destroy(const stage_def_t *def, void *env)
+{
+    if (env && def->destroy)
+        def->destroy(env);
+}

@@ -12,8 +12,8 @@
  * (gather results, re-route, roll back), late_payment.c (a Commit after
  * expiry: refund or re-reserve), sweeper.c (the tick: timers),
  * gateway_rules.c (pure: validation, hashing, guards, TTL), gateway_keys.c
- * (state key layout), gateway_env.c (config, warehouses and the routing view,
- * created once per process). */
+ * (state key layout), gateway_env.c (settings, warehouses and the routing
+ * view: the stage's environment, built at start). */
 #ifndef HF_GATEWAY_H
 #define HF_GATEWAY_H
 
@@ -70,8 +70,9 @@ typedef enum {
 #define GW_LATE_REFUNDED    "refund"
 #define GW_LATE_REBOOKED    "rereserved"
 
-/* What the gateway needs from the outside world, created once per process from
- * the task's configuration (gateway_env.c), or injected by unit tests. */
+/* What the gateway needs from the outside world: built once per process by the
+ * stage's init (gateway_env_new, in main before any task starts), or filled by
+ * a unit test and handed to the fake stage. Read-only once built. */
 typedef struct {
     route_config_t routes;
     int64_t ttl_default_ms;
@@ -101,11 +102,22 @@ typedef struct {
     void *topics_opaque;
 } gateway_env_t;
 
-/* The process-wide environment (created on first call); NULL if it cannot be
- * created (the error is logged and the handler fails the transaction). */
+/* The environment of ctx's stage (stage_env): the one gateway_env_new built
+ * before the task started. Never NULL (asserted). */
 const gateway_env_t *gateway_env(stage_ctx_t *ctx);
-/* Unit tests: use env instead of building one from the configuration. */
-void gateway_env_set(const gateway_env_t *env);
+/* The stage's init (stage_def_t.init): checks every gateway setting of cfg
+ * (HF_ERR_CONFIG, errstr naming the key), loads warehouses_file, then starts
+ * the reply-topic reader and the routing view and waits up to 15 s for the
+ * view to catch up. *env_out is a gateway_env_t the caller frees with
+ * gateway_env_destroy. */
+int gateway_env_new(const struct hf_config *cfg, void **env_out, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
+/* Stops the view and frees what gateway_env_new built; accepts NULL. */
+void gateway_env_destroy(void *env);
+/* The settings part of gateway_env_new, without Kafka: fills env from cfg
+ * (routing view and topic check left NULL) or fails naming the key. */
+int gateway_env_configure(const struct hf_config *cfg, gateway_env_t *env, char *errstr,
+                          size_t errstr_size) HF_MUST_CHECK;
 /* Parses "name=ms,name=ms" into env->campaigns. */
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
                             size_t errstr_size) HF_MUST_CHECK;
