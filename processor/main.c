@@ -1,5 +1,8 @@
 /* `holdfast run`: starts the configured stages, each as threads_per_stage task
- * threads sharing one RocksDB per stage, until SIGINT/SIGTERM. Exits non-zero when
+ * threads sharing one RocksDB per stage, until SIGINT/SIGTERM. Set up before it
+ * serves: every stage's environment (stage.h init) is built and its settings
+ * checked before any state DB is opened or any task thread starts, so a bad
+ * setting exits 2 naming its key with nothing consumed. Exits non-zero when
  * a task stops on a fatal error (fenced, or state broken), so a supervisor
  * restarts the process — which then restores from the changelogs. */
 #include <errno.h>
@@ -75,9 +78,9 @@ static const hf_cli_opt_t run_opts[] = {
 static const hf_cli_cmd_t run_cmd = {
     "run", NULL, 0,
     "Runs the configured stages until SIGINT/SIGTERM. Exit: 0 stopped by a signal, 1 error,\n"
-    "2 usage mistake, 3 a partition could not be restored or its group offsets are behind the\n"
-    "local state (the log says what to do), 4 a task stopped on a fatal error (fenced or broken\n"
-    "state: restart it).",
+    "2 usage mistake or bad setting (checked at start, before anything is consumed), 3 a\n"
+    "partition could not be restored or its group offsets are behind the local state (the log\n"
+    "says what to do), 4 a task stopped on a fatal error (fenced or broken state: restart it).",
     run_opts};
 
 static void usage(FILE *out)
