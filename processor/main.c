@@ -169,6 +169,11 @@ static int find_stages(const hf_config_t *cfg, main_stage_t *stages, size_t *sta
                      stages_names());
             return HF_ERR_CONFIG;
         }
+        for (size_t i = 0; i < *stages_count; i++)
+            if (stages[i].def == def) {
+                snprintf(errstr, errstr_size, "stages: '%s' is listed twice", name);
+                return HF_ERR_CONFIG;
+            }
         if (*stages_count == MAIN_STAGES_MAX) {
             snprintf(errstr, errstr_size, "stages: at most %d", MAIN_STAGES_MAX);
             return HF_ERR_CONFIG;
@@ -180,15 +185,21 @@ static int find_stages(const hf_config_t *cfg, main_stage_t *stages, size_t *sta
 
 /* Builds every stage's environment (its settings checked, files loaded, the
  * gateway's routing view started) before anything is opened on disk or any
- * task thread starts: a bad setting fails here, naming its key. */
+ * task thread starts: a bad setting fails here, naming its key. In registry
+ * order (stages_at), whatever the order of cfg->stages: the gateway, whose
+ * init waits for the view, comes after the stages that only read settings. */
 static int build_envs(const hf_config_t *cfg, main_stage_t *stages, size_t stages_count,
                       char *errstr, size_t errstr_size)
 {
-    for (size_t i = 0; i < stages_count; i++) {
-        int err = stages_env_new(stages[i].def, cfg, &stages[i].env, errstr, errstr_size);
-        if (err)
-            return err;
-    }
+    const stage_def_t *def;
+    for (size_t r = 0; (def = stages_at(r)) != NULL; r++)
+        for (size_t i = 0; i < stages_count; i++) {
+            if (stages[i].def != def)
+                continue;
+            int err = stages_env_new(def, cfg, &stages[i].env, errstr, errstr_size);
+            if (err)
+                return err;
+        }
     return HF_OK;
 }
 

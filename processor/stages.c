@@ -14,6 +14,10 @@ typedef struct {
     const stage_def_t *(*def)(void);
 } stage_entry_t;
 
+/* Also the order in which a process builds its stages' environments: those
+ * whose init only reads settings and files first, the gateway (it starts the
+ * routing view and waits for it) after them, so every setting is checked
+ * before anything waits for a broker. */
 static const stage_entry_t stage_entries[] = {
     {"counter", counter_stage},
     {"aggregator", aggregator_stage},
@@ -27,6 +31,11 @@ const stage_def_t *stages_find(const char *name)
         if (strcmp(stage_entries[i].name, name) == 0)
             return stage_entries[i].def();
     return NULL;
+}
+
+const stage_def_t *stages_at(size_t i)
+{
+    return i < sizeof stage_entries / sizeof stage_entries[0] ? stage_entries[i].def() : NULL;
 }
 
 const char *stages_names(void)

@@ -8,6 +8,10 @@
 
 /* NULL when no stage has that name. */
 const stage_def_t *stages_find(const char *name);
+/* The i-th stage of the registry, NULL past the end: the order in which a
+ * process builds its stages' environments (those that only read settings and
+ * files first, any that wait for a broker last). */
+const stage_def_t *stages_at(size_t i);
 /* "counter" ... for messages. */
 const char *stages_names(void);
 /* Builds def's environment with its init (*env_out NULL for a stage without

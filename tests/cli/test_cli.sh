@@ -115,6 +115,12 @@ bad_setting overrides-inverted aggregator "{\"signal_overrides_file\": \"$cfgdir
 bad_setting retentions gateway '{"reservation_retention_ms": 1000, "idempotency_retention_ms": 2000}' \
   "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000"
 bad_setting stage-name counter,gatewy '{}' "stages: unknown stage 'gatewy'"
+bad_setting stage-twice counter,gateway,counter '{}' "stages: 'counter' is listed twice"
+# The gateway's init (the routing view, waiting up to 15 s for a broker) runs
+# after the other stages' whatever the order of --stages: the aggregator's bad
+# file is found at once.
+bad_setting stages-order gateway,aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
+  "aggregator: signal_overrides_file: "
 rm -rf "$cfgdir"
 
 # Every option hfctl's handlers read is declared in some command's table (hf_cli
