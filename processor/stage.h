@@ -3,6 +3,9 @@
  * transactions and state buffering; a handler only sees a stage_ctx_t through
  * which it reads and writes its partition's state and emits output records — all
  * of which take effect exactly once, when the task commits the transaction.
+ * What a handler needs beyond its partition (settings, loaded files, the
+ * gateway's routing view) is the stage's environment, built by its init in
+ * main before any task starts and reached with stage_env.
  *
  * Handler contract: validate first, then write. A handler that returns
  * HF_ERR_INVAL (with a reason via stage_reject) must not have written state; the
@@ -88,10 +91,10 @@ typedef struct {
 /* ---- what a handler may do */
 
 int64_t stage_now_ms(const stage_ctx_t *ctx);
-/* The process configuration (read-only). */
-const struct hf_config *stage_config(const stage_ctx_t *ctx);
 /* The environment the stage's init built (stage_def_t.init); never changes while
- * the task runs. NULL for a stage without init. */
+ * the task runs. NULL for a stage without init. Handlers read their settings
+ * here, never from the configuration: what they need was parsed and checked at
+ * start. */
 void *stage_env(const stage_ctx_t *ctx);
 int32_t stage_partition(const stage_ctx_t *ctx);
 /* The Kafka timestamp of the record being handled, epoch ms: its broker append

@@ -224,10 +224,6 @@ int64_t stage_now_ms(const stage_ctx_t *ctx)
 {
     return ctx->now_ms;
 }
-const struct hf_config *stage_config(const stage_ctx_t *ctx)
-{
-    return ctx->t->o.cfg;
-}
 void *stage_env(const stage_ctx_t *ctx)
 {
     return ctx->t->o.env;

@@ -26,13 +26,6 @@ int64_t stage_now_ms(const stage_ctx_t *ctx)
     return ctx->now_ms;
 }
 
-/* Handlers read their settings from the environment (stage_env), never from
- * the configuration. */
-const struct hf_config *stage_config(const stage_ctx_t *ctx)
-{
-    return NULL;
-}
-
 void *stage_env(const stage_ctx_t *ctx)
 {
     return ctx->env;
