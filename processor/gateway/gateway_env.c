@@ -182,8 +182,9 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     char why[512];
     int err = route_config_load(cfg->warehouses_file, &env->routes, why, sizeof why);
     if (err) {
+        /* Unreadable or malformed alike: the setting names no usable file. */
         snprintf(errstr, errstr_size, "warehouses_file: %s", why);
-        return err == HF_ERR_CONFIG ? err : HF_ERR_CONFIG;
+        return HF_ERR_CONFIG;
     }
     env->routes.weight_distance = cfg->route_weight_distance_pct / 100.0;
     env->routes.weight_cost = cfg->route_weight_cost_pct / 100.0;
