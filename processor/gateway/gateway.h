@@ -12,8 +12,8 @@
  * (gather results, re-route, roll back), late_payment.c (a Commit after
  * expiry: refund or re-reserve), sweeper.c (the tick: timers),
  * gateway_rules.c (pure: validation, hashing, guards, TTL), gateway_keys.c
- * (state key layout), gateway_env.c (settings, warehouses and the routing
- * view: the stage's environment, built at start). */
+ * (state key layout), gateway_env.c (config, warehouses and the routing view,
+ * created once per process). */
 #ifndef HF_GATEWAY_H
 #define HF_GATEWAY_H
 
