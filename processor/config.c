@@ -169,6 +169,14 @@ int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
                  (long long)resend_window_ms);
         return HF_ERR_CONFIG;
     }
+    if (cfg->reservation_retention_ms < cfg->idempotency_retention_ms) {
+        /* A retried webhook must find its reservation for as long as it may
+         * find its idempotency record, or it would be told NOT_FOUND. */
+        snprintf(errstr, errstr_size,
+                 "reservation_retention_ms %d must be at least idempotency_retention_ms %d",
+                 cfg->reservation_retention_ms, cfg->idempotency_retention_ms);
+        return HF_ERR_CONFIG;
+    }
     struct in_addr bind_addr;
     if (inet_pton(AF_INET, cfg->metrics_bind, &bind_addr) != 1) {
         snprintf(errstr, errstr_size,

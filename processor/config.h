@@ -72,8 +72,10 @@ int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
  * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_CONFIG,
  * HOLDFAST_KAFKA_OVERRIDES). */
 void config_apply_env(hf_config_t *cfg);
-/* Rules between settings (config_load_file applies them); HF_ERR_CONFIG with
- * the reason otherwise. */
+/* Rules between settings (config_load_file applies them, and `holdfast run`
+ * again at start whatever set them); HF_ERR_CONFIG naming the keys otherwise.
+ * A stage's own settings (a policy name, a file to load) are checked by the
+ * stage's init (stage.h), also at start. */
 int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 #endif

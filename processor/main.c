@@ -1,5 +1,8 @@
 /* `holdfast run`: starts the configured stages, each as threads_per_stage task
- * threads sharing one RocksDB per stage, until SIGINT/SIGTERM. Exits non-zero when
+ * threads sharing one RocksDB per stage, until SIGINT/SIGTERM. Set up before it
+ * serves: every stage's environment (stage.h init) is built and its settings
+ * checked before any state DB is opened or any task thread starts, so a bad
+ * setting exits 2 naming its key with nothing consumed. Exits non-zero when
  * a task stops on a fatal error (fenced, or state broken), so a supervisor
  * restarts the process — which then restores from the changelogs. */
 #include <errno.h>
@@ -75,9 +78,9 @@ static const hf_cli_opt_t run_opts[] = {
 static const hf_cli_cmd_t run_cmd = {
     "run", NULL, 0,
     "Runs the configured stages until SIGINT/SIGTERM. Exit: 0 stopped by a signal, 1 error,\n"
-    "2 usage mistake, 3 a partition could not be restored or its group offsets are behind the\n"
-    "local state (the log says what to do), 4 a task stopped on a fatal error (fenced or broken\n"
-    "state: restart it).",
+    "2 usage mistake or bad setting (checked at start, before anything is consumed), 3 a\n"
+    "partition could not be restored or its group offsets are behind the local state (the log\n"
+    "says what to do), 4 a task stopped on a fatal error (fenced or broken state: restart it).",
     run_opts};
 
 static void usage(FILE *out)
@@ -144,47 +147,129 @@ static int parse_command_line(int argc, char **argv, hf_cli_args_t *args)
     return 2;
 }
 
-/* Opens one state DB per stage and fills one worker per task thread. */
-static int plan_workers(const hf_config_t *cfg, state_t **dbs, size_t *dbs_count, worker_t *workers,
-                        size_t *workers_count, char *errstr, size_t errstr_size)
+/* One configured stage of this process: its definition, the environment its
+ * init built and its state DB (shared by its tasks). */
+typedef struct {
+    const stage_def_t *def;
+    void *env;
+    state_t *st;
+} main_stage_t;
+
+/* Resolves the names of cfg->stages. */
+static int find_stages(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_count,
+                       char *errstr, size_t errstr_size)
 {
     char list[HF_CONFIG_STR_MAX];
     snprintf(list, sizeof list, "%s", cfg->stages);
     char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const stage_def_t *def = stages_find(name);
+        if (!def) {
+            snprintf(errstr, errstr_size, "stages: unknown stage '%s' (known: %s)", name,
+                     stages_names());
+            return HF_ERR_CONFIG;
+        }
+        for (size_t i = 0; i < *stages_count; i++)
+            if (stages[i].def == def) {
+                snprintf(errstr, errstr_size, "stages: '%s' is listed twice", name);
+                return HF_ERR_CONFIG;
+            }
+        if (*stages_count == MAIN_STAGES_MAX) {
+            snprintf(errstr, errstr_size, "stages: at most %d", MAIN_STAGES_MAX);
+            return HF_ERR_CONFIG;
+        }
+        stages[(*stages_count)++] = (main_stage_t){def, NULL, NULL};
+    }
+    return HF_OK;
+}
+
+/* Builds every stage's environment (its settings checked, files loaded, the
+ * gateway's routing view started) before anything is opened on disk or any
+ * task thread starts: a bad setting fails here, naming its key. In registry
+ * order (stages_at), whatever the order of cfg->stages: the gateway, whose
+ * init waits for the view, comes after the stages that only read settings. */
+static int build_envs(const hf_config_t *cfg, main_stage_t *stages, size_t stages_count,
+                      char *errstr, size_t errstr_size)
+{
+    const stage_def_t *def;
+    for (size_t r = 0; (def = stages_at(r)) != NULL; r++)
+        for (size_t i = 0; i < stages_count; i++) {
+            if (stages[i].def != def)
+                continue;
+            int err = stages_env_new(def, cfg, &stages[i].env, errstr, errstr_size);
+            if (err)
+                return err;
+        }
+    return HF_OK;
+}
+
+/* Opens one state DB per stage and fills one worker per task thread. */
+static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t stages_count,
+                        worker_t *workers, size_t *workers_count, char *errstr, size_t errstr_size)
+{
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(errstr, errstr_size, "state dir %s: %s", cfg->state_dir, strerror(errno));
         return HF_ERR_IO;
     }
-    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        const stage_def_t *def = stages_find(name);
-        if (!def) {
-            snprintf(errstr, errstr_size, "unknown stage '%s' (known: %s)", name, stages_names());
-            return HF_ERR_CONFIG;
-        }
-        if (*dbs_count == MAIN_STAGES_MAX) {
-            snprintf(errstr, errstr_size, "at most %d stages", MAIN_STAGES_MAX);
-            return HF_ERR_CONFIG;
-        }
+    for (size_t i = 0; i < stages_count; i++) {
+        main_stage_t *s = &stages[i];
         char path[HF_CONFIG_STR_MAX + 160];
-        snprintf(path, sizeof path, "%s/%s-%s", cfg->state_dir, def->name, cfg->instance_id);
-        int err = state_open(path, NULL, &dbs[*dbs_count], errstr, errstr_size);
+        snprintf(path, sizeof path, "%s/%s-%s", cfg->state_dir, s->def->name, cfg->instance_id);
+        int err = state_open(path, NULL, &s->st, errstr, errstr_size);
         if (err)
             return err;
         for (int t = 0; t < cfg->threads_per_stage; t++) {
             worker_t *w = &workers[(*workers_count)++];
-            w->opts = (task_opts_t){cfg, def, dbs[*dbs_count], t, &stop_flag};
+            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, t, &stop_flag};
         }
-        (*dbs_count)++;
     }
     return HF_OK;
+}
+
+/* After every task stopped: each stage's state DB and environment. */
+static void close_stages(main_stage_t *stages, size_t stages_count)
+{
+    for (size_t i = 0; i < stages_count; i++) {
+        state_close(stages[i].st);
+        stages_env_destroy(stages[i].def, stages[i].env);
+    }
+}
+
+/* Everything before the first task thread: the process-wide clients, every
+ * stage's environment, the state DBs, the metrics server. */
+static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_count,
+                 worker_t *workers, size_t *workers_count, char *errstr, size_t errstr_size)
+{
+    topics_set_prefix(cfg->topic_prefix);
+    int err = config_check(cfg, errstr, errstr_size);
+    if (!err)
+        err = find_stages(cfg, stages, stages_count, errstr, errstr_size);
+    if (!err)
+        err = kafka_client_config_load(cfg->kafka_config_file, cfg->kafka_overrides, errstr,
+                                       errstr_size);
+    if (!err)
+        err = codec_init(errstr, errstr_size);
+    if (!err)
+        err = build_envs(cfg, stages, *stages_count, errstr, errstr_size);
+    if (!err)
+        err = plan_workers(cfg, stages, *stages_count, workers, workers_count, errstr, errstr_size);
+    if (!err && cfg->metrics_port > 0) {
+        int port = 0;
+        metrics_serve_opts_t mo = {cfg->metrics_bind, cfg->metrics_port, cfg->health_loop_stall_ms,
+                                   cfg->health_aborts_max};
+        err = metrics_serve(&mo, &port, errstr, errstr_size);
+        if (!err)
+            log_info("main", "metrics on http://%s:%d/metrics", cfg->metrics_bind, port);
+    }
+    return err;
 }
 
 int main(int argc, char **argv)
 {
     static hf_config_t cfg;
     static worker_t workers[MAIN_THREADS_MAX];
-    state_t *dbs[MAIN_STAGES_MAX] = {0};
-    size_t dbs_count = 0, workers_count = 0;
+    main_stage_t stages[MAIN_STAGES_MAX] = {0};
+    size_t stages_count = 0, workers_count = 0;
     char errstr[512];
     hf_cli_args_t args;
     int exit_code = parse_command_line(argc, argv, &args);
@@ -193,35 +278,17 @@ int main(int argc, char **argv)
     config_defaults(&cfg);
     config_apply_env(&cfg);
     int err = apply_args(&args, &cfg, errstr, sizeof errstr);
-    if (err) {
-        fprintf(stderr, "holdfast: %s\n", errstr);
-        return 2;
-    }
-    topics_set_prefix(cfg.topic_prefix);
-    err =
-        kafka_client_config_load(cfg.kafka_config_file, cfg.kafka_overrides, errstr, sizeof errstr);
     if (!err)
-        err = codec_init(errstr, sizeof errstr);
-    if (!err)
-        err = plan_workers(&cfg, dbs, &dbs_count, workers, &workers_count, errstr, sizeof errstr);
+        err = start(&cfg, stages, &stages_count, workers, &workers_count, errstr, sizeof errstr);
     if (err) {
-        log_error("main", "%s", errstr);
-        for (size_t i = 0; i < dbs_count; i++)
-            state_close(dbs[i]);
-        return 1;
-    }
-    if (cfg.metrics_port > 0) {
-        int port = 0;
-        metrics_serve_opts_t mo = {cfg.metrics_bind, cfg.metrics_port, cfg.health_loop_stall_ms,
-                                   cfg.health_aborts_max};
-        err = metrics_serve(&mo, &port, errstr, sizeof errstr);
-        if (err) {
+        /* Nothing was consumed: a setting names its key, and is exit 2. */
+        if (err == HF_ERR_CONFIG)
+            fprintf(stderr, "holdfast: %s\n", errstr);
+        else
             log_error("main", "%s", errstr);
-            for (size_t i = 0; i < dbs_count; i++)
-                state_close(dbs[i]);
-            return 1;
-        }
-        log_info("main", "metrics on http://%s:%d/metrics", cfg.metrics_bind, port);
+        close_stages(stages, stages_count);
+        codec_shutdown();
+        return err == HF_ERR_CONFIG ? 2 : 1;
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -238,9 +305,8 @@ int main(int argc, char **argv)
         if (workers[i].rc != HF_OK)
             rc = workers[i].rc == HF_ERR_FATAL ? 4 : 1;
     }
-    metrics_stop();
-    for (size_t i = 0; i < dbs_count; i++)
-        state_close(dbs[i]);
+    metrics_stop(); /* before the environments its gauges read go */
+    close_stages(stages, stages_count);
     codec_shutdown();
     log_info("main", "holdfast stopped (exit %d)", rc);
     return rc;

@@ -3,6 +3,9 @@
  * transactions and state buffering; a handler only sees a stage_ctx_t through
  * which it reads and writes its partition's state and emits output records — all
  * of which take effect exactly once, when the task commits the transaction.
+ * What a handler needs beyond its partition (settings, loaded files, the
+ * gateway's routing view) is the stage's environment, built by its init in
+ * main before any task starts and reached with stage_env.
  *
  * Handler contract: validate first, then write. A handler that returns
  * HF_ERR_INVAL (with a reason via stage_reject) must not have written state; the
@@ -35,8 +38,25 @@ typedef struct {
     stage_handler_fn handle;
 } stage_handler_t;
 
+/* A stage's process-wide environment (its settings parsed and checked, files
+ * loaded, background readers started): built once by the stage's init before
+ * any task thread starts, shared read-only by all its tasks (a part that
+ * changes, such as the counter's sweep cursors, guards itself), and freed by
+ * destroy after the last task stopped. A handler reaches it with stage_env. */
+typedef int (*stage_init_fn)(const struct hf_config *cfg, void **env_out, char *errstr,
+                             size_t errstr_size);
+typedef void (*stage_destroy_fn)(void *env);
+
 typedef struct {
-    const char *name;                  /* "counter"; also the consumer group suffix */
+    const char *name; /* "counter"; also the consumer group suffix */
+    /* Builds the environment from cfg: every setting the stage reads is checked
+     * here, and a bad one is HF_ERR_CONFIG with errstr naming its key, so that
+     * `holdfast run` fails at start instead of on the first record. NULL: the
+     * stage needs none (stage_env answers NULL). On failure *env_out is NULL
+     * and nothing is left behind. */
+    stage_init_fn init;
+    /* Frees what init built; accepts NULL. NULL when init is. */
+    stage_destroy_fn destroy;
     const hf_topic_id_t *input_topics; /* co-partitioned; the first is primary */
     size_t input_topics_count;
     hf_topic_id_t changelog_topic;
@@ -71,8 +91,11 @@ typedef struct {
 /* ---- what a handler may do */
 
 int64_t stage_now_ms(const stage_ctx_t *ctx);
-/* The process configuration (read-only). */
-const struct hf_config *stage_config(const stage_ctx_t *ctx);
+/* The environment the stage's init built (stage_def_t.init); never changes while
+ * the task runs. NULL for a stage without init. Handlers read their settings
+ * here, never from the configuration: what they need was parsed and checked at
+ * start. */
+void *stage_env(const stage_ctx_t *ctx);
 int32_t stage_partition(const stage_ctx_t *ctx);
 /* The Kafka timestamp of the record being handled, epoch ms: its broker append
  * time on a topic with message.timestamp.type=LogAppendTime (holdfast.requests),

@@ -14,6 +14,10 @@ typedef struct {
     const stage_def_t *(*def)(void);
 } stage_entry_t;
 
+/* Also the order in which a process builds its stages' environments: those
+ * whose init only reads settings and files first, the gateway (it starts the
+ * routing view and waits for it) after them, so every setting is checked
+ * before anything waits for a broker. */
 static const stage_entry_t stage_entries[] = {
     {"counter", counter_stage},
     {"aggregator", aggregator_stage},
@@ -29,6 +33,11 @@ const stage_def_t *stages_find(const char *name)
     return NULL;
 }
 
+const stage_def_t *stages_at(size_t i)
+{
+    return i < sizeof stage_entries / sizeof stage_entries[0] ? stage_entries[i].def() : NULL;
+}
+
 const char *stages_names(void)
 {
     static char names[128];
@@ -37,4 +46,23 @@ const char *stages_names(void)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      stage_entries[i].name);
     return names;
+}
+
+int stages_env_new(const stage_def_t *def, const hf_config_t *cfg, void **env_out, char *errstr,
+                   size_t errstr_size)
+{
+    *env_out = NULL;
+    if (!def->init)
+        return HF_OK;
+    char why[512] = "";
+    int err = def->init(cfg, env_out, why, sizeof why);
+    if (err)
+        snprintf(errstr, errstr_size, "%s: %s", def->name, why[0] ? why : hf_err_str(err));
+    return err;
+}
+
+void stages_env_destroy(const stage_def_t *def, void *env)
+{
+    if (env && def->destroy)
+        def->destroy(env);
 }

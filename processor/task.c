@@ -224,9 +224,9 @@ int64_t stage_now_ms(const stage_ctx_t *ctx)
 {
     return ctx->now_ms;
 }
-const struct hf_config *stage_config(const stage_ctx_t *ctx)
+void *stage_env(const stage_ctx_t *ctx)
 {
-    return ctx->t->o.cfg;
+    return ctx->t->o.env;
 }
 int32_t stage_partition(const stage_ctx_t *ctx)
 {
@@ -1027,6 +1027,7 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     t->st = opts->st;
     t->ctx.t = t;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);
+    hf_assert(!t->def->init || opts->env); /* built before any task starts (main.c) */
     for (int p = 0; p < HF_PARTITIONS_MAX; p++)
         t->cl_next[p] = t->cl_last[p] = t->input_next[p] = -1;
     const hf_config_t *cfg = opts->cfg;

@@ -23,6 +23,7 @@ typedef struct task task_t;
 typedef struct {
     const hf_config_t *cfg;
     const stage_def_t *def;
+    void *env;               /* what def->init built (stage_env); NULL: none */
     state_t *st;             /* shared by the stage's tasks in this process */
     int thread_index;        /* part of the transactional.id */
     const atomic_bool *stop; /* task_run returns soon after it becomes true */

@@ -6,7 +6,8 @@
  *
  * Files: aggregator_stage.c (handler table, batch end, the dwell-timer tick),
  * stock_level.c (what happens on StockLevel), signals.c (the hysteresis rule,
- * pure), aggregator_keys.c (state keys), policy.c (watermarks per SKU). */
+ * pure), aggregator_keys.c (state keys), policy.c (the stage's environment: watermarks
+ * per SKU, loaded at start). */
 #ifndef HF_AGGREGATOR_H
 #define HF_AGGREGATOR_H
 
@@ -19,17 +20,27 @@
 
 const stage_def_t *aggregator_stage(void);
 
-/* ---- signal policy (policy.c) */
+/* ---- environment and signal policy (policy.c) */
 typedef struct {
     int64_t low;  /* SOLD_OUT when total <= low for dwell_ms */
     int64_t high; /* BACK_IN_STOCK when total >= high (> low) */
     int64_t dwell_ms;
 } signal_policy_t;
 
-/* The policy of sku: a per-SKU override from cfg->signal_overrides_file, else the
- * global one. Loads the overrides file once per process; HF_ERR_CONFIG if it is
- * malformed. */
-int policy_for(const hf_config_t *cfg, const char *sku, signal_policy_t *out) HF_MUST_CHECK;
+/* The aggregator's environment: the global signal policy and the per-SKU
+ * overrides of signal_overrides_file. */
+typedef struct aggregator_env aggregator_env_t;
+
+/* The stage's init (stage_def_t.init): reads and checks signal_overrides_file
+ * (HF_ERR_CONFIG naming the key when it cannot be read or an entry is
+ * malformed). *env_out is an aggregator_env_t the caller frees with
+ * aggregator_env_destroy. */
+int aggregator_env_new(const hf_config_t *cfg, void **env_out, char *errstr,
+                       size_t errstr_size) HF_MUST_CHECK;
+/* Accepts NULL. */
+void aggregator_env_destroy(void *env);
+/* The policy of sku: its override, else the global one. */
+signal_policy_t policy_for(const aggregator_env_t *env, const char *sku);
 
 /* ---- hysteresis (signals.c) */
 

@@ -52,16 +52,13 @@ static int emit_signal(stage_ctx_t *ctx, const hf_sku_state_t *s, int kind)
 
 int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
 {
-    signal_policy_t p;
-    int err = policy_for(stage_config(ctx), s->sku, &p);
-    if (err)
-        return err;
+    signal_policy_t p = policy_for(stage_env(ctx), s->sku);
     int64_t due = 0;
     int kind = signals_evaluate(s, &p, stage_now_ms(ctx), &due);
     static _Thread_local hf_record_t rec;
     hf_record_reset(&rec, HF_REC_SKU_STATE)->u.sku_state = *s;
     char key[AGG_KEY_MAX];
-    err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
+    int err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
     if (!err && due > 0)
         err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "t",
                             1); /* not empty: an empty value would read as a tombstone */
@@ -148,6 +145,8 @@ static int aggregator_commit_interval_ms(const hf_config_t *cfg)
 
 static const stage_def_t aggregator_def = {
     .name = "aggregator",
+    .init = aggregator_env_new,
+    .destroy = aggregator_env_destroy,
     .input_topics = aggregator_inputs,
     .input_topics_count = 1,
     .changelog_topic = HF_T_AGGREGATOR_CHANGELOG,

@@ -76,8 +76,15 @@ int counter_tick(stage_ctx_t *ctx);
 /* How many hold records one tick examines, given the last complete pass's
  * count (<= 0: none yet): a pass takes about retention / HF_HOLD_SWEEP_PASSES. */
 size_t counter_sweep_slice(int64_t last_pass, int64_t retention_ms, int tick_ms);
-/* Forgets where every partition's pass has got to (tests with fresh stores). */
-void counter_sweep_reset(void);
+/* The counter's environment (counter_sweep.c): hold_retention_ms and where
+ * every partition's sweep has got to, shared by the stage's tasks. */
+typedef struct counter_env counter_env_t;
+/* The stage's init (stage_def_t.init). *env_out is a counter_env_t the caller
+ * frees with counter_env_destroy. */
+int counter_env_new(const struct hf_config *cfg, void **env_out, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
+/* Accepts NULL. */
+void counter_env_destroy(void *env);
 
 /* ---- shared by the handlers (counter_stage.c) */
 

@@ -196,6 +196,8 @@ static int counter_commit_interval_ms(const hf_config_t *cfg)
 
 static const stage_def_t counter_def = {
     .name = "counter",
+    .init = counter_env_new,
+    .destroy = counter_env_destroy,
     .input_topics = counter_inputs,
     .input_topics_count = sizeof counter_inputs / sizeof counter_inputs[0],
     .changelog_topic = HF_T_COUNTER_CHANGELOG,

@@ -12,12 +12,14 @@
  * pass's count x 4 x tick / retention (HF_HOLD_SWEEP_FIRST_PASS before a pass
  * completed), kept within [HF_HOLD_SWEEP_SCAN_MIN, HF_HOLD_SWEEP_SCAN_MAX]. So a
  * settled hold lives at most 1.25 x the retention, and the work per tick follows
- * the rate holds are made at (about 4 x it), not a fixed guess. The cursor lives
- * in memory (a restart starts a pass over); a tick whose transaction aborts
- * leaves its slice to the next pass. Held and revoking holds are never touched.
+ * the rate holds are made at (about 4 x it), not a fixed guess. The cursors live
+ * in memory, in the stage's environment (counter_env_new builds it at start; a
+ * restart starts a pass over); a tick whose transaction aborts leaves its slice
+ * to the next pass. Held and revoking holds are never touched.
  * Deletions are ordinary writes: tombstones in the changelog. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
@@ -40,8 +42,38 @@ typedef struct {
     int64_t seen, last_pass;
 } sweep_pass_t;
 
-static pthread_mutex_t passes_mu = PTHREAD_MUTEX_INITIALIZER;
-static sweep_pass_t passes[HF_PARTITIONS_MAX];
+/* The counter's environment: the retention and every partition's pass, shared
+ * by the stage's tasks of the process. */
+struct counter_env {
+    int64_t hold_retention_ms;
+    pthread_mutex_t passes_mu;
+    sweep_pass_t passes[HF_PARTITIONS_MAX];
+};
+
+int counter_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t errstr_size)
+{
+    *env_out = NULL;
+    counter_env_t *env = calloc(1, sizeof *env);
+    if (!env) {
+        snprintf(errstr, errstr_size, "counter: out of memory");
+        return HF_ERR_NOMEM;
+    }
+    /* hold_retention_ms against the gateway's re-send window: config_check's
+     * rule between settings, which main applies. */
+    env->hold_retention_ms = cfg->hold_retention_ms;
+    pthread_mutex_init(&env->passes_mu, NULL);
+    *env_out = env;
+    return HF_OK;
+}
+
+void counter_env_destroy(void *env)
+{
+    if (!env)
+        return;
+    counter_env_t *e = env;
+    pthread_mutex_destroy(&e->passes_mu);
+    free(e);
+}
 
 size_t counter_sweep_slice(int64_t last_pass, int64_t retention_ms, int tick_ms)
 {
@@ -78,25 +110,19 @@ static bool expired_hold(const void *key, size_t key_len, const void *val, size_
     return settled(hs->status) && hs->updated_at_ms <= cutoff_ms;
 }
 
-void counter_sweep_reset(void)
-{
-    pthread_mutex_lock(&passes_mu);
-    memset(passes, 0, sizeof passes);
-    pthread_mutex_unlock(&passes_mu);
-}
-
 int counter_tick(stage_ctx_t *ctx)
 {
     int32_t p = stage_partition(ctx);
     hf_assert(p >= 0 && p < HF_PARTITIONS_MAX);
-    const hf_config_t *cfg = stage_config(ctx);
-    int64_t retention_ms = cfg ? cfg->hold_retention_ms : HF_HOLD_RETENTION_DEFAULT_MS;
+    counter_env_t *env = stage_env(ctx);
+    hf_assert(env); /* the stage's init built it before any task started */
+    int64_t retention_ms = env->hold_retention_ms;
     int64_t cutoff_ms = stage_now_ms(ctx) - retention_ms;
 
     sweep_pass_t pass;
-    pthread_mutex_lock(&passes_mu);
-    pass = passes[p];
-    pthread_mutex_unlock(&passes_mu);
+    pthread_mutex_lock(&env->passes_mu);
+    pass = env->passes[p];
+    pthread_mutex_unlock(&env->passes_mu);
     size_t slice =
         counter_sweep_slice(pass.last_pass, retention_ms, counter_stage()->tick_interval_ms);
 
@@ -125,9 +151,9 @@ int counter_tick(stage_ctx_t *ctx)
         pass.seen = 0;
         pass.cursor.len = 0;
     }
-    pthread_mutex_lock(&passes_mu);
-    passes[p] = pass;
-    pthread_mutex_unlock(&passes_mu);
+    pthread_mutex_lock(&env->passes_mu);
+    env->passes[p] = pass;
+    pthread_mutex_unlock(&env->passes_mu);
 
     for (size_t i = 0; i < doomed_count; i++) {
         int err = stage_del(ctx, doomed[i].key, doomed[i].len);

@@ -83,8 +83,9 @@ typedef hf_rebook_t gw_rebook_t;
 #define GW_LATE_REFUNDED    "refund"
 #define GW_LATE_REBOOKED    "rereserved"
 
-/* What the gateway needs from the outside world, created once per process from
- * the task's configuration (gateway_env.c), or injected by unit tests. */
+/* What the gateway needs from the outside world: built once per process by the
+ * stage's init (gateway_env_new, in main before any task starts), or filled by
+ * a unit test and handed to the fake stage. Read-only once built. */
 typedef struct {
     route_config_t routes;
     int64_t ttl_default_ms;
@@ -114,11 +115,22 @@ typedef struct {
     void *topics_opaque;
 } gateway_env_t;
 
-/* The process-wide environment (created on first call); NULL if it cannot be
- * created (the error is logged and the handler fails the transaction). */
+/* The environment of ctx's stage (stage_env): the one gateway_env_new built
+ * before the task started. Never NULL (asserted). */
 const gateway_env_t *gateway_env(stage_ctx_t *ctx);
-/* Unit tests: use env instead of building one from the configuration. */
-void gateway_env_set(const gateway_env_t *env);
+/* The stage's init (stage_def_t.init): checks every gateway setting of cfg
+ * (HF_ERR_CONFIG, errstr naming the key), loads warehouses_file, then starts
+ * the reply-topic reader and the routing view and waits up to 15 s for the
+ * view to catch up. *env_out is a gateway_env_t the caller frees with
+ * gateway_env_destroy. */
+int gateway_env_new(const struct hf_config *cfg, void **env_out, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
+/* Stops the view and frees what gateway_env_new built; accepts NULL. */
+void gateway_env_destroy(void *env);
+/* The settings part of gateway_env_new, without Kafka: fills env from cfg
+ * (routing view and topic check left NULL) or fails naming the key. */
+int gateway_env_configure(const struct hf_config *cfg, gateway_env_t *env, char *errstr,
+                          size_t errstr_size) HF_MUST_CHECK;
 /* Parses "name=ms,name=ms" into env->campaigns. */
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
                             size_t errstr_size) HF_MUST_CHECK;

@@ -1,7 +1,10 @@
-/* The gateway's process-wide environment: its configuration knobs, the
- * warehouse table and the routing view (a background thread reading
- * holdfast.availability). Every gateway task of the process shares one, created
- * on first use from the task's configuration; unit tests inject their own. */
+/* The gateway's process-wide environment: its settings parsed and checked, the
+ * warehouse table, the routing view (a background thread reading
+ * holdfast.availability) and the reply-topic cache. The stage's init
+ * (gateway_env_new) builds it in main before any gateway task starts, so a bad
+ * setting fails `holdfast run` at start naming its key; every gateway task of
+ * the process then shares it through its context (gateway_env). Unit tests
+ * fill a gateway_env_t themselves and hand it to the fake stage. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +13,14 @@
 
 #include "config.h"
 #include "gateway.h"
+#include "hf_assert.h"
 #include "hf_clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "topics.h"
 #include "view.h"
 
-/* How long the first gateway task waits for the view to catch up. */
+/* How long the start waits for the view to catch up before the tasks run. */
 #define GW_VIEW_READY_WAIT_MS   15000
 /* Reply topics: how many answers are remembered, how long "does not exist" is
  * believed (a topic created meanwhile is found after that), and how long one
@@ -24,11 +28,6 @@
 #define GW_TOPICS_CACHED        64
 #define GW_TOPIC_MISSING_TTL_MS 10000
 #define GW_TOPIC_LOOKUP_MS      2000
-
-static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER;
-static gateway_env_t env_built;
-static const gateway_env_t *env_current;
-static view_t *env_view;
 
 /* Which reply topics exist, from broker metadata. An existing topic is
  * remembered (deleting a reply topic under a running gateway is an operator
@@ -39,55 +38,64 @@ typedef struct {
     int64_t checked_at_ms;
 } topic_seen_t;
 
-static struct {
-    pthread_mutex_t mu;
+typedef struct {
+    pthread_mutex_t mu; /* every gateway task of the process asks */
     kafka_reader_t *reader;
     topic_seen_t seen[GW_TOPICS_CACHED];
     size_t count, next_evict;
-} topics = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} reply_topics_t;
 
-/* The cached answer for topic, if any is still good; under topics.mu. */
-static const topic_seen_t *seen_lookup(const char *topic, int64_t now)
+/* What gateway_env_new builds: the environment handlers read, and the threads
+ * and handles behind it, which it owns. */
+typedef struct {
+    gateway_env_t env; /* first: gateway_env_new hands out &world->env */
+    view_t *view;
+    reply_topics_t topics;
+    bool topics_mu_ready;
+} gw_world_t;
+
+/* The cached answer for topic, if any is still good; under rt->mu. */
+static const topic_seen_t *seen_lookup(const reply_topics_t *rt, const char *topic, int64_t now)
 {
-    for (size_t i = 0; i < topics.count; i++) {
-        const topic_seen_t *t = &topics.seen[i];
+    for (size_t i = 0; i < rt->count; i++) {
+        const topic_seen_t *t = &rt->seen[i];
         if (strcmp(t->name, topic) == 0)
             return t->exists || now - t->checked_at_ms < GW_TOPIC_MISSING_TTL_MS ? t : NULL;
     }
     return NULL;
 }
 
-static void seen_store(const char *topic, bool exists, int64_t now)
+static void seen_store(reply_topics_t *rt, const char *topic, bool exists, int64_t now)
 {
     topic_seen_t *slot = NULL;
-    for (size_t i = 0; i < topics.count && !slot; i++)
-        if (strcmp(topics.seen[i].name, topic) == 0)
-            slot = &topics.seen[i];
-    if (!slot && topics.count < GW_TOPICS_CACHED)
-        slot = &topics.seen[topics.count++];
+    for (size_t i = 0; i < rt->count && !slot; i++)
+        if (strcmp(rt->seen[i].name, topic) == 0)
+            slot = &rt->seen[i];
+    if (!slot && rt->count < GW_TOPICS_CACHED)
+        slot = &rt->seen[rt->count++];
     if (!slot) {
-        slot = &topics.seen[topics.next_evict];
-        topics.next_evict = (topics.next_evict + 1) % GW_TOPICS_CACHED;
+        slot = &rt->seen[rt->next_evict];
+        rt->next_evict = (rt->next_evict + 1) % GW_TOPICS_CACHED;
     }
     snprintf(slot->name, sizeof slot->name, "%s", topic);
     slot->exists = exists;
     slot->checked_at_ms = now;
 }
 
-static bool topic_exists(void *opaque, const char *topic)
+static bool topic_exists(void *topics_opaque, const char *topic)
 {
-    (void)opaque;
+    reply_topics_t *rt = topics_opaque;
     int64_t now = hf_mono_ms();
-    pthread_mutex_lock(&topics.mu);
-    const topic_seen_t *cached = seen_lookup(topic, now);
+    pthread_mutex_lock(&rt->mu);
+    const topic_seen_t *cached = seen_lookup(rt, topic, now);
     bool known = cached != NULL, exists = cached && cached->exists;
-    pthread_mutex_unlock(&topics.mu);
+    pthread_mutex_unlock(&rt->mu);
     if (known)
         return exists;
     /* The lookup runs unlocked: other tasks' cache hits do not wait for it. */
     int32_t partitions = 0;
     char errstr[256] = "";
-    int err = kafka_partition_count(topics.reader, topic, GW_TOPIC_LOOKUP_MS, &partitions, errstr,
+    int err = kafka_partition_count(rt->reader, topic, GW_TOPIC_LOOKUP_MS, &partitions, errstr,
                                     sizeof errstr);
     if (err && err != HF_ERR_NOTFOUND) {
         /* The broker did not answer: that says nothing about the topic. Let the
@@ -96,9 +104,9 @@ static bool topic_exists(void *opaque, const char *topic)
         log_warn("gateway", "reply topic %s not checked: %s", topic, errstr);
         return true;
     }
-    pthread_mutex_lock(&topics.mu);
-    seen_store(topic, err == HF_OK, now);
-    pthread_mutex_unlock(&topics.mu);
+    pthread_mutex_lock(&rt->mu);
+    seen_store(rt, topic, err == HF_OK, now);
+    pthread_mutex_unlock(&rt->mu);
     return err == HF_OK;
 }
 
@@ -131,8 +139,10 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, 
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (!eq || eq >= p + len || eq == p || (size_t)(eq - p) > HF_ID_LEN_MAX ||
             env->campaigns_count == HF_CAMPAIGNS_MAX) {
-            snprintf(errstr, errstr_size, "campaign_ttls: expected name=ms[,name=ms] (at most %d)",
-                     HF_CAMPAIGNS_MAX);
+            snprintf(errstr, errstr_size,
+                     "campaign_ttls: '%.*s' is not name=ms (expected name=ms[,name=ms], at most "
+                     "%d campaigns)",
+                     (int)len, p, HF_CAMPAIGNS_MAX);
             return HF_ERR_CONFIG;
         }
         char *end = NULL;
@@ -150,99 +160,119 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, 
     return HF_OK;
 }
 
-static int env_build(const hf_config_t *cfg, gateway_env_t *e, char *errstr, size_t errstr_size)
+static int parse_late_policy(const char *name, gw_late_policy_t *out, char *errstr,
+                             size_t errstr_size)
 {
-    memset(e, 0, sizeof *e);
-    int err = route_config_load(cfg->warehouses_file, &e->routes, errstr, errstr_size);
-    if (err)
-        return err;
-    e->routes.weight_distance = cfg->route_weight_distance_pct / 100.0;
-    e->routes.weight_cost = cfg->route_weight_cost_pct / 100.0;
-    e->routes.weight_fill = cfg->route_weight_fill_pct / 100.0;
-    e->ttl_default_ms = cfg->ttl_default_ms;
-    e->hold_max_factor_pct = cfg->hold_max_factor_pct;
-    e->idempotency_retention_ms = cfg->idempotency_retention_ms;
-    e->reservation_retention_ms = cfg->reservation_retention_ms;
-    if (e->reservation_retention_ms < e->idempotency_retention_ms) {
-        /* A retried webhook must find its reservation for as long as it may
-         * find its idempotency record, or it would be told NOT_FOUND. */
-        snprintf(errstr, errstr_size,
-                 "reservation_retention_ms (%d) must be at least idempotency_retention_ms (%d)",
-                 cfg->reservation_retention_ms, cfg->idempotency_retention_ms);
-        return HF_ERR_CONFIG;
-    }
-    e->result_timeout_ms = cfg->result_timeout_ms;
-    if (cfg->reply_topic_prefix[0])
-        snprintf(e->reply_topic_prefix, sizeof e->reply_topic_prefix, "%s%s", topics_prefix(),
-                 cfg->reply_topic_prefix);
-    e->view_stale_max_ms = cfg->view_stale_max_ms;
-    e->reserve_deadline_ms = cfg->reserve_deadline_ms;
-    if (strcmp(cfg->late_payment_policy, "refund") == 0) {
-        e->late_policy = GW_LATE_REFUND;
-    } else if (strcmp(cfg->late_payment_policy, "rereserve") == 0) {
-        e->late_policy = GW_LATE_RERESERVE;
+    if (strcmp(name, "refund") == 0) {
+        *out = GW_LATE_REFUND;
+    } else if (strcmp(name, "rereserve") == 0) {
+        *out = GW_LATE_RERESERVE;
     } else {
-        snprintf(errstr, errstr_size, "late_payment_policy must be \"refund\" or \"rereserve\"");
+        snprintf(errstr, errstr_size, "late_payment_policy: '%s' is not one of refund, rereserve",
+                 name);
         return HF_ERR_CONFIG;
     }
-    return gateway_parse_campaigns(cfg->campaign_ttls, e, errstr, errstr_size);
+    return HF_OK;
 }
 
-static int env_start_view(const hf_config_t *cfg, gateway_env_t *e, char *errstr,
+int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errstr,
                           size_t errstr_size)
 {
-    /* Each piece is made once: a failed start is retried by the next record,
-     * and must not leave a second view, reader or gauge behind. */
-    if (!topics.reader) {
-        kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
-        int err = kafka_reader_new(&meta_conf, &topics.reader, errstr, errstr_size);
-        if (err)
-            return err;
+    memset(env, 0, sizeof *env);
+    char why[512];
+    int err = route_config_load(cfg->warehouses_file, &env->routes, why, sizeof why);
+    if (err) {
+        /* Unreadable or malformed alike: the setting names no usable file. */
+        snprintf(errstr, errstr_size, "warehouses_file: %s", why);
+        return HF_ERR_CONFIG;
     }
-    if (!env_view) {
-        kafka_conf_t kconf = {cfg->bootstrap, "holdfast-gateway-view", NULL};
-        int err = view_new(&kconf, topic_name(HF_T_AVAILABILITY), &env_view, errstr, errstr_size);
-        if (err)
-            return err;
-        if (view_wait_ready(env_view, GW_VIEW_READY_WAIT_MS) != HF_OK)
-            log_warn("gateway",
-                     "routing view not caught up after %d ms; routing degrades until it is",
-                     GW_VIEW_READY_WAIT_MS);
-        metrics_gauge("holdfast_gateway_view_staleness_ms",
-                      "Milliseconds since the routing view was last current (-1: never)",
-                      gauge_view_staleness_ms, env_view);
-        metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
-                      env_view);
-    }
-    e->availability = view_availability;
-    e->staleness_ms = view_staleness;
-    e->opaque = env_view;
-    e->topic_exists = topic_exists;
+    env->routes.weight_distance = cfg->route_weight_distance_pct / 100.0;
+    env->routes.weight_cost = cfg->route_weight_cost_pct / 100.0;
+    env->routes.weight_fill = cfg->route_weight_fill_pct / 100.0;
+    env->ttl_default_ms = cfg->ttl_default_ms;
+    env->hold_max_factor_pct = cfg->hold_max_factor_pct;
+    env->idempotency_retention_ms = cfg->idempotency_retention_ms;
+    env->reservation_retention_ms = cfg->reservation_retention_ms;
+    env->result_timeout_ms = cfg->result_timeout_ms;
+    if (cfg->reply_topic_prefix[0])
+        snprintf(env->reply_topic_prefix, sizeof env->reply_topic_prefix, "%s%s", topics_prefix(),
+                 cfg->reply_topic_prefix);
+    env->view_stale_max_ms = cfg->view_stale_max_ms;
+    env->reserve_deadline_ms = cfg->reserve_deadline_ms;
+    err = parse_late_policy(cfg->late_payment_policy, &env->late_policy, errstr, errstr_size);
+    if (!err)
+        err = gateway_parse_campaigns(cfg->campaign_ttls, env, errstr, errstr_size);
+    /* The rules between settings (reservation_retention_ms at least
+     * idempotency_retention_ms, ...) are config_check's, which main applies. */
+    return err;
+}
+
+/* The reply-topic reader and the routing view, caught up (or given up on after
+ * GW_VIEW_READY_WAIT_MS: routing degrades until it is). */
+static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size_t errstr_size)
+{
+    kafka_conf_t meta_conf = {cfg->bootstrap, "holdfast-gateway-topics", NULL};
+    int err = kafka_reader_new(&meta_conf, &w->topics.reader, errstr, errstr_size);
+    if (err)
+        return err;
+    kafka_conf_t view_conf = {cfg->bootstrap, "holdfast-gateway-view", NULL};
+    err = view_new(&view_conf, topic_name(HF_T_AVAILABILITY), &w->view, errstr, errstr_size);
+    if (err)
+        return err;
+    if (view_wait_ready(w->view, GW_VIEW_READY_WAIT_MS) != HF_OK)
+        log_warn("gateway", "routing view not caught up after %d ms; routing degrades until it is",
+                 GW_VIEW_READY_WAIT_MS);
+    metrics_gauge("holdfast_gateway_view_staleness_ms",
+                  "Milliseconds since the routing view was last current (-1: never)",
+                  gauge_view_staleness_ms, w->view);
+    metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
+                  w->view);
+    w->env.availability = view_availability;
+    w->env.staleness_ms = view_staleness;
+    w->env.opaque = w->view;
+    w->env.topic_exists = topic_exists;
+    w->env.topics_opaque = &w->topics;
     return HF_OK;
+}
+
+int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t errstr_size)
+{
+    *env_out = NULL;
+    gw_world_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(errstr, errstr_size, "gateway: out of memory");
+        return HF_ERR_NOMEM;
+    }
+    /* Settings first: a bad one fails the start before any Kafka client exists. */
+    int err = gateway_env_configure(cfg, &w->env, errstr, errstr_size);
+    if (!err) {
+        pthread_mutex_init(&w->topics.mu, NULL);
+        w->topics_mu_ready = true;
+        err = world_start(cfg, w, errstr, errstr_size);
+    }
+    if (err) {
+        gateway_env_destroy(&w->env);
+        return err;
+    }
+    *env_out = &w->env;
+    return HF_OK;
+}
+
+void gateway_env_destroy(void *env)
+{
+    if (!env)
+        return;
+    gw_world_t *w = env; /* env is the world's first member */
+    view_destroy(w->view);
+    kafka_reader_destroy(w->topics.reader);
+    if (w->topics_mu_ready)
+        pthread_mutex_destroy(&w->topics.mu);
+    free(w);
 }
 
 const gateway_env_t *gateway_env(stage_ctx_t *ctx)
 {
-    pthread_mutex_lock(&env_mu);
-    if (!env_current) {
-        char errstr[512] = "";
-        const hf_config_t *cfg = stage_config(ctx);
-        int err = env_build(cfg, &env_built, errstr, sizeof errstr);
-        if (!err)
-            err = env_start_view(cfg, &env_built, errstr, sizeof errstr);
-        if (err)
-            log_error("gateway", "cannot start: %s", errstr);
-        else
-            env_current = &env_built;
-    }
-    const gateway_env_t *e = env_current;
-    pthread_mutex_unlock(&env_mu);
-    return e;
-}
-
-void gateway_env_set(const gateway_env_t *env)
-{
-    pthread_mutex_lock(&env_mu);
-    env_current = env;
-    pthread_mutex_unlock(&env_mu);
+    const gateway_env_t *env = stage_env(ctx);
+    hf_assert(env); /* the stage's init built it before any task started */
+    return env;
 }

@@ -27,6 +27,8 @@ static int gateway_commit_interval_ms(const hf_config_t *cfg)
 
 static const stage_def_t gateway_def = {
     .name = "gateway",
+    .init = gateway_env_new,
+    .destroy = gateway_env_destroy,
     .input_topics = gateway_inputs,
     .input_topics_count = sizeof gateway_inputs / sizeof gateway_inputs[0],
     .changelog_topic = HF_T_GATEWAY_CHANGELOG,

@@ -83,6 +83,46 @@ expect_exit 2 "$bin/hfbench" seed --per-sku 50 --warehouses /dev/null ||
 # --option=value works as well as --option value (getopt_long).
 expect_exit 2 "$bin/hfbench" run --rate=0 && grep -q -- "--rate must be" <<<"$err" || fail "hfbench run --rate=0: $err"
 
+# Every setting is checked at start, before anything is consumed: a stage's
+# settings by its init (processor/stage.h), which runs before any task thread,
+# any Kafka client or any state DB exists. So a bad value fails `holdfast run`
+# at once with exit 2 and a message naming the key, even with no broker at all
+# (the bootstrap below refuses every connection), and no state dir is made.
+cfgdir=$(mktemp -d)
+# bad_setting NAME STAGES JSON NEEDLE: holdfast run with JSON as its config.
+bad_setting() {
+  local name=$1 stages=$2 json=$3 needle=$4
+  printf '%s\n' "$json" >"$cfgdir/cfg-$name.json"
+  local began=$SECONDS
+  HOLDFAST_BOOTSTRAP=127.0.0.1:1 expect_exit 2 timeout -k 2 10 "$bin/holdfast" run \
+    --config "$cfgdir/cfg-$name.json" --stages "$stages" --state-dir "$cfgdir/state-$name" ||
+    return
+  grep -qF -- "$needle" <<<"$err" || fail "$name: stderr does not say '$needle': ${err:0:300}"
+  [ $((SECONDS - began)) -le 5 ] || fail "$name: took $((SECONDS - began)) s to fail"
+  [ ! -e "$cfgdir/state-$name" ] || fail "$name: a state dir was made before the check"
+}
+printf '{"SKU-1": {"low": 5, "high": 2}}\n' >"$cfgdir/overrides-inverted.json"
+bad_setting late-policy counter,aggregator,gateway '{"late_payment_policy": "refnd"}' \
+  "late_payment_policy: 'refnd' is not one of refund, rereserve"
+bad_setting warehouses gateway '{"warehouses_file": "/nonexistent/warehouses.json"}' \
+  "warehouses_file: "
+bad_setting campaigns gateway '{"campaign_ttls": "flash=5m"}' "campaign_ttls: "
+bad_setting campaigns-shape gateway '{"campaign_ttls": "flash"}' "campaign_ttls: 'flash' is not name=ms"
+bad_setting overrides-missing aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
+  "signal_overrides_file: "
+bad_setting overrides-inverted aggregator "{\"signal_overrides_file\": \"$cfgdir/overrides-inverted.json\"}" \
+  "signal_overrides_file $cfgdir/overrides-inverted.json: SKU 'SKU-1' needs"
+bad_setting retentions gateway '{"reservation_retention_ms": 1000, "idempotency_retention_ms": 2000}' \
+  "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000"
+bad_setting stage-name counter,gatewy '{}' "stages: unknown stage 'gatewy'"
+bad_setting stage-twice counter,gateway,counter '{}' "stages: 'counter' is listed twice"
+# The gateway's init (the routing view, waiting up to 15 s for a broker) runs
+# after the other stages' whatever the order of --stages: the aggregator's bad
+# file is found at once.
+bad_setting stages-order gateway,aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
+  "aggregator: signal_overrides_file: "
+rm -rf "$cfgdir"
+
 # Every option hfctl's handlers read is declared in some command's table (hf_cli
 # asserts it at run time: an undeclared read is a crash, found too late).
 used=$(grep -o '\(opt\|need\|opt_int64\)(c, "[a-z-]*"' tools/hfctl.c | sed 's/.*"\(.*\)"/\1/' | sort -u)

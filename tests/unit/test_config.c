@@ -1,5 +1,6 @@
 /* `holdfast run --config FILE`: defaults that pass their own rules, a typo or a
- * value out of bounds refused naming the key, and the rules between settings. */
+ * value out of bounds refused naming the key, the rules between settings, and
+ * the settings a stage's init checks (its environment, built at start). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aggregator/aggregator.h"
 #include "config.h"
+#include "gateway/gateway.h"
 
 static char errstr[512];
 
@@ -76,12 +79,125 @@ static void test_a_hold_must_outlive_the_gateways_resends(void **state)
                    "signal_high_watermark 5 must be above");
 }
 
+static void test_reservations_outlive_their_idempotency_records(void **state)
+{
+    expect_refused("{\"reservation_retention_ms\": 1000, \"idempotency_retention_ms\": 2000}",
+                   "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000");
+}
+
+/* The gateway's settings as its init reads them (gateway_env_configure is the
+ * part before any Kafka client). */
+static int gateway_with(const char *json, gateway_env_t *env)
+{
+    hf_config_t cfg;
+    assert_int_equal(load(json, &cfg), HF_OK);
+    errstr[0] = '\0';
+    return gateway_env_configure(&cfg, env, errstr, sizeof errstr);
+}
+
+static void expect_gateway_refuses(const char *json, const char *needle)
+{
+    gateway_env_t env;
+    assert_int_equal(gateway_with(json, &env), HF_ERR_CONFIG);
+    if (!strstr(errstr, needle))
+        fail_msg("error \"%s\" does not say \"%s\"", errstr, needle);
+}
+
+static void test_gateway_settings_are_checked_by_its_init_naming_the_key(void **state)
+{
+    static gateway_env_t env;
+    assert_int_equal(gateway_with("{\"late_payment_policy\": \"rereserve\", "
+                                  "\"campaign_ttls\": \"flash=120000,vip=1800000\"}",
+                                  &env),
+                     HF_OK);
+    assert_int_equal(env.late_policy, GW_LATE_RERESERVE);
+    assert_int_equal(env.campaigns_count, 2);
+    assert_int_equal(env.campaigns[1].ttl_ms, 1800000);
+    assert_true(env.routes.warehouses_count > 0);
+    expect_gateway_refuses("{\"late_payment_policy\": \"refnd\"}",
+                           "late_payment_policy: 'refnd' is not one of refund, rereserve");
+    expect_gateway_refuses("{\"warehouses_file\": \"/nonexistent/warehouses.json\"}",
+                           "warehouses_file: ");
+    expect_gateway_refuses("{\"campaign_ttls\": \"flash=5m\"}",
+                           "campaign_ttls: ttl of 'flash' must be in");
+    expect_gateway_refuses("{\"campaign_ttls\": \"flash\"}",
+                           "campaign_ttls: 'flash' is not name=ms");
+}
+
+/* Writes text to a temporary file named into path (PATH_MAX-ish). */
+static void write_temp(const char *text, char *path, size_t path_size)
+{
+    snprintf(path, path_size, "/tmp/hf-overrides-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* The aggregator's init loads signal_overrides_file; a malformed one fails it. */
+static int aggregator_with(const char *overrides, void **env)
+{
+    hf_config_t cfg;
+    config_defaults(&cfg);
+    char path[64] = "";
+    if (overrides) {
+        write_temp(overrides, path, sizeof path);
+        snprintf(cfg.signal_overrides_file, sizeof cfg.signal_overrides_file, "%s", path);
+    }
+    errstr[0] = '\0';
+    int err = aggregator_env_new(&cfg, env, errstr, sizeof errstr);
+    if (path[0])
+        unlink(path);
+    return err;
+}
+
+static void test_signal_overrides_are_loaded_and_checked_by_the_aggregators_init(void **state)
+{
+    void *env = NULL;
+    assert_int_equal(aggregator_with("{\"SKU-B\": {\"low\": 5, \"high\": 10}, "
+                                     "\"SKU-A\": {\"dwell_ms\": 0}}",
+                                     &env),
+                     HF_OK);
+    signal_policy_t p = policy_for(env, "SKU-B");
+    assert_int_equal(p.low, 5);
+    assert_int_equal(p.high, 10);
+    assert_int_equal(p.dwell_ms, 2000); /* the global one where the override is silent */
+    assert_int_equal(policy_for(env, "SKU-A").dwell_ms, 0);
+    p = policy_for(env, "SKU-Z");
+    assert_int_equal(p.low, 0);
+    assert_int_equal(p.high, 1);
+    aggregator_env_destroy(env);
+
+    assert_int_equal(aggregator_with(NULL, &env), HF_OK); /* no file: the global policy */
+    assert_int_equal(policy_for(env, "SKU-B").high, 1);
+    aggregator_env_destroy(env);
+    aggregator_env_destroy(NULL);
+
+    const char *bad[][2] = {
+        {"{\"SKU-1\": {\"low\": 5, \"high\": 2}}", "SKU 'SKU-1' needs"},
+        {"{\"SKU-1\": {\"low\": \"5\"}}", "SKU 'SKU-1' needs"},
+        {"[1, 2]", "must be an object"},
+        {"{\"SKU-1\": ", "signal_overrides_file /tmp/hf-overrides-"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        env = &env; /* must come back NULL */
+        assert_int_equal(aggregator_with(bad[i][0], &env), HF_ERR_CONFIG);
+        assert_null(env);
+        if (!strstr(errstr, bad[i][1]) || !strstr(errstr, "signal_overrides_file"))
+            fail_msg("overrides %s: error \"%s\" does not say \"%s\"", bad[i][0], errstr,
+                     bad[i][1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_pass_their_own_rules),
         cmocka_unit_test(test_settings_are_applied_and_typos_or_bounds_refused_by_name),
         cmocka_unit_test(test_a_hold_must_outlive_the_gateways_resends),
+        cmocka_unit_test(test_reservations_outlive_their_idempotency_records),
+        cmocka_unit_test(test_gateway_settings_are_checked_by_its_init_naming_the_key),
+        cmocka_unit_test(test_signal_overrides_are_loaded_and_checked_by_the_aggregators_init),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

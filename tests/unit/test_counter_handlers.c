@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "config.h"
 #include "counter/counter.h"
 #include "fake/fake_stage.h"
 #include "hf_limits.h"
@@ -31,16 +32,25 @@
  * the stage itself is the fake in fake/fake_stage.c).
  * ====================================================================== */
 
+/* Each test gets a fresh store and a fresh environment (the sweep's passes
+ * belong to one store), built by the stage's own init from the defaults. */
 static int setup(void **state)
 {
-    counter_sweep_reset(); /* the sweep's passes belong to the last test's store */
-    *state = fake_stage_new("counter", 1700000000000LL);
+    stage_ctx_t *fx = fake_stage_new("counter", 1700000000000LL);
+    hf_config_t cfg;
+    config_defaults(&cfg);
+    char errstr[256];
+    if (counter_stage()->init(&cfg, &fx->env, errstr, sizeof errstr) != HF_OK)
+        fail_msg("counter init: %s", errstr);
+    *state = fx;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fake_stage_destroy(*state);
+    stage_ctx_t *fx = *state;
+    counter_stage()->destroy(fx->env);
+    fake_stage_destroy(fx);
     return 0;
 }
 

@@ -3,8 +3,9 @@
  * reservation_id), call the handler from gateway_stage()->handlers, write the
  * buffer (one transaction per record), and call the tick per partition. Like
  * test_counter_handlers.c it runs on the shared fake stage of fake/fake_stage.h
- * (a real state store and the real codec); the routing view and configuration
- * are injected with gateway_env_set, and a small model of the counters answers
+ * (a real state store and the real codec); the routing view and settings are
+ * a gateway_env_t the test fills and hands to the fake stage (fx->env, what
+ * gateway_env answers), and a small model of the counters answers
  * the Holds the gateway emits, so a test decides which answers arrive, in which
  * order, or not at all. (nm: task.o is not linked.) */
 #include <setjmp.h>
@@ -169,7 +170,7 @@ static int setup(void **state)
     e->availability = fake_availability;
     e->staleness_ms = fake_staleness;
     e->opaque = fx;
-    gateway_env_set(e);
+    fx->env = e;
     *state = fx;
     return 0;
 }
@@ -177,7 +178,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     stage_ctx_t *fx = *state;
-    gateway_env_set(NULL);
     free(fx->user);
     fake_stage_destroy(fx);
     return 0;

@@ -26,10 +26,9 @@ int64_t stage_now_ms(const stage_ctx_t *ctx)
     return ctx->now_ms;
 }
 
-/* No handler under test reads the configuration. */
-const struct hf_config *stage_config(const stage_ctx_t *ctx)
+void *stage_env(const stage_ctx_t *ctx)
 {
-    return NULL;
+    return ctx->env;
 }
 
 int32_t stage_partition(const stage_ctx_t *ctx)

@@ -6,8 +6,8 @@
  * Link it only into the tests that need it (the Makefile's test_*_handlers
  * rule): processor/task.c defines the same stage_* symbols. Unlike the real
  * stage_ctx_t the struct is open, because a test reads what the handler did
- * (emits, written keys, the reject reason) and sets the clock, partition and
- * record key directly. */
+ * (emits, written keys, the reject reason) and sets the clock, partition,
+ * record key and the stage's environment (env) directly. */
 #ifndef HF_FAKE_STAGE_H
 #define HF_FAKE_STAGE_H
 
@@ -69,6 +69,9 @@ struct stage_ctx {
     fake_stage_changelog_t *changelog; /* every committed transaction's written keys */
     size_t changelog_count, changelog_cap;
     struct fake_stage_user *user; /* the test's own; NULL unless it sets one */
+    /* What stage_env answers: the stage's environment, which the test builds
+     * (the stage's init, or filled by hand) and owns; NULL until it sets one. */
+    void *env;
 };
 
 /* Opens an empty state store in a new /tmp/hf_test_<name>.XXXXXX directory with
