@@ -15,6 +15,7 @@ WORKDIR /src
 # Only what `make release` reads: the Makefile and the sources under these directories
 # (schemas/*.avsc are embedded into the binary by tools/embed-schemas.sh).
 COPY Makefile ./
+COPY common/ common/
 COPY processor/ processor/
 COPY schemas/ schemas/
 COPY state/ state/

@@ -535,7 +535,7 @@ static int cmd_status(cli_t *c)
            rs->payment_id, rs->reason);
     for (int32_t i = 0, n = 0; i < rs->allocations_count; i++) {
         const hf_hold_ref_t *h = &rs->allocations[i];
-        if (h->status != GW_HOLD_OK)
+        if (h->status != HF_HOLD_REF_HELD)
             continue;
         printf("%s{\"warehouse_id\":\"%s\",\"sku\":\"%s\",\"qty\":%lld}", n++ ? "," : "",
                h->warehouse_id, h->sku, (long long)h->qty);

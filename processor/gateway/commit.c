@@ -19,7 +19,7 @@ static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, gw_request_t *req
     int err = gw_commit_holds(ctx, rs);
     if (err)
         return err;
-    rs->status = GW_RES_COMMITTED;
+    rs->status = HF_RES_COMMITTED;
     snprintf(rs->payment_id, sizeof rs->payment_id, "%s", c->payment_id);
     return gw_end(ctx, rs,
                   &(gw_end_t){.store = true,
@@ -41,18 +41,18 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
     hf_reservation_state_t *rs = &req.rs;
     const gw_asker_t *a = &req.asker;
     switch (rs->status) {
-    case GW_RES_HELD:
+    case HF_RES_HELD:
         if (stage_now_ms(ctx) < rs->expires_at_ms)
             return commit_held(ctx, c, &req);
         err = gw_expire(ctx, rs); /* the sweeper has not got to it yet */
         return err ? err : gw_late_payment(ctx, c, a, rs);
-    case GW_RES_EXPIRED:
+    case HF_RES_EXPIRED:
         return gw_late_payment(ctx, c, a, rs);
-    case GW_RES_COMMITTED:
+    case HF_RES_COMMITTED:
         if (strcmp(rs->payment_id, c->payment_id) == 0)
             return gw_answer(ctx, rs, a, HF_REPLY_COMMITTED, "already committed by this payment");
         return gw_answer(ctx, rs, a, HF_REPLY_CONFLICT, "already committed by another payment");
-    case GW_RES_RELEASED:
+    case HF_RES_RELEASED:
         /* The stock was revoked under the shopper (a count found less than was
          * held): the payment cannot buy anything, so it is refunded. */
         if (strcmp(rs->reason, GW_REASON_SHORTFALL) == 0)
@@ -60,7 +60,7 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
                 ctx, rs, c->payment_id, a, HF_REPLY_CONFLICT,
                 "reservation was released: stock_shortfall; payment flagged for refund");
         break;
-    case GW_RES_PENDING:
+    case HF_RES_PENDING:
         /* Not stored: the same webhook retried once HELD must be able to commit. */
         return gw_reply_simple(ctx, a, HF_REPLY_CONFLICT, "reservation is not held yet");
     default:

@@ -37,9 +37,9 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
                           const hf_counter_result_t *r)
 {
     hf_hold_ref_t *h = &rs->allocations[i];
-    if (h->status != GW_HOLD_SENT || !gw_saga_open(rs))
+    if (h->status != HF_HOLD_REF_HOLD_SENT || !gw_saga_open(rs))
         return HF_OK; /* a duplicate, or the reservation already released it */
-    h->status = r->outcome == HF_OUTCOME_OK ? GW_HOLD_OK : GW_HOLD_REFUSED;
+    h->status = r->outcome == HF_OUTCOME_OK ? HF_HOLD_REF_HELD : HF_HOLD_REF_REFUSED;
     h->available_seen = r->available;
     if (!gw_all_answered(rs))
         return gw_store(ctx, rs);
@@ -61,11 +61,11 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
 static int revoke_committed(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
 {
     int err = gw_release_one(ctx, rs, i, GW_REASON_SHORTFALL);
-    if (err || rs->status != GW_RES_COMMITTED)
+    if (err || rs->status != HF_RES_COMMITTED)
         return err ? err : gw_store(ctx, rs);
     log_warn("gateway", "%s: committed by payment %s but a hold was revoked; released, refund",
              rs->reservation_id, rs->payment_id);
-    rs->status = GW_RES_RELEASED;
+    rs->status = HF_RES_RELEASED;
     snprintf(rs->reason, sizeof rs->reason, "%s", GW_REASON_SHORTFALL);
     /* The refund is flagged after the RELEASED event: the ledger tells the sale
      * was undone before it tells the payment is to be refunded. */
@@ -80,17 +80,17 @@ static int revoke_committed(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
 static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
 {
     hf_hold_ref_t *h = &rs->allocations[i];
-    if (h->status != GW_HOLD_OK)
+    if (h->status != HF_HOLD_REF_HELD)
         return HF_OK; /* already released: the counter learns from that release */
     log_warn("gateway", "%s: hold at %s|%s revoked by a stock shortfall (reservation %s)",
              rs->reservation_id, h->warehouse_id, h->sku, gw_res_status_name(rs->status));
     if (gw_is_rebook(rs))
         return gw_rebook_revoked(ctx, rs, i);
     switch (rs->status) {
-    case GW_RES_HELD:
-        return gw_finish(ctx, rs, GW_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
-    case GW_RES_PENDING: {
-        int err = gw_end_holds(ctx, rs, GW_RES_RELEASED, GW_REASON_SHORTFALL);
+    case HF_RES_HELD:
+        return gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+    case HF_RES_PENDING: {
+        int err = gw_end_holds(ctx, rs, HF_RES_RELEASED, GW_REASON_SHORTFALL);
         return err ? err
                    : gw_end(ctx, rs,
                             &(gw_end_t){.store = true,
@@ -103,8 +103,8 @@ static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
                                         .ledger_kind = HF_LEDGER_RELEASED,
                                         .ledger_reason = GW_REASON_SHORTFALL});
     }
-    case GW_RES_COMMITTED:
-    case GW_RES_RELEASED: /* an earlier revoked hold already undid the commit */
+    case HF_RES_COMMITTED:
+    case HF_RES_RELEASED: /* an earlier revoked hold already undid the commit */
         return revoke_committed(ctx, rs, i);
     default:
         return HF_OK; /* rejected: every hold was released */
@@ -119,7 +119,7 @@ static int on_commit_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
     bool revoked = r->outcome == HF_OUTCOME_REVOKED; /* a shortfall raced the commit */
     hf_log(revoked ? HF_LOG_WARN : HF_LOG_ERROR, "gateway", "%s: commit of hold %s|%s answered %s",
            rs->reservation_id, r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
-    if (!revoked || rs->allocations[i].status != GW_HOLD_OK)
+    if (!revoked || rs->allocations[i].status != HF_HOLD_REF_HELD)
         return HF_OK; /* handled when its SHORTFALL came */
     if (gw_is_rebook(rs))
         return gw_rebook_revoked(ctx, rs, i);
@@ -148,8 +148,6 @@ int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
         if (rs.result_deadline_ms != 0 && rs.result_retries == 0) {
             /* The round's Holds went out result_timeout_ms before its deadline. */
             const gateway_env_t *env = gateway_env(ctx);
-            if (!env)
-                return HF_ERR_CONFIG;
             if (env->reserve_deadline_ms > 0)
                 gw_shed_observe_result(ctx, stage_now_ms(ctx) -
                                                 (rs.result_deadline_ms - env->result_timeout_ms));

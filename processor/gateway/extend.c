@@ -14,16 +14,16 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
         return err;
     const hf_extend_t *x = &rec->u.extend;
     hf_reservation_state_t *rs = &req.rs;
-    if (rs->status == GW_RES_PENDING) /* not stored: the same retry once HELD must extend */
+    if (rs->status == HF_RES_PENDING) /* not stored: the same retry once HELD must extend */
         return gw_reply_simple(ctx, &req.asker, HF_REPLY_CONFLICT, "reservation is not held yet");
     hf_reply_outcome_t outcome = HF_REPLY_HELD;
     const char *msg = "";
-    if (rs->status == GW_RES_HELD && stage_now_ms(ctx) >= rs->expires_at_ms) {
+    if (rs->status == HF_RES_HELD && stage_now_ms(ctx) >= rs->expires_at_ms) {
         err = gw_expire(ctx, rs);
         if (err)
             return err;
     }
-    if (rs->status == GW_RES_HELD) {
+    if (rs->status == HF_RES_HELD) {
         int64_t want = rs->expires_at_ms + x->extend_by_ms;
         int64_t next = want < rs->hold_deadline_ms ? want : rs->hold_deadline_ms;
         if (next < want)
@@ -37,8 +37,8 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
                 return err;
         }
     } else {
-        outcome = rs->status == GW_RES_EXPIRED ? HF_REPLY_EXPIRED : HF_REPLY_CONFLICT;
-        msg = rs->status == GW_RES_EXPIRED ? "already expired" : "reservation is not held";
+        outcome = rs->status == HF_RES_EXPIRED ? HF_REPLY_EXPIRED : HF_REPLY_CONFLICT;
+        msg = rs->status == HF_RES_EXPIRED ? "already expired" : "reservation is not held";
     }
     return gw_answer(ctx, rs, &req.asker, outcome, msg);
 }

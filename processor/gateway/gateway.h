@@ -37,43 +37,22 @@
 
 const stage_def_t *gateway_stage(void);
 
-/* Reservation status (ReservationState.status): the wire enum ReservationStatus,
- * hf_res_status_t in records.h, whose symbols are its names (hf_res_status_name).
- * PENDING -> HELD | REJECTED, then HELD -> COMMITTED | RELEASED | EXPIRED is the
- * only legal graph; terminal states never move. The gateway's names for it: */
-typedef hf_res_status_t gw_res_status_t;
-#define GW_RES_PENDING   HF_RES_PENDING
-#define GW_RES_HELD      HF_RES_HELD
-#define GW_RES_COMMITTED HF_RES_COMMITTED
-#define GW_RES_RELEASED  HF_RES_RELEASED
-#define GW_RES_EXPIRED   HF_RES_EXPIRED
-#define GW_RES_REJECTED  HF_RES_REJECTED
-#define GW_RES__COUNT    HF_RES__COUNT
-
-/* Hold status (HoldRef.status): the wire enum HoldRefStatus, hf_hold_ref_status_t
- * in records.h. Two C names predate the wire symbols and stay until their use
- * sites move: GW_HOLD_OK is HELD, GW_HOLD_RELEASED is RELEASE_SENT (the counter's
- * RELEASED is its answer to that). */
-typedef hf_hold_ref_status_t gw_hold_status_t;
-#define GW_HOLD_SENT     HF_HOLD_REF_HOLD_SENT    /* Hold emitted, no result yet */
-#define GW_HOLD_OK       HF_HOLD_REF_HELD         /* the counter reserved it */
-#define GW_HOLD_REFUSED  HF_HOLD_REF_REFUSED      /* INSUFFICIENT: nothing reserved */
-#define GW_HOLD_RELEASED HF_HOLD_REF_RELEASE_SENT /* ReleaseHold emitted */
-
+/* The states on the wire are Avro enums, their C types in records.h, one name
+ * table in records_names.c:
+ * - ReservationState.status, hf_res_status_t (HF_RES_*): PENDING -> HELD |
+ *   REJECTED, then HELD -> COMMITTED | RELEASED | EXPIRED is the only legal
+ *   graph; terminal states never move.
+ * - HoldRef.status, hf_hold_ref_status_t (HF_HOLD_REF_*): HOLD_SENT (no result
+ *   yet), HELD (the counter reserved it), REFUSED (INSUFFICIENT: nothing
+ *   reserved), RELEASE_SENT (ReleaseHold emitted; the counter's RELEASED is its
+ *   answer to that). HELD and REFUSED mean what the counter means by them.
+ * - ReservationState.rebook, hf_rebook_t (HF_REBOOK_*): the re-reservation of
+ *   an EXPIRED reservation for a payment that came late (late_payment.c). It
+ *   never changes the reservation's status: the original stays EXPIRED. */
 const char *gw_res_status_name(int32_t status);
 bool gw_res_terminal(int32_t status);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
-
-/* The re-reservation of an EXPIRED reservation for a payment that came late
- * (ReservationState.rebook; late_payment.c): the wire enum Rebook, hf_rebook_t in
- * records.h (its names: hf_rebook_name). It never changes the reservation's
- * status: the original reservation stays EXPIRED. */
-typedef hf_rebook_t gw_rebook_t;
-#define GW_REBOOK_NONE      HF_REBOOK_NONE
-#define GW_REBOOK_PENDING   HF_REBOOK_PENDING   /* holds asked for, results awaited */
-#define GW_REBOOK_COMMITTED HF_REBOOK_COMMITTED /* held again and committed */
-#define GW_REBOOK_REFUNDED  HF_REBOOK_REFUNDED  /* released; the payment is flagged */
 
 /* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
  * because a stock count revoked one of its holds. */

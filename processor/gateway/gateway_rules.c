@@ -16,8 +16,8 @@ const char *gw_res_status_name(int32_t status)
 
 bool gw_res_terminal(int32_t status)
 {
-    return status == GW_RES_COMMITTED || status == GW_RES_RELEASED || status == GW_RES_EXPIRED ||
-           status == GW_RES_REJECTED;
+    return status == HF_RES_COMMITTED || status == HF_RES_RELEASED || status == HF_RES_EXPIRED ||
+           status == HF_RES_REJECTED;
 }
 
 const char *gw_check_id(const char *id, const char *what)
@@ -221,7 +221,8 @@ int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku)
 {
     int64_t q = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++)
-        if (rs->allocations[i].status == GW_HOLD_OK && strcmp(rs->allocations[i].sku, sku) == 0)
+        if (rs->allocations[i].status == HF_HOLD_REF_HELD &&
+            strcmp(rs->allocations[i].sku, sku) == 0)
             q += rs->allocations[i].qty;
     return q;
 }
@@ -229,19 +230,19 @@ int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku)
 bool gw_all_answered(const hf_reservation_state_t *rs)
 {
     for (int32_t i = 0; i < rs->allocations_count; i++)
-        if (rs->allocations[i].status == GW_HOLD_SENT)
+        if (rs->allocations[i].status == HF_HOLD_REF_HOLD_SENT)
             return false;
     return true;
 }
 
 bool gw_saga_open(const hf_reservation_state_t *rs)
 {
-    return rs->status == GW_RES_PENDING || (gw_is_rebook(rs) && rs->rebook == GW_REBOOK_PENDING);
+    return rs->status == HF_RES_PENDING || (gw_is_rebook(rs) && rs->rebook == HF_REBOOK_PENDING);
 }
 
 bool gw_is_rebook(const hf_reservation_state_t *rs)
 {
-    return rs->status == GW_RES_EXPIRED;
+    return rs->status == HF_RES_EXPIRED;
 }
 
 bool gw_topic_name_ok(const char *t)

@@ -43,7 +43,7 @@ static void reply_init(const hf_reservation_state_t *rs, const char *idempotency
     bool with_allocs = outcome == HF_REPLY_HELD || outcome == HF_REPLY_COMMITTED;
     for (int32_t i = 0; with_allocs && i < rs->allocations_count; i++) {
         const hf_hold_ref_t *h = &rs->allocations[i];
-        if (h->status != GW_HOLD_OK)
+        if (h->status != HF_HOLD_REF_HELD)
             continue;
         hf_allocation_t *a = &out->allocations[out->allocations_count++];
         snprintf(a->warehouse_id, sizeof a->warehouse_id, "%s", h->warehouse_id);
@@ -95,8 +95,6 @@ int gw_idem_store(stage_ctx_t *ctx, const gw_asker_t *asker, const hf_reply_t *r
     if (err || !first)
         return err;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     char ref[GW_KEY_MAX];
     snprintf(ref, sizeof ref, "%s|%s", asker->reservation_id, asker->idempotency_key);
     return gw_timer_add(ctx, ir->stored_at_ms + env->idempotency_retention_ms, GW_TIMER_IDEMPOTENCY,
@@ -158,6 +156,6 @@ int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_l
 
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
-    hf_assert(rs->status == GW_RES_HELD && rs->expires_at_ms <= stage_now_ms(ctx));
-    return gw_finish(ctx, rs, GW_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
+    hf_assert(rs->status == HF_RES_HELD && rs->expires_at_ms <= stage_now_ms(ctx));
+    return gw_finish(ctx, rs, HF_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
 }

@@ -20,8 +20,8 @@ int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger
         const hf_hold_ref_t *h = &rs->allocations[i];
         /* The holds the transition concerns: the held ones, or for a release or
          * expiry those it gave back (released after being confirmed held). */
-        bool held = h->status == GW_HOLD_OK;
-        bool given_back = h->status == GW_HOLD_RELEASED && h->available_seen >= 0;
+        bool held = h->status == HF_HOLD_REF_HELD;
+        bool given_back = h->status == HF_HOLD_REF_RELEASE_SENT && h->available_seen >= 0;
         bool releasing = kind == HF_LEDGER_RELEASED || kind == HF_LEDGER_EXPIRED;
         if (kind == HF_LEDGER_REJECTED || !(releasing ? given_back : held))
             continue;
@@ -76,7 +76,7 @@ static int emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
 int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
 {
     for (int32_t i = 0; i < rs->allocations_count; i++) {
-        if (rs->allocations[i].status != GW_HOLD_OK)
+        if (rs->allocations[i].status != HF_HOLD_REF_HELD)
             continue;
         int err = emit_commit_hold(ctx, rs, &rs->allocations[i]);
         if (err)
@@ -88,7 +88,7 @@ int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
 int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, const char *reason)
 {
     hf_hold_ref_t *h = &rs->allocations[i];
-    hf_assert(h->status == GW_HOLD_SENT || h->status == GW_HOLD_OK);
+    hf_assert(h->status == HF_HOLD_REF_HOLD_SENT || h->status == HF_HOLD_REF_HELD);
     hf_record_t rec = {.type = HF_REC_RELEASE_HOLD};
     hf_release_hold_t *c = &rec.u.release_hold;
     snprintf(c->reservation_id, sizeof c->reservation_id, "%s", rs->reservation_id);
@@ -102,8 +102,8 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, cons
     int err = emit_command(ctx, h, &rec);
     if (err)
         return err;
-    h->available_seen = h->status == GW_HOLD_OK ? 0 : -1; /* -1: never confirmed held */
-    h->status = GW_HOLD_RELEASED;
+    h->available_seen = h->status == HF_HOLD_REF_HELD ? 0 : -1; /* -1: never confirmed held */
+    h->status = HF_HOLD_REF_RELEASE_SENT;
     return HF_OK;
 }
 
@@ -111,7 +111,7 @@ int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *r
 {
     for (int32_t i = 0; i < rs->allocations_count; i++) {
         int32_t st = rs->allocations[i].status;
-        if (st != GW_HOLD_SENT && st != GW_HOLD_OK)
+        if (st != HF_HOLD_REF_HOLD_SENT && st != HF_HOLD_REF_HELD)
             continue;
         int err = gw_release_one(ctx, rs, i, reason);
         if (err)
@@ -156,7 +156,7 @@ int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const cha
     flag.allocations_count = 0;
     if (returned) {
         flag.allocations[flag.allocations_count] = *returned;
-        flag.allocations[flag.allocations_count++].status = GW_HOLD_OK;
+        flag.allocations[flag.allocations_count++].status = HF_HOLD_REF_HELD;
     }
     return gw_emit_ledger(ctx, &flag, HF_LEDGER_LATE_PAYMENT, GW_LATE_REFUNDED);
 }

@@ -64,8 +64,6 @@ static int check_addresses(stage_ctx_t *ctx, const gw_asker_t *a, bool *answered
     if (err || !a->reply_to[0] || strcmp(a->reply_to, topic_name(HF_T_REPLIES)) == 0)
         return err;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     char why[HF_TEXT_LEN_MAX + 1];
     if (!gw_check_reply_to(a->reply_to, env->reply_topic_prefix, why, sizeof why)) {
         if (!env->topic_exists || env->topic_exists(env->topics_opaque, a->reply_to))
@@ -142,7 +140,7 @@ static int reserve_retry(stage_ctx_t *ctx, const hf_reservation_state_t *rs, con
      * (or its pending marker) until its retention ends. */
     bool handled = false;
     int err = idem_lookup(ctx, a, &handled);
-    if (err || handled || rs->status == GW_RES_PENDING)
+    if (err || handled || rs->status == HF_RES_PENDING)
         return err; /* PENDING: the answer is on its way; it will be sent once */
     char msg[HF_TEXT_LEN_MAX + 1];
     snprintf(msg, sizeof msg,
@@ -223,8 +221,6 @@ int gw_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why)
     if (gw_check_id(to.reservation_id, "") != NULL)
         return HF_OK; /* no reservation to answer about */
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     char buf[HF_TEXT_LEN_MAX + 1];
     if (gw_check_reply_to(to.reply_to, env->reply_topic_prefix, buf, sizeof buf))
         to.reply_to = "";

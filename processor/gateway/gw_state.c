@@ -30,8 +30,6 @@ int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     /* An ended reservation is forgotten once it has been left alone for the
      * retention (sweeper.c); a later change arms a later timer. */
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     return gw_timer_add(ctx, rs->updated_at_ms + env->reservation_retention_ms, GW_TIMER_FORGET,
                         rs->reservation_id);
 }

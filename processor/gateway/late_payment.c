@@ -66,10 +66,10 @@ static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t
 {
     /* Expiry released every hold. */
     for (int32_t i = 0; i < rs->allocations_count; i++)
-        hf_assert(rs->allocations[i].status == GW_HOLD_RELEASED ||
-                  rs->allocations[i].status == GW_HOLD_REFUSED);
+        hf_assert(rs->allocations[i].status == HF_HOLD_REF_RELEASE_SENT ||
+                  rs->allocations[i].status == HF_HOLD_REF_REFUSED);
     rs->reroutes = 0;
-    rs->rebook = GW_REBOOK_PENDING;
+    rs->rebook = HF_REBOOK_PENDING;
     snprintf(rs->rebook_idempotency_key, sizeof rs->rebook_idempotency_key, "%s",
              c->idempotency_key);
     rs->rebook_request_hash = asker->hash;
@@ -93,13 +93,11 @@ static int rebook_start(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t
 int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *asker,
                     hf_reservation_state_t *rs)
 {
-    hf_assert(rs->status == GW_RES_EXPIRED);
+    hf_assert(rs->status == HF_RES_EXPIRED);
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     bool same_payment = strcmp(rs->payment_id, c->payment_id) == 0;
     switch (rs->rebook) {
-    case GW_REBOOK_NONE: {
+    case HF_REBOOK_NONE: {
         bool flagged = false;
         int err = gw_refund_flagged(ctx, rs->reservation_id, c->payment_id, &flagged);
         if (err)
@@ -110,7 +108,7 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *as
                                  "late payment: the reservation expired; payment flagged "
                                  "for refund");
     }
-    case GW_REBOOK_PENDING:
+    case HF_REBOOK_PENDING:
         if (same_payment) /* not stored: a retry once it is decided must get the decision */
             return gw_reply_simple(ctx, asker, HF_REPLY_CONFLICT,
                                    "late payment: re-reserving for this payment, retry for the "
@@ -119,7 +117,7 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *as
         return gw_refund_payment(ctx, rs, c->payment_id, asker, HF_REPLY_CONFLICT,
                                  "late payment: the reservation is being re-reserved for another "
                                  "payment; this one is flagged for refund");
-    case GW_REBOOK_COMMITTED:
+    case HF_REBOOK_COMMITTED:
         if (same_payment)
             return gw_answer(ctx, rs, asker, HF_REPLY_COMMITTED,
                              "already committed by this payment (re-reserved after expiry)");
@@ -135,11 +133,11 @@ int gw_late_payment(stage_ctx_t *ctx, const hf_commit_t *c, const gw_asker_t *as
 
 int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
-    hf_assert(rs->rebook == GW_REBOOK_PENDING && gw_all_answered(rs));
+    hf_assert(rs->rebook == HF_REBOOK_PENDING && gw_all_answered(rs));
     int err = gw_commit_holds(ctx, rs);
     if (err)
         return err;
-    rs->rebook = GW_REBOOK_COMMITTED;
+    rs->rebook = HF_REBOOK_COMMITTED;
     rs->result_deadline_ms = 0;
     log_info("gateway", "%s: re-reserved and committed for late payment %s", rs->reservation_id,
              rs->payment_id);
@@ -157,11 +155,11 @@ int gw_rebook_held(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 
 int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
 {
-    hf_assert(rs->rebook == GW_REBOOK_PENDING);
+    hf_assert(rs->rebook == HF_REBOOK_PENDING);
     int err = gw_release_holds(ctx, rs, "rollback");
     if (err)
         return err;
-    rs->rebook = GW_REBOOK_REFUNDED;
+    rs->rebook = HF_REBOOK_REFUNDED;
     rs->result_deadline_ms = 0;
     log_info("gateway", "%s: late payment %s refunded: %s", rs->reservation_id, rs->payment_id,
              why);
@@ -181,11 +179,11 @@ int gw_rebook_refund(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *w
 
 int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
 {
-    hf_assert(gw_is_rebook(rs) && rs->allocations[i].status == GW_HOLD_OK);
+    hf_assert(gw_is_rebook(rs) && rs->allocations[i].status == HF_HOLD_REF_HELD);
     switch (rs->rebook) {
-    case GW_REBOOK_PENDING:
+    case HF_REBOOK_PENDING:
         return gw_rebook_refund(ctx, rs, "a stock count revoked a hold");
-    case GW_REBOOK_COMMITTED: {
+    case HF_REBOOK_COMMITTED: {
         /* The commit raced a stock count, as in counter_result.c: the revoked
          * hold is released, the units the counters already sold stay sold,
          * and the payment is refunded. */
@@ -195,7 +193,7 @@ int gw_rebook_revoked(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
             return err;
         log_warn("gateway", "%s: re-reserved for payment %s but a hold was revoked; refund",
                  rs->reservation_id, rs->payment_id);
-        rs->rebook = GW_REBOOK_REFUNDED;
+        rs->rebook = HF_REBOOK_REFUNDED;
         err = gw_store(ctx, rs);
         /* The refund event names the units given back: the sale the
          * "rereserved" event recorded did not stand for them. */

@@ -13,8 +13,8 @@
 static int release_open(stage_ctx_t *ctx, gw_request_t *req, const char *reason)
 {
     hf_reservation_state_t *rs = &req->rs;
-    bool pending = rs->status == GW_RES_PENDING;
-    int err = gw_end_holds(ctx, rs, GW_RES_RELEASED, reason);
+    bool pending = rs->status == HF_RES_PENDING;
+    int err = gw_end_holds(ctx, rs, HF_RES_RELEASED, reason);
     return err ? err
                : gw_end(ctx, rs,
                         &(gw_end_t){.store = true,
@@ -40,17 +40,17 @@ int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
     const gw_asker_t *a = &req.asker;
     const char *reason = r->reason[0] ? r->reason : "abandoned";
     switch (rs->status) {
-    case GW_RES_PENDING:
+    case HF_RES_PENDING:
         return release_open(ctx, &req, reason);
-    case GW_RES_HELD:
+    case HF_RES_HELD:
         if (stage_now_ms(ctx) >= rs->expires_at_ms) {
             err = gw_expire(ctx, rs);
             return err ? err : gw_answer(ctx, rs, a, HF_REPLY_EXPIRED, "already expired");
         }
         return release_open(ctx, &req, reason);
-    case GW_RES_RELEASED:
+    case HF_RES_RELEASED:
         return gw_answer(ctx, rs, a, HF_REPLY_RELEASED, "already released");
-    case GW_RES_EXPIRED:
+    case HF_RES_EXPIRED:
         return gw_answer(ctx, rs, a, HF_REPLY_EXPIRED, "already expired");
     default:
         break;

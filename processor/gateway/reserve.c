@@ -15,7 +15,7 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     memset(rs, 0, sizeof *rs);
     snprintf(rs->reservation_id, sizeof rs->reservation_id, "%s", r->reservation_id);
     snprintf(rs->idempotency_key, sizeof rs->idempotency_key, "%s", r->idempotency_key);
-    rs->status = GW_RES_PENDING;
+    rs->status = HF_RES_PENDING;
     rs->lines_count = r->lines_count;
     memcpy(rs->lines, r->lines, sizeof r->lines[0] * (size_t)r->lines_count);
     rs->ship_to = r->ship_to;
@@ -36,8 +36,6 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
         return err; /* a Reserve of a known reservation_id is answered by the prologue */
     const hf_reserve_t *r = &rec->u.reserve;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     /* Only a reservation not known yet is shed: a retry of one already applied
      * gets its answer (or, while pending, none) as always, never BUSY. */
     char msg[HF_TEXT_LEN_MAX + 1];

@@ -41,7 +41,7 @@ static int add_plan(hf_reservation_state_t *rs, const route_plan_t *plan)
         snprintf(h->sku, sizeof h->sku, "%s", plan->items[i].sku);
         h->qty = plan->items[i].qty;
         h->attempt = rs->next_attempt;
-        h->status = GW_HOLD_SENT;
+        h->status = HF_HOLD_REF_HOLD_SENT;
     }
     return HF_OK;
 }
@@ -51,7 +51,7 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
 {
     for (int32_t i = 0; i < rs->allocations_count; i++) {
         const hf_hold_ref_t *h = &rs->allocations[i];
-        if (h->status != GW_HOLD_SENT || h->attempt != rs->next_attempt)
+        if (h->status != HF_HOLD_REF_HOLD_SENT || h->attempt != rs->next_attempt)
             continue;
         int err = gw_emit_hold(ctx, rs, h);
         if (err)
@@ -67,8 +67,6 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
                   size_t why_size)
 {
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     *end = GW_SAGA_ASKED;
     for (int32_t i = 0; i < rs->lines_count; i++) {
         const hf_line_t *l = &rs->lines[i];
@@ -101,16 +99,14 @@ int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarte
 {
     *restarted = false;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     hf_hold_ref_t again[HF_ALLOCATIONS_MAX];
     int32_t n = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
         const hf_hold_ref_t *h = &rs->allocations[i];
-        if (h->status != GW_HOLD_RELEASED || h->available_seen < 0)
+        if (h->status != HF_HOLD_REF_RELEASE_SENT || h->available_seen < 0)
             continue; /* refused, or released before it was confirmed held */
         again[n] = *h;
-        again[n].status = GW_HOLD_SENT;
+        again[n].status = HF_HOLD_REF_HOLD_SENT;
         again[n].attempt = rs->next_attempt;
         again[n++].available_seen = 0;
     }
@@ -133,7 +129,7 @@ static void compact(hf_reservation_state_t *rs)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++)
-        if (rs->allocations[i].status != GW_HOLD_REFUSED)
+        if (rs->allocations[i].status != HF_HOLD_REF_REFUSED)
             rs->allocations[n++] = rs->allocations[i];
     rs->allocations_count = n;
 }
@@ -153,11 +149,12 @@ static route_result_t reroute_line(const gateway_env_t *env, const hf_reservatio
         const hf_hold_ref_t *h = &rs->allocations[i];
         if (strcmp(h->sku, l->sku) != 0)
             continue;
-        if (h->status == GW_HOLD_OK || (!view && h->status == GW_HOLD_REFUSED)) {
+        if (h->status == HF_HOLD_REF_HELD || (!view && h->status == HF_HOLD_REF_REFUSED)) {
             exclude[excluded++] = h->warehouse_id;
             continue;
         }
-        for (int32_t w = 0; view && h->status == GW_HOLD_REFUSED && w < av.warehouses_count; w++)
+        for (int32_t w = 0; view && h->status == HF_HOLD_REF_REFUSED && w < av.warehouses_count;
+             w++)
             if (strcmp(av.warehouses[w].warehouse_id, h->warehouse_id) == 0)
                 av.warehouses[w].available = h->available_seen;
     }
@@ -170,7 +167,7 @@ int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why
     int err = gw_release_holds(ctx, rs, "rollback");
     if (err)
         return err;
-    rs->status = GW_RES_REJECTED;
+    rs->status = HF_RES_REJECTED;
     snprintf(rs->reason, sizeof rs->reason, "%s", why);
     rs->result_deadline_ms = 0;
     return gw_end(ctx, rs,
@@ -185,7 +182,7 @@ int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why
 
 int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
-    rs->status = GW_RES_HELD;
+    rs->status = HF_RES_HELD;
     rs->result_deadline_ms = 0;
     int err = gw_end(ctx, rs,
                      &(gw_end_t){.store = true,
@@ -203,8 +200,6 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
 {
     hf_assert(gw_saga_open(rs) && gw_all_answered(rs));
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     *end = GW_SAGA_INSUFFICIENT;
     route_plan_t plans[HF_LINES_MAX];
     bool missing_any = false;

@@ -61,14 +61,12 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
     if (!gw_saga_open(rs) || rs->result_deadline_ms == 0 || rs->result_deadline_ms > now_ms)
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     if (rs->result_retries >= HF_RESULT_RETRIES_MAX) {
         log_warn("gateway", "%s: hold results missing after %d re-requests; rolling back",
                  rs->reservation_id, rs->result_retries);
         if (gw_is_rebook(rs))
             return gw_rebook_refund(ctx, rs, "the counters did not answer in time");
-        int err = gw_end_holds(ctx, rs, GW_RES_REJECTED, "counter did not answer");
+        int err = gw_end_holds(ctx, rs, HF_RES_REJECTED, "counter did not answer");
         return err ? err
                    : gw_end(ctx, rs,
                             &(gw_end_t){.store = true,
@@ -80,7 +78,7 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
                                         .ledger_reason = "counter did not answer"});
     }
     for (int32_t i = 0; i < rs->allocations_count; i++)
-        if (rs->allocations[i].status == GW_HOLD_SENT) {
+        if (rs->allocations[i].status == HF_HOLD_REF_HOLD_SENT) {
             int err = gw_emit_hold(ctx, rs, &rs->allocations[i]);
             if (err)
                 return err;
@@ -106,8 +104,6 @@ static int fire_idempotency(stage_ctx_t *ctx, const char *ref, int64_t now_ms)
 static int fire_forget(stage_ctx_t *ctx, const hf_reservation_state_t *rs, int64_t now_ms)
 {
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     if (!gw_res_terminal(rs->status) || gw_saga_open(rs) ||
         rs->updated_at_ms + env->reservation_retention_ms > now_ms)
         return HF_OK;
@@ -158,7 +154,7 @@ static int fire(stage_ctx_t *ctx, const gw_due_timer_t *t, int64_t now_ms)
     if (err)
         return err;
     if (kind == GW_TIMER_EXPIRY)
-        return rs.status == GW_RES_HELD && rs.expires_at_ms <= now_ms ? gw_expire(ctx, &rs) : HF_OK;
+        return rs.status == HF_RES_HELD && rs.expires_at_ms <= now_ms ? gw_expire(ctx, &rs) : HF_OK;
     if (kind == GW_TIMER_PENDING)
         return fire_pending(ctx, &rs, now_ms);
     if (kind == GW_TIMER_FORGET)
@@ -197,7 +193,7 @@ static size_t reservation_timers(const gateway_env_t *env, const hf_reservation_
                                  gw_timer_ref_t out[3])
 {
     size_t n = 0;
-    if (rs->status == GW_RES_HELD)
+    if (rs->status == HF_RES_HELD)
         out[n++] = (gw_timer_ref_t){rs->expires_at_ms, GW_TIMER_EXPIRY};
     if (gw_saga_open(rs) && rs->result_deadline_ms != 0)
         out[n++] = (gw_timer_ref_t){rs->result_deadline_ms, GW_TIMER_PENDING};
@@ -212,8 +208,6 @@ int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_
     if (key_len < 2)
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
-    if (!env)
-        return HF_ERR_CONFIG;
     if (key[0] == 'I') {
         if (!rec || rec->type != HF_REC_IDEMPOTENCY_RECORD || key_len - 1 >= GW_KEY_MAX)
             return HF_OK; /* a forgotten record's timer has fired already */

@@ -63,10 +63,10 @@ static hf_record_t reserve(const char *rid, const char *key, const char *lines, 
     return r;
 }
 
-/* Sends req until it is answered with something else than REJECTED_INVALID:
- * right after start the gateway's view may not know the skus yet, and an
- * invalid request is not remembered, so the same request can simply be sent
- * again. */
+/* Sends req until it is answered with something else than REJECTED_INVALID or
+ * BUSY: right after start the gateway's view may not know the skus yet, and a
+ * loaded box (the sanitizer build) may shed a reserve; neither answer is
+ * remembered, so the same request can simply be sent again. */
 static hf_reply_t call(const hf_record_t *req)
 {
     hf_reply_t rep;
@@ -75,7 +75,8 @@ static hf_reply_t call(const hf_record_t *req)
     for (;;) {
         if (client_call(world.c, req, CALL_MS, 3, &rep, errstr, sizeof errstr) != HF_OK)
             fail_msg("client_call: %s", errstr);
-        if (rep.outcome != HF_REPLY_REJECTED_INVALID || harness_now_ms() > deadline)
+        bool again = rep.outcome == HF_REPLY_REJECTED_INVALID || rep.outcome == HF_REPLY_BUSY;
+        if (!again || harness_now_ms() > deadline)
             return rep;
         harness_sleep_ms(300);
     }

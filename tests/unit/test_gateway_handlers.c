@@ -765,7 +765,7 @@ static void test_empty_ids_are_rejected_with_a_reply_or_a_dead_letter_reason(voi
     expect_invalid(fx, &e_noikey, "idempotency_key must be non-empty");
     hf_record_t e_zero = extend_rec("v6", "e", 0);
     expect_invalid(fx, &e_zero, "extend_by_ms must be positive");
-    assert_int_equal(load_rs(fx, "v6").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "v6").status, HF_RES_HELD);
 }
 
 static bool only_my_replies_exist(void *opaque, const char *topic)
@@ -799,7 +799,7 @@ static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default
     snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "holdfast.replies.mine");
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
-    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "rt1").status, HF_RES_HELD);
     size_t last = fx->emits_count;
     while (last-- > 0 && fx->emits[last].rec.type != HF_REC_REPLY)
         ;
@@ -809,7 +809,7 @@ static void test_a_reply_to_topic_that_does_not_exist_is_rejected_on_the_default
     hf_record_t c = commit_rec("rt1", "c", "pay");
     snprintf(c.u.commit.reply_to, sizeof c.u.commit.reply_to, "holdfast.replies.gone");
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_REJECTED_INVALID);
-    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "rt1").status, HF_RES_HELD);
     fx->user->env.topic_exists = NULL;
 }
 
@@ -977,7 +977,7 @@ static void test_retried_reserve_after_commit_gets_the_original_held_reply(void 
     hf_reply_t held = reserve_held(fx, "ir2", "SKU-A", 1, 5000);
     fx->now_ms = held.expires_at_ms;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "ir2").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "ir2").status, HF_RES_EXPIRED);
     hf_record_t r2 = reserve_rec("ir2", "k", "SKU-A", 1, 5000);
     again = call(fx, &r2);
     assert_memory_equal(&again, &held, sizeof held);
@@ -1012,7 +1012,7 @@ static void test_retried_pending_reserve_is_answered_once_then_from_the_reservat
     hf_record_t z = reserve_rec("ip2", "k", "SKU-Z", 1, 0);
     hf_reply_t no = call(fx, &z);
     assert_int_equal(no.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
-    assert_int_equal(load_rs(fx, "ip2").status, GW_RES_REJECTED);
+    assert_int_equal(load_rs(fx, "ip2").status, HF_RES_REJECTED);
     again = call(fx, &z);
     assert_memory_equal(&again, &no, sizeof no);
 }
@@ -1179,7 +1179,7 @@ static void test_all_holds_ok_make_it_held_with_expires_at_now_plus_ttl_computed
     fx->now_ms = T0;
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 2);
-    assert_int_equal(load_rs(fx, "s1").status, GW_RES_PENDING);
+    assert_int_equal(load_rs(fx, "s1").status, HF_RES_PENDING);
     assert_int_equal(load_rs(fx, "s1").expires_at_ms, T0 + 60000);
     fx->now_ms = T0 + 700; /* the results take their time: expires_at does not move */
     settle(fx);
@@ -1192,7 +1192,7 @@ static void test_all_holds_ok_make_it_held_with_expires_at_now_plus_ttl_computed
     assert_int_equal(held.expires_at_ms, T0 + 60000);
     assert_int_equal(held.allocations_count, 2);
     assert_int_equal(ledger_total(fx, from, "s1"), 1);
-    assert_int_equal(load_rs(fx, "s1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "s1").status, HF_RES_HELD);
     assert_int_equal(reserved_total(fx, "SKU-A") + reserved_total(fx, "SKU-B"), 5);
     /* A retry much later gets the same expiry. */
     fx->now_ms = T0 + 30000;
@@ -1299,7 +1299,7 @@ test_reroutes_are_bounded_then_every_hold_is_released_and_the_reserve_rejected(v
     assert_int_equal(ledger_count(fx, from, "s7", HF_LEDGER_REJECTED), 1);
     assert_int_equal(ledger_total(fx, from, "s7"), 1);
     hf_reservation_state_t rs = load_rs(fx, "s7");
-    assert_int_equal(rs.status, GW_RES_REJECTED);
+    assert_int_equal(rs.status, HF_RES_REJECTED);
     assert_int_equal(rs.reroutes, HF_REROUTES_MAX);
     /* A retry gets the stored rejection. */
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
@@ -1339,7 +1339,7 @@ test_reserve_the_view_cannot_cover_is_rejected_insufficient_without_any_hold(voi
     assert_non_null(strstr(rep.message, "4 asked, 3 available"));
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 0);
     assert_int_equal(ledger_count(fx, from, "s9", HF_LEDGER_REJECTED), 1);
-    assert_int_equal(load_rs(fx, "s9").status, GW_RES_REJECTED);
+    assert_int_equal(load_rs(fx, "s9").status, HF_RES_REJECTED);
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_REJECTED_INSUFFICIENT); /* stored */
 }
 
@@ -1383,7 +1383,7 @@ static void test_commit_of_held_sends_commit_holds_and_one_committed_ledger_even
     settle(fx);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
     assert_int_equal(m_pair(fx, "W1", "SKU-A")->committed, 3);
-    assert_int_equal(load_rs(fx, "g1").status, GW_RES_COMMITTED);
+    assert_int_equal(load_rs(fx, "g1").status, HF_RES_COMMITTED);
 }
 
 /* Drives rid's reservation through every request kind and checks none moves
@@ -1396,7 +1396,7 @@ static void expect_frozen(stage_ctx_t *fx, const char *rid, int32_t status)
     for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
         hf_reply_t rep = call(fx, &reqs[i]);
         assert_true(rep.outcome != HF_REPLY_HELD && rep.outcome != HF_REPLY_COMMITTED);
-        if (status != GW_RES_RELEASED)
+        if (status != HF_RES_RELEASED)
             assert_true(rep.outcome != HF_REPLY_RELEASED);
     }
     fx->now_ms += 2 * TTL_DEFAULT_MS;
@@ -1418,24 +1418,24 @@ static void test_terminal_states_never_move(void **state)
     reserve_held(fx, "t-com", "SKU-A", 1, 0);
     hf_record_t c = commit_rec("t-com", "c", "pay-1");
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
-    expect_frozen(fx, "t-com", GW_RES_COMMITTED);
+    expect_frozen(fx, "t-com", HF_RES_COMMITTED);
 
     reserve_held(fx, "t-rel", "SKU-A", 1, 0);
     hf_record_t x = release_rec("t-rel", "x");
     assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
-    expect_frozen(fx, "t-rel", GW_RES_RELEASED);
+    expect_frozen(fx, "t-rel", HF_RES_RELEASED);
 
     reserve_held(fx, "t-exp", "SKU-A", 1, 1000);
     fx->now_ms += 1000;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "t-exp").status, GW_RES_EXPIRED);
-    expect_frozen(fx, "t-exp", GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "t-exp").status, HF_RES_EXPIRED);
+    expect_frozen(fx, "t-exp", HF_RES_EXPIRED);
 
     const int64_t none[6] = {0};
     stock(fx, "SKU-Z", none, 6);
     hf_record_t z = reserve_rec("t-rej", "k", "SKU-Z", 1, 0);
     assert_int_equal(call(fx, &z).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
-    expect_frozen(fx, "t-rej", GW_RES_REJECTED);
+    expect_frozen(fx, "t-rej", HF_RES_REJECTED);
     settle(fx);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
@@ -1478,7 +1478,7 @@ static void test_commit_after_expiry_expires_and_flags_a_late_payment(void **sta
     hf_ledger_event_t late = last_ledger(fx, "g4", HF_LEDGER_LATE_PAYMENT);
     assert_string_equal(late.payment_id, "pay-late");
     assert_string_equal(late.reason, "refund");
-    assert_int_equal(load_rs(fx, "g4").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "g4").status, HF_RES_EXPIRED);
     settle(fx);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
@@ -1537,7 +1537,7 @@ static void held_then_expired(stage_ctx_t *fx, const char *rid, const char *sku,
     fx->now_ms += 1000;
     fx_tick(fx);
     settle(fx);
-    assert_int_equal(load_rs(fx, rid).status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, rid).status, HF_RES_EXPIRED);
 }
 
 static void test_rereserve_holds_the_expired_stock_again_and_commits_it(void **state)
@@ -1580,8 +1580,8 @@ static void test_rereserve_holds_the_expired_stock_again_and_commits_it(void **s
     assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_LATE_PAYMENT), 1);
     assert_int_equal(ledger_count(fx, from, "L1", HF_LEDGER_COMMITTED), 0);
     hf_reservation_state_t rs = load_rs(fx, "L1");
-    assert_int_equal(rs.status, GW_RES_EXPIRED); /* terminal states never move */
-    assert_int_equal(rs.rebook, GW_REBOOK_COMMITTED);
+    assert_int_equal(rs.status, HF_RES_EXPIRED); /* terminal states never move */
+    assert_int_equal(rs.rebook, HF_REBOOK_COMMITTED);
 
     /* Retries under any key get the sale; another payment is a conflict, and
      * is flagged for refund (once, however often it is retried). */
@@ -1652,7 +1652,7 @@ static void test_rereserve_refunds_when_the_network_has_no_stock_left(void **sta
     assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
     assert_int_equal(committed_total(fx, "SKU-A"), 0);
     assert_int_equal(reserved_total(fx, "SKU-A"), 2); /* L5's only */
-    assert_int_equal(load_rs(fx, "L4").rebook, GW_REBOOK_REFUNDED);
+    assert_int_equal(load_rs(fx, "L4").rebook, HF_REBOOK_REFUNDED);
     /* The provider retrying under a new key: the same answer, no second flag. */
     hf_record_t c2 = commit_rec("L4", "c2", "pay-4");
     assert_int_equal(call(fx, &c2).outcome, HF_REPLY_EXPIRED);
@@ -1671,7 +1671,7 @@ static void test_rereserve_refunds_at_once_when_the_view_knows_nothing_is_left(v
     hf_record_t r = reserve_lines("L6", "k", skus, qtys, 1, 1000);
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
-    assert_int_equal(load_rs(fx, "L6").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "L6").status, HF_RES_HELD);
     /* Split over W1 and W2; after expiry W2's unit is sold and the view knows. */
     fx->now_ms += 1000;
     fx_tick(fx);
@@ -1699,13 +1699,13 @@ static void test_rereserve_whose_results_never_come_refunds_after_retries_max(vo
     size_t from = fx->emits_count;
     hf_record_t c = commit_rec("L7", "c", "pay-7");
     assert_int_equal(fx_apply(fx, &c), HF_OK);
-    for (int i = 0; i < 200 && load_rs(fx, "L7").rebook == GW_REBOOK_PENDING; i++) {
+    for (int i = 0; i < 200 && load_rs(fx, "L7").rebook == HF_REBOOK_PENDING; i++) {
         fx->now_ms += 1000;
         counters_apply(fx);
         drop_results(fx);
         fx_tick(fx);
     }
-    assert_int_equal(load_rs(fx, "L7").rebook, GW_REBOOK_REFUNDED);
+    assert_int_equal(load_rs(fx, "L7").rebook, HF_REBOOK_REFUNDED);
     hf_reply_t rep = one_reply(fx, from);
     assert_int_equal(rep.outcome, HF_REPLY_EXPIRED);
     assert_non_null(strstr(rep.message, "did not answer"));
@@ -1732,7 +1732,7 @@ static void test_rereserved_hold_revoked_before_its_commit_refunds_the_payment(v
      * sent; then the shortfall reverses it, as for any commit (counter_result.c):
      * the revoked hold is released and the payment flagged for refund. */
     assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_COMMITTED);
-    assert_int_equal(load_rs(fx, "L8").rebook, GW_REBOOK_REFUNDED);
+    assert_int_equal(load_rs(fx, "L8").rebook, HF_REBOOK_REFUNDED);
     assert_int_equal(ledger_count(fx, from, "L8", HF_LEDGER_LATE_PAYMENT), 2);
     hf_ledger_event_t refund = last_ledger(fx, "L8", HF_LEDGER_LATE_PAYMENT);
     assert_string_equal(refund.reason, GW_LATE_REFUNDED);
@@ -1844,7 +1844,7 @@ static void test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind(v
     r.u.reserve.sent_at_ms = fx->now_ms - 10000;
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
-    assert_int_equal(load_rs(fx, "sh1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "sh1").status, HF_RES_HELD);
     /* ...and a retry of a reservation already applied is answered, never shed. */
     fx->record_timestamp_ms = fx->now_ms - 5000;
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_HELD);
@@ -1868,7 +1868,7 @@ static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **
     counters_apply(fx);
     fx->now_ms += 800;
     settle(fx);
-    assert_int_equal(load_rs(fx, "sh3").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "sh3").status, HF_RES_HELD);
     /* All reserves sharing sh3's partition are now shed; pick one that does. */
     char rid[16] = "";
     for (int i = 0; i < 64 && !rid[0]; i++) {
@@ -1890,7 +1890,7 @@ static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **
     r4.u.reserve.sent_at_ms = fx->now_ms;
     assert_int_equal(fx_apply(fx, &r4), HF_OK);
     settle(fx);
-    assert_int_equal(load_rs(fx, rid).status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, rid).status, HF_RES_HELD);
 }
 
 /* ======================================================================
@@ -2006,8 +2006,8 @@ test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event(vo
     fx->now_ms = a.expires_at_ms;
     fx_tick(fx);
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
-    assert_int_equal(load_rs(fx, "w1").status, GW_RES_EXPIRED);
-    assert_int_equal(load_rs(fx, "w2").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "w1").status, HF_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "w2").status, HF_RES_HELD);
     hf_ledger_event_t e = last_ledger(fx, "w1", HF_LEDGER_EXPIRED);
     assert_string_equal(e.reason, "expired");
     assert_int_equal(e.allocations_count, 1);
@@ -2101,7 +2101,7 @@ static void test_sweeper_rolls_back_after_result_retries_max(void **state)
     fx->user->results_count = 1;
     deliver_results(fx);
     int resends = 0;
-    for (int i = 0; i < 200 && load_rs(fx, "w4").status == GW_RES_PENDING; i++) {
+    for (int i = 0; i < 200 && load_rs(fx, "w4").status == HF_RES_PENDING; i++) {
         fx->now_ms += 1000;
         size_t before = commands_since(fx, from, HF_REC_HOLD);
         fx_tick(fx);
@@ -2110,7 +2110,7 @@ static void test_sweeper_rolls_back_after_result_retries_max(void **state)
         drop_results(fx);
     }
     assert_int_equal(resends, HF_RESULT_RETRIES_MAX);
-    assert_int_equal(load_rs(fx, "w4").status, GW_RES_REJECTED);
+    assert_int_equal(load_rs(fx, "w4").status, HF_RES_REJECTED);
     hf_reply_t rep = one_reply(fx, from);
     assert_int_equal(rep.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
     assert_non_null(strstr(rep.message, "did not answer"));
@@ -2148,7 +2148,7 @@ static void test_sweeper_forgets_ended_reservations_after_retention_and_only_tho
     reserve_held(fx, "fg2", "SKU-A", 1, TTL_DEFAULT_MS); /* stays HELD for 15 min */
     fx->now_ms += RES_RETENTION_MS - 1;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "fg1").status, GW_RES_COMMITTED); /* not yet */
+    assert_int_equal(load_rs(fx, "fg1").status, HF_RES_COMMITTED); /* not yet */
     fx->now_ms += 1;
     fx_tick(fx);
     hf_reservation_state_t gone;
@@ -2159,7 +2159,7 @@ static void test_sweeper_forgets_ended_reservations_after_retention_and_only_tho
     /* fg2 expired long ago (the sweeper expired it in this tick), so it is
      * ended only now: it is kept for another retention. A late payment for it
      * leaves a refund marker, which goes with the reservation. */
-    assert_int_equal(load_rs(fx, "fg2").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "fg2").status, HF_RES_EXPIRED);
     hf_record_t late = commit_rec("fg2", "c", "pay-late");
     assert_int_equal(call(fx, &late).outcome, HF_REPLY_EXPIRED);
     assert_int_equal(refund_markers(fx, "fg2"), 1);
@@ -2250,11 +2250,11 @@ static void test_restore_rebuilds_the_timer_index_from_the_records(void **state)
     assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1); /* rt4 asked again */
     fx->now_ms = a.expires_at_ms;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "rt1").status, GW_RES_EXPIRED);
-    assert_int_equal(load_rs(fx, "rt2").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "rt1").status, HF_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "rt2").status, HF_RES_HELD);
     fx->now_ms = b.expires_at_ms;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "rt2").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "rt2").status, HF_RES_EXPIRED);
     fx->now_ms = T0 + RETENTION_MS + 1;
     fx_tick(fx);
     assert_false(idem_exists(fx, "rt3", "c"));
@@ -2284,7 +2284,7 @@ static void test_sweeper_forgets_idempotency_records_after_retention(void **stat
     fx->now_ms = T0 + RETENTION_MS + 1;
     fx_tick(fx);
     assert_false(idem_exists(fx, "w5", "c"));
-    assert_int_equal(load_rs(fx, "w5").status, GW_RES_COMMITTED); /* the reservation stays */
+    assert_int_equal(load_rs(fx, "w5").status, HF_RES_COMMITTED); /* the reservation stays */
     /* ... and with it the Reserve's answer, as long as the reservation. */
     hf_record_t r = reserve_rec("w5", "k", "SKU-A", 1, 0);
     assert_int_equal(call(fx, &r).outcome, HF_REPLY_HELD);
@@ -2309,13 +2309,13 @@ test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall(v
     hf_record_t r = reserve_lines("f1", "k", skus, qtys, 2, 0);
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     settle(fx);
-    assert_int_equal(load_rs(fx, "f1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "f1").status, HF_RES_HELD);
     size_t from = fx->emits_count;
     revoke_hold(fx, "f1", "W1", "SKU-A");
     deliver_results(fx);
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 2);
     hf_reservation_state_t rs = load_rs(fx, "f1");
-    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_int_equal(rs.status, HF_RES_RELEASED);
     assert_string_equal(rs.reason, "stock_shortfall");
     hf_ledger_event_t e = last_ledger(fx, "f1", HF_LEDGER_RELEASED);
     assert_string_equal(e.reason, "stock_shortfall");
@@ -2348,7 +2348,7 @@ test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall(v
     revoke_hold(fx, "f2", "W1", "SKU-A");
     deliver_results(fx);
     hf_reservation_state_t rs = load_rs(fx, "f2");
-    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_int_equal(rs.status, HF_RES_RELEASED);
     assert_string_equal(rs.reason, "stock_shortfall");
     hf_reply_t rep = one_reply(fx, from);
     assert_int_equal(rep.outcome, HF_REPLY_RELEASED);
@@ -2384,7 +2384,7 @@ test_commit_racing_a_shortfall_ends_released_and_flags_the_payment_for_refund(vo
     fx->user->results[fx->user->results_count++] = shortfall;
     settle(fx);
     hf_reservation_state_t rs = load_rs(fx, "f3");
-    assert_int_equal(rs.status, GW_RES_RELEASED);
+    assert_int_equal(rs.status, HF_RES_RELEASED);
     assert_string_equal(rs.reason, "stock_shortfall");
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
@@ -2413,7 +2413,7 @@ static void test_commit_revoked_by_the_counter_alone_also_ends_released_with_a_r
     hf_record_t c = commit_rec("f4", "c", "pay-1");
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
     settle(fx);
-    assert_int_equal(load_rs(fx, "f4").status, GW_RES_RELEASED);
+    assert_int_equal(load_rs(fx, "f4").status, HF_RES_RELEASED);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
     assert_int_equal(ledger_count(fx, from, "f4", HF_LEDGER_LATE_PAYMENT), 1);
     /* The SHORTFALL arriving after changes nothing. */
@@ -2431,7 +2431,7 @@ test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refu
     reserve_held(fx, "f5", "SKU-A", 2, 0);
     revoke_hold(fx, "f5", "W1", "SKU-A");
     settle(fx);
-    assert_int_equal(load_rs(fx, "f5").status, GW_RES_RELEASED);
+    assert_int_equal(load_rs(fx, "f5").status, HF_RES_RELEASED);
     size_t from = fx->emits_count;
     hf_record_t c = commit_rec("f5", "c", "pay-1");
     hf_reply_t rep = call(fx, &c);
@@ -2478,11 +2478,11 @@ static void test_extension_is_capped_at_the_max_total_hold_time(void **state)
     size_t from = fx->emits_count;
     fx->now_ms = T0 + 14000;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "e1").status, GW_RES_HELD);
+    assert_int_equal(load_rs(fx, "e1").status, HF_RES_HELD);
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
     fx->now_ms = T0 + 20000;
     fx_tick(fx);
-    assert_int_equal(load_rs(fx, "e1").status, GW_RES_EXPIRED);
+    assert_int_equal(load_rs(fx, "e1").status, HF_RES_EXPIRED);
     hf_record_t x4 = extend_rec("e1", "x4", 1000);
     assert_int_equal(call(fx, &x4).outcome, HF_REPLY_EXPIRED);
 }
