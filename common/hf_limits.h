@@ -107,4 +107,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_METRICS_CLIENTS_MAX 32
 #define HF_METRICS_TASKS_MAX   64
 
+/* Stack of a task thread: handlers keep their records (an hf_record_t is ~17 KB)
+ * on the stack, and the deepest chain (the gateway's tick) was measured at about
+ * 110 KB (gcc -fcallgraph-info=su). Set explicitly so a small RLIMIT_STACK or
+ * another libc's default cannot shrink it under that. */
+#define HF_TASK_STACK_BYTES (8 * 1024 * 1024)
+
 #endif

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "kafka.h"
 #include "hf_cli.h"
+#include "hf_limits.h"
 #include "hf_version.h"
 #include "log.h"
 #include "metrics.h"
@@ -297,10 +298,22 @@ int main(int argc, char **argv)
              cfg.instance_id, cfg.bootstrap);
 
     pthread_t threads[MAIN_THREADS_MAX];
-    for (size_t i = 0; i < workers_count; i++)
-        pthread_create(&threads[i], NULL, worker_main, &workers[i]);
-    int rc = 0;
-    for (size_t i = 0; i < workers_count; i++) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, HF_TASK_STACK_BYTES);
+    size_t started = 0;
+    for (; started < workers_count; started++) {
+        int e = pthread_create(&threads[started], &attr, worker_main, &workers[started]);
+        if (e != 0) {
+            log_error("main", "cannot start task thread %zu: %s; stopping the others", started,
+                      strerror(e));
+            atomic_store(&stop_flag, true);
+            break;
+        }
+    }
+    pthread_attr_destroy(&attr);
+    int rc = started < workers_count ? 1 : 0;
+    for (size_t i = 0; i < started; i++) {
         pthread_join(threads[i], NULL);
         if (workers[i].rc != HF_OK)
             rc = workers[i].rc == HF_ERR_FATAL ? 4 : 1;
