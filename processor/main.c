@@ -248,8 +248,13 @@ static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_co
     if (!err)
         err = kafka_client_config_load(cfg->kafka_config_file, cfg->kafka_overrides, errstr,
                                        errstr_size);
-    if (!err)
+    if (!err) {
+        /* A schema that does not match its C struct is a defect of this build,
+         * not the operator's setting: exit 1, not 2. */
         err = codec_init(errstr, errstr_size);
+        if (err == HF_ERR_CONFIG)
+            err = HF_ERR_CORRUPT;
+    }
     if (!err)
         err = build_envs(cfg, stages, *stages_count, errstr, errstr_size);
     if (!err)

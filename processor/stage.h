@@ -42,7 +42,9 @@ typedef struct {
  * loaded, background readers started): built once by the stage's init before
  * any task thread starts, shared read-only by all its tasks (a part that
  * changes, such as the counter's sweep cursors, guards itself), and freed by
- * destroy after the last task stopped. A handler reaches it with stage_env. */
+ * destroy after the last task stopped and after the metrics server stopped
+ * (an env may register gauges that read it, and metrics cannot unregister
+ * them). A handler reaches it with stage_env. */
 typedef int (*stage_init_fn)(const struct hf_config *cfg, void **env_out, char *errstr,
                              size_t errstr_size);
 typedef void (*stage_destroy_fn)(void *env);

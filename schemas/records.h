@@ -94,7 +94,7 @@ typedef enum {
 
 /* Gateway state: Avro enum "ReservationStatus" (ReservationState.status).
  * PENDING -> HELD | REJECTED, then HELD -> COMMITTED | RELEASED | EXPIRED;
- * terminal states never move (processor/gateway/gateway.h names them GW_RES_*). */
+ * terminal states never move. */
 typedef enum {
     HF_RES_PENDING = 0, /* holds asked for, results awaited */
     HF_RES_HELD,

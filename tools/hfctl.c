@@ -531,7 +531,7 @@ static int cmd_status(cli_t *c)
     const hf_reservation_state_t *rs = &rec.u.reservation_state;
     printf("{\"reservation_id\":\"%s\",\"known\":true,\"status\":\"%s\",\"expires_at_ms\":%lld,"
            "\"payment_id\":\"%s\",\"reason\":\"%s\",\"allocations\":[",
-           rs->reservation_id, gw_res_status_name(rs->status), (long long)rs->expires_at_ms,
+           rs->reservation_id, hf_res_status_name(rs->status), (long long)rs->expires_at_ms,
            rs->payment_id, rs->reason);
     for (int32_t i = 0, n = 0; i < rs->allocations_count; i++) {
         const hf_hold_ref_t *h = &rs->allocations[i];

@@ -67,6 +67,6 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
         break;
     }
     char msg[HF_TEXT_LEN_MAX + 1];
-    snprintf(msg, sizeof msg, "reservation is %s", gw_res_status_name(rs->status));
+    snprintf(msg, sizeof msg, "reservation is %s", hf_res_status_name(rs->status));
     return gw_answer(ctx, rs, a, HF_REPLY_CONFLICT, msg);
 }

@@ -83,7 +83,7 @@ static int on_shortfall(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i)
     if (h->status != HF_HOLD_REF_HELD)
         return HF_OK; /* already released: the counter learns from that release */
     log_warn("gateway", "%s: hold at %s|%s revoked by a stock shortfall (reservation %s)",
-             rs->reservation_id, h->warehouse_id, h->sku, gw_res_status_name(rs->status));
+             rs->reservation_id, h->warehouse_id, h->sku, hf_res_status_name(rs->status));
     if (gw_is_rebook(rs))
         return gw_rebook_revoked(ctx, rs, i);
     switch (rs->status) {

@@ -49,8 +49,7 @@ const stage_def_t *gateway_stage(void);
  * - ReservationState.rebook, hf_rebook_t (HF_REBOOK_*): the re-reservation of
  *   an EXPIRED reservation for a payment that came late (late_payment.c). It
  *   never changes the reservation's status: the original stays EXPIRED. */
-const char *gw_res_status_name(int32_t status);
-bool gw_res_terminal(int32_t status);
+bool gw_res_terminal(hf_res_status_t status);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
@@ -157,7 +156,7 @@ int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
  * default, so stored hashes keep matching (gateway_rules.c). Aborts on any
  * other record type. */
 int64_t gw_request_hash(const hf_record_t *rec);
-/* Sum of OK holds of sku in the reservation. */
+/* Sum of HELD holds of sku in the reservation. */
 int64_t gw_held_qty(const hf_reservation_state_t *rs, const char *sku);
 /* True when no hold awaits a result. */
 bool gw_all_answered(const hf_reservation_state_t *rs);
@@ -265,11 +264,11 @@ int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *repl
 int gw_idem_store(stage_ctx_t *ctx, const gw_asker_t *asker, const hf_reply_t *reply) HF_MUST_CHECK;
 /* Emits ReleaseHold for every hold of rs still asked for or held and moves rs to
  * status (reason) — the transition; the caller ends it with gw_end. */
-int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status,
+int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t status,
                  const char *reason) HF_MUST_CHECK;
 /* gw_end_holds, then stored with a ledger event of kind. */
-int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
-              const char *reason) HF_MUST_CHECK;
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t status,
+              hf_ledger_kind_t kind, const char *reason) HF_MUST_CHECK;
 /* Expires a HELD reservation whose expires_at_ms has passed. */
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 
@@ -279,12 +278,12 @@ int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger
                    const char *reason) HF_MUST_CHECK;
 int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                  const hf_hold_ref_t *h) HF_MUST_CHECK;
-/* Emits CommitHold for every OK hold: the sale goes to the counters. */
+/* Emits CommitHold for every HELD hold: the sale goes to the counters. */
 int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs) HF_MUST_CHECK;
-/* Emits ReleaseHold for hold i (SENT or OK) and marks it RELEASED. */
+/* Emits ReleaseHold for hold i (HOLD_SENT or HELD) and marks it RELEASE_SENT. */
 int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i,
                    const char *reason) HF_MUST_CHECK;
-/* Emits ReleaseHold for every SENT or OK hold and marks them RELEASED. */
+/* Emits ReleaseHold for every HOLD_SENT or HELD hold and marks them RELEASE_SENT. */
 int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs,
                      const char *reason) HF_MUST_CHECK;
 /* Whether payment_id of this reservation was flagged for refund already. */

@@ -9,12 +9,7 @@
 #include "hf_assert.h"
 #include "topics.h"
 
-const char *gw_res_status_name(int32_t status)
-{
-    return hf_res_status_name((hf_res_status_t)status);
-}
-
-bool gw_res_terminal(int32_t status)
+bool gw_res_terminal(hf_res_status_t status)
 {
     return status == HF_RES_COMMITTED || status == HF_RES_RELEASED || status == HF_RES_EXPIRED ||
            status == HF_RES_REJECTED;

@@ -29,7 +29,7 @@ int gw_reply_simple(stage_ctx_t *ctx, const gw_asker_t *to, hf_reply_outcome_t o
     return gw_emit_reply(ctx, to->reply_to, &r);
 }
 
-/* A reply about rs (its OK holds as allocations when it is held or sold). */
+/* A reply about rs (its HELD holds as allocations when it is held or sold). */
 static void reply_init(const hf_reservation_state_t *rs, const char *idempotency_key,
                        hf_reply_outcome_t outcome, const char *message, int64_t now_ms,
                        hf_reply_t *out)
@@ -130,7 +130,8 @@ int gw_answer(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_asker_t *as
     return gw_end(ctx, rs, &(gw_end_t){.asker = asker, .outcome = outcome, .message = message});
 }
 
-int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, const char *reason)
+int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t status,
+                 const char *reason)
 {
     hf_assert(!gw_res_terminal(rs->status));
     int err = gw_release_holds(ctx, rs, reason);
@@ -142,8 +143,8 @@ int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, c
     return HF_OK;
 }
 
-int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t status, hf_ledger_kind_t kind,
-              const char *reason)
+int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t status,
+              hf_ledger_kind_t kind, const char *reason)
 {
     int err = gw_end_holds(ctx, rs, status, reason);
     return err ? err

@@ -110,7 +110,7 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, cons
 int gw_release_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *reason)
 {
     for (int32_t i = 0; i < rs->allocations_count; i++) {
-        int32_t st = rs->allocations[i].status;
+        hf_hold_ref_status_t st = rs->allocations[i].status;
         if (st != HF_HOLD_REF_HOLD_SENT && st != HF_HOLD_REF_HELD)
             continue;
         int err = gw_release_one(ctx, rs, i, reason);

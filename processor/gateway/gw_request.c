@@ -146,7 +146,7 @@ static int reserve_retry(stage_ctx_t *ctx, const hf_reservation_state_t *rs, con
     snprintf(msg, sizeof msg,
              "the answer to this reserve is no longer kept; the reservation is %s (query it by "
              "reservation_id)",
-             gw_res_status_name(rs->status));
+             hf_res_status_name(rs->status));
     return gw_reply_simple(ctx, a, HF_REPLY_CONFLICT, msg);
 }
 

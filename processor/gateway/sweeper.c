@@ -7,9 +7,10 @@
  * checked against the state when it fires, so timers made stale by a commit or
  * an extension cost nothing.
  *
- * Memory: as everywhere in the gateway, nothing is allocated, static or
+ * Memory: as everywhere in the gateway but the load-shedding observations
+ * (shed.c, per-thread state, not scratch), nothing is allocated, static or
  * thread-local — records and key batches live on the stack of the call that
- * uses them. A task thread has the process default stack (8 MiB); the deepest
+ * uses them. A task thread gets HF_TASK_STACK_BYTES (8 MiB); the deepest
  * gateway chain, the tick's, takes about 110 KB (gcc -fcallgraph-info=su, -O2;
  * a handler's about 76 KB). Due timers are read and fired GW_SWEEP_BATCH_MAX at
  * a time (17 KB), up to HF_SWEEP_TIMERS_MAX per tick. */

@@ -305,7 +305,7 @@ static void test_hash_equals_the_earlier_encoding_hash_on_todays_schemas(void **
             print_message("%s.avsc is not the schema the earlier hash read: nothing to compare "
                           "(the pinned hashes keep guarding the form)\n",
                           hf_rec_type_name(frozen[kind].type));
-            skip();
+            continue; /* the other kinds are still compared */
         }
         for (int i = 0; i < 2000; i++) {
             hf_record_t r = random_request(kind);
