@@ -34,6 +34,11 @@
 #define BENCH_SECONDS_MAX    3600
 #define BENCH_WAREHOUSES_MAX 64
 #define BENCH_PENDING_MAX    65536
+/* After the planned end, how long the run keeps listening while a reserve still
+ * awaits its first reply, or a re-send of a shed (BUSY) reserve awaits its own
+ * (a broker outage delays answers by tens of seconds): a reserve it stopped
+ * listening for could be HELD with nobody to settle it. */
+#define BENCH_DRAIN_MAX_MS   60000
 #define DOORBUSTER           "DOORBUSTER"
 
 typedef struct {
@@ -52,8 +57,9 @@ typedef struct {
     int8_t outcome; /* -1 = no reply yet */
     int8_t fate;    /* 0 commit, 1 abandon, 2 let expire, 3 pay after expiry */
     bool doorbuster, built, settled;
-    int32_t sku_rank; /* the request's body, fixed at first build so a */
-    float lat, lon;   /* duplicate send repeats it exactly */
+    bool resend_unanswered; /* its duplicate was sent and not answered yet */
+    int32_t sku_rank;       /* the request's body, fixed at first build so a */
+    float lat, lon;         /* duplicate send repeats it exactly */
 } req_t;
 
 /* A delayed action: settle reserve `req` at `due_ms`, or send its duplicate. */
@@ -235,6 +241,7 @@ static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
 {
     req_t *q = &reqs[i];
     if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
+        q->resend_unanswered = false;
         /* BUSY is no outcome: the request was not applied, either send may get
          * it. When the first send was shed and the duplicate served, the
          * duplicate's answer is the reserve's outcome. */
@@ -479,6 +486,7 @@ static int send_due(const bench_opts_t *o, run_t *r, int64_t now)
         if (a.duplicate) {
             if (send_reserve(o, r, a.req))
                 return HF_ERR_KAFKA;
+            reqs[a.req].resend_unanswered = true;
             continue;
         }
         hf_record_t s = make_settle(o, a.req);
@@ -516,6 +524,19 @@ static void poll_replies(const bench_opts_t *o, run_t *r, int timeout_ms)
         on_reply(o, &rep, r->reqs_count);
         rc = client_poll(r->c, 0, &rep, errstr, sizeof errstr);
     }
+}
+
+/* True while an action is still due, a reserve has no reply, or the re-send of
+ * a reserve first answered BUSY has none (it may yet be HELD, and then it is
+ * settled like any other). */
+static bool answers_awaited(int reqs_count)
+{
+    if (pending_count > 0)
+        return true;
+    for (int i = 0; i < reqs_count; i++)
+        if (reqs[i].outcome < 0 || (reqs[i].resend_unanswered && reqs[i].outcome == HF_REPLY_BUSY))
+            return true;
+    return false;
 }
 
 /* Intended send times: the steady stream, plus for a flash sale a burst on the
@@ -634,7 +655,8 @@ static int run_bench(const bench_opts_t *o)
            o->abandon_pct, o->late_pct, o->ttl_ms, o->dup_pct);
     int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
     int printed = 0;
-    while (hf_wall_ms() < end) {
+    while (hf_wall_ms() < end ||
+           (hf_wall_ms() < end + BENCH_DRAIN_MAX_MS && answers_awaited(r.reqs_count))) {
         int64_t now = hf_wall_ms();
         if (send_due(o, &r, now))
             return 1;
