@@ -21,7 +21,7 @@ static const stage_handler_t aggregator_handlers[] = {
 int aggregator_load(stage_ctx_t *ctx, const char *sku, hf_sku_state_t *out, bool *found)
 {
     char key[AGG_KEY_MAX];
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     int err = stage_get(ctx, key, sku_state_key(key, sku), &rec);
     *found = err == HF_OK;
     if (err == HF_ERR_NOTFOUND) {
@@ -38,7 +38,7 @@ int aggregator_load(stage_ctx_t *ctx, const char *sku, hf_sku_state_t *out, bool
 
 static int emit_signal(stage_ctx_t *ctx, const hf_sku_state_t *s, int kind)
 {
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     hf_signal_t *sig = &hf_record_reset(&rec, HF_REC_SIGNAL)->u.signal;
     snprintf(sig->sku, sizeof sig->sku, "%s", s->sku);
     sig->kind = (hf_signal_kind_t)kind;
@@ -55,7 +55,7 @@ int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
     signal_policy_t p = policy_for(stage_env(ctx), s->sku);
     int64_t due = 0;
     int kind = signals_evaluate(s, &p, stage_now_ms(ctx), &due);
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     hf_record_reset(&rec, HF_REC_SKU_STATE)->u.sku_state = *s;
     char key[AGG_KEY_MAX];
     int err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
@@ -72,7 +72,7 @@ static int emit_availability(stage_ctx_t *ctx, int32_t partition, const char *ke
 {
     if (key_len < 2 || key[0] != 'S')
         return HF_OK;
-    static _Thread_local hf_record_t rec, out;
+    hf_record_t rec, out;
     int err = stage_get(ctx, key, key_len, &rec);
     if (err)
         return err;
@@ -102,6 +102,7 @@ typedef struct {
  * time even when no further StockLevel arrives. */
 static int aggregator_tick(stage_ctx_t *ctx)
 {
+    /* Per thread, not on the stack: 1000 keys of ~150 bytes. */
     static _Thread_local due_key_t due[AGG_TIMERS_PER_TICK_MAX];
     size_t n = 0;
     int64_t now = stage_now_ms(ctx);
@@ -120,7 +121,7 @@ static int aggregator_tick(stage_ctx_t *ctx)
     }
     state_iter_destroy(it);
     int err = HF_OK;
-    static _Thread_local hf_sku_state_t s;
+    hf_sku_state_t s;
     for (size_t i = 0; i < n && err == HF_OK; i++) {
         int64_t due_ms = 0;
         char sku[HF_SKU_LEN_MAX + 1];

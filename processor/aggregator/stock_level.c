@@ -39,7 +39,7 @@ int aggregator_on_stock_level(stage_ctx_t *ctx, const hf_record_t *rec)
         return stage_reject(ctx, "StockLevel key must be its sku \"%s\"", sl->sku);
     if (sl->available < 0)
         return stage_reject(ctx, "StockLevel available %lld is negative", (long long)sl->available);
-    static _Thread_local hf_sku_state_t s;
+    hf_sku_state_t s;
     bool found = false;
     int err = aggregator_load(ctx, sl->sku, &s, &found);
     if (err)

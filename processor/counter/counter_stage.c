@@ -47,7 +47,7 @@ int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
 {
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     int err = stage_get(ctx, key, len, &rec);
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
@@ -68,14 +68,14 @@ int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
     counter_assert(c);
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     hf_record_reset(&rec, HF_REC_COUNTER_STATE)->u.counter_state = *c;
     return stage_put(ctx, key, len, &rec);
 }
 
 int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold_state_t *out)
 {
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     int err = stage_get(ctx, key, key_len, &rec);
     if (err)
         return err;
@@ -86,7 +86,7 @@ int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold
 
 int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_hold_state_t *h)
 {
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     hf_record_reset(&rec, HF_REC_HOLD_STATE)->u.hold_state = *h;
     return stage_put(ctx, key, key_len, &rec);
 }
@@ -95,7 +95,7 @@ int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t at
                         const char *warehouse_id, const char *sku, hf_cmd_t command,
                         hf_outcome_t outcome, int64_t qty, int64_t available)
 {
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     hf_counter_result_t *r = &hf_record_reset(&rec, HF_REC_COUNTER_RESULT)->u.counter_result;
     snprintf(r->reservation_id, sizeof r->reservation_id, "%s", reservation_id);
     snprintf(r->warehouse_id, sizeof r->warehouse_id, "%s", warehouse_id);
@@ -114,7 +114,7 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
 {
     if (key_len < 4 || key[0] != 'C')
         return HF_OK;
-    static _Thread_local hf_record_t rec, out;
+    hf_record_t rec, out;
     int err = stage_get(ctx, key, key_len, &rec);
     if (err)
         return err;

@@ -97,7 +97,7 @@ static bool settled(hf_hold_status_t s)
 static bool expired_hold(const void *key, size_t key_len, const void *val, size_t val_len,
                          int64_t cutoff_ms)
 {
-    static _Thread_local hf_record_t rec;
+    hf_record_t rec;
     char errstr[256];
     if (codec_decode(val, val_len, &rec, errstr, sizeof errstr) != HF_OK ||
         rec.type != HF_REC_HOLD_STATE) {
@@ -131,6 +131,7 @@ int counter_tick(stage_ctx_t *ctx)
         return HF_ERR_NOMEM;
     if (pass.cursor.len > 0)
         state_iter_start_after(it, p, pass.cursor.key, pass.cursor.len);
+    /* Per thread, not on the stack: 16384 keys of 264 bytes are ~4 MB. */
     static _Thread_local sweep_key_t doomed[HF_HOLD_SWEEP_SCAN_MAX];
     size_t doomed_count = 0, scanned = 0;
     const void *k, *v;
