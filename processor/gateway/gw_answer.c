@@ -11,7 +11,9 @@
 
 int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply)
 {
-    hf_record_t rec = {.type = HF_REC_REPLY, .u.reply = *reply};
+    hf_record_t rec;
+    rec.type = HF_REC_REPLY;
+    rec.u.reply = *reply;
     return stage_emit_to(ctx, gw_reply_topic(reply_to), reply->reservation_id,
                          strlen(reply->reservation_id), &rec);
 }
@@ -74,7 +76,8 @@ int gw_idem_store(stage_ctx_t *ctx, const gw_asker_t *asker, const hf_reply_t *r
 {
     char key[GW_KEY_MAX];
     size_t len = gw_idem_key(key, asker->reservation_id, asker->idempotency_key);
-    hf_record_t rec = {.type = HF_REC_IDEMPOTENCY_RECORD};
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_IDEMPOTENCY_RECORD);
     hf_idempotency_record_t *ir = &rec.u.idempotency_record;
     bool first = true;
     hf_record_t old;

@@ -12,7 +12,8 @@
 int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger_kind_t kind,
                    const char *reason)
 {
-    hf_record_t rec = {.type = HF_REC_LEDGER_EVENT};
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_LEDGER_EVENT);
     hf_ledger_event_t *e = &rec.u.ledger_event;
     snprintf(e->reservation_id, sizeof e->reservation_id, "%s", rs->reservation_id);
     e->kind = kind;
@@ -49,7 +50,8 @@ static int emit_command(stage_ctx_t *ctx, const hf_hold_ref_t *h, const hf_recor
 
 int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_hold_ref_t *h)
 {
-    hf_record_t rec = {.type = HF_REC_HOLD};
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_HOLD);
     hf_hold_t *c = &rec.u.hold;
     snprintf(c->reservation_id, sizeof c->reservation_id, "%s", rs->reservation_id);
     c->attempt = h->attempt;
@@ -63,7 +65,8 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_ho
 static int emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                             const hf_hold_ref_t *h)
 {
-    hf_record_t rec = {.type = HF_REC_COMMIT_HOLD};
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_COMMIT_HOLD);
     hf_commit_hold_t *c = &rec.u.commit_hold;
     snprintf(c->reservation_id, sizeof c->reservation_id, "%s", rs->reservation_id);
     c->attempt = h->attempt;
@@ -89,7 +92,8 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, cons
 {
     hf_hold_ref_t *h = &rs->allocations[i];
     hf_assert(h->status == HF_HOLD_REF_HOLD_SENT || h->status == HF_HOLD_REF_HELD);
-    hf_record_t rec = {.type = HF_REC_RELEASE_HOLD};
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_RELEASE_HOLD);
     hf_release_hold_t *c = &rec.u.release_hold;
     snprintf(c->reservation_id, sizeof c->reservation_id, "%s", rs->reservation_id);
     c->attempt = h->attempt;

@@ -23,7 +23,9 @@ int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     rs->updated_at_ms = stage_now_ms(ctx);
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, rs->reservation_id);
-    hf_record_t rec = {.type = HF_REC_RESERVATION_STATE, .u.reservation_state = *rs};
+    hf_record_t rec;
+    rec.type = HF_REC_RESERVATION_STATE;
+    rec.u.reservation_state = *rs;
     int err = stage_put(ctx, key, len, &rec);
     if (err || !gw_res_terminal(rs->status))
         return err;

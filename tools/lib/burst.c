@@ -36,7 +36,8 @@ static void *produce_holds(void *arg)
     size_t mine = p->o->holds / (size_t)p->o->producers;
     unsigned seed = (unsigned)(p->index * 7919 + 1);
     for (size_t i = 0; p->rc == HF_OK && i < mine; i++) {
-        hf_record_t rec = {.type = HF_REC_HOLD};
+        hf_record_t rec;
+        hf_record_reset(&rec, HF_REC_HOLD);
         hf_hold_t *h = &rec.u.hold;
         snprintf(h->reservation_id, sizeof h->reservation_id, "burst-%d-%zu-%lld", p->index, i,
                  (long long)(hf_wall_ms() % 1000000));
