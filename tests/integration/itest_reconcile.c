@@ -221,25 +221,14 @@ static json_t *run_library(bool quiescent, rc_verdict_t *verdict)
     return v;
 }
 
-/* Runs build/hfctl (beside HOLDFAST_BIN) with this test's prefix; returns its
- * exit status, or -1 when there is no hfctl to run. */
+/* Runs `hfctl reconcile ARGS` (beside HOLDFAST_BIN) with this test's prefix;
+ * returns its exit status, or -1 when there is no hfctl to run. */
 static int run_cli(const char *args, char *out, size_t out_size)
 {
-    char bin[512], cmd[1024];
-    snprintf(bin, sizeof bin, "%s", world.h.holdfast_bin);
-    char *slash = strrchr(bin, '/');
-    snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "hfctl");
-    if (access(bin, X_OK) != 0)
-        return -1;
-    setenv("HOLDFAST_TOPIC_PREFIX", world.h.prefix, 1);
-    setenv("HOLDFAST_BOOTSTRAP", world.h.bootstrap, 1);
-    snprintf(cmd, sizeof cmd, "%s reconcile %s 2>/dev/null", bin, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, out_size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char cmd_args[512];
+    snprintf(cmd_args, sizeof cmd_args, "reconcile %s 2>/dev/null", args);
+    int rc = harness_run_tool(&world.h, "hfctl", cmd_args, out, out_size);
+    return rc == -2 ? -1 : rc;
 }
 
 static json_int_t count(json_t *v, const char *name)

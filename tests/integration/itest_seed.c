@@ -55,22 +55,10 @@ static void last_view(void *opaque, const kafka_msg_t *msg, const hf_record_t *r
 /* Runs hfbench (beside HOLDFAST_BIN) with this test's prefix; its stdout in out. */
 static int run_hfbench(const char *args, char *out, size_t out_size)
 {
-    char bin[512], cmd[1024];
-    snprintf(bin, sizeof bin, "%s", h.holdfast_bin);
-    char *slash = strrchr(bin, '/');
-    snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0),
-             "hfbench");
-    if (access(bin, X_OK) != 0)
-        fail_msg("no hfbench at %s: build it (make build/hfbench)", bin);
-    setenv("HOLDFAST_TOPIC_PREFIX", h.prefix, 1);
-    setenv("HOLDFAST_BOOTSTRAP", h.bootstrap, 1);
-    snprintf(cmd, sizeof cmd, "%s %s", bin, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, out_size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int rc = harness_run_tool(&h, "hfbench", args, out, out_size);
+    if (rc == -2)
+        fail_msg("no hfbench beside %s: build it (make build/hfbench)", h.holdfast_bin);
+    return rc;
 }
 
 static void test_seed_places_each_sku_at_distinct_warehouses_and_waits_for_the_view(void **state)

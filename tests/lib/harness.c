@@ -420,3 +420,24 @@ hf_record_t harness_release_req(const char *rid, const char *idempotency_key)
     x->sent_at_ms = harness_now_ms();
     return r;
 }
+
+int harness_run_tool(const harness_t *h, const char *tool, const char *args, char *out,
+                     size_t out_size)
+{
+    char bin[512], cmd[1024];
+    snprintf(bin, sizeof bin, "%s", h->holdfast_bin);
+    char *slash = strrchr(bin, '/');
+    snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "%s",
+             tool);
+    if (access(bin, X_OK) != 0)
+        return -2;
+    setenv("HOLDFAST_TOPIC_PREFIX", h->prefix, 1);
+    setenv("HOLDFAST_BOOTSTRAP", h->bootstrap, 1);
+    snprintf(cmd, sizeof cmd, "%s %s", bin, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, out_size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

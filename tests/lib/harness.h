@@ -62,6 +62,13 @@ size_t harness_wait_count(harness_t *h, hf_topic_id_t topic, size_t n, int timeo
 /* The committed counter of a pair from the changelog (zeros if never written). */
 bool harness_counter(harness_t *h, const char *wh, const char *sku, hf_counter_state_t *out);
 
+/* Runs the tool (hfctl, hfbench) beside HOLDFAST_BIN with this harness's topic
+ * prefix and bootstrap: `<tool> <args>` through the shell, its stdout in out.
+ * Returns the exit status, -1 when it died by a signal, and -2 when there is no
+ * such tool to run (the caller says what to build). */
+int harness_run_tool(const harness_t *h, const char *tool, const char *args, char *out,
+                     size_t out_size);
+
 int64_t harness_now_ms(void);
 /* An integer or string from the environment, def when unset or empty. */
 long harness_env_int(const char *name, long def);
