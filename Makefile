@@ -3,7 +3,7 @@
 # broker-backed integration tests. Dependencies come from pkg-config (see deps-check).
 
 CC      ?= cc
-PKGS    := rdkafka rocksdb avro-c jansson
+PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto
 BUILD   ?= build
 SAN_BUILD := $(BUILD)/san
 

@@ -3,7 +3,7 @@
 # Kafka broker. Each machine (a developer's, CI's) starts from stock Debian 12, so the
 # project installs its own tools. A machine that already has everything makes no apt call.
 #
-# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot (default: all)
+# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot http (default: all)
 set -euo pipefail
 
 declare -A why=(
@@ -13,18 +13,20 @@ declare -A why=(
   [kafka]="run the local Kafka broker from Maven Central jars"
   [python]="test and tooling scripts"
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
+  [http]="HTTP load runs of holdfast http (make bench-http)"
 )
 declare -A pkgs=(
-  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev"
+  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev"
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck"
   [kafka]="openjdk-17-jre-headless maven"
   [python]="python3 python3-yaml"
   [plot]="gnuplot-nox"
+  [http]="wrk"
 )
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot)
+[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot http)
 
 installed() {
   [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
