@@ -1,0 +1,203 @@
+/* httpd.h on libmicrohttpd: thread per connection, bodies gathered into one
+ * bounded buffer, one handler call per request. */
+#include "httpd.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_assert.h"
+#include "log.h"
+
+/* Each connection thread's stack: handlers keep records (~20 KB) on it. */
+#define HTTPD_THREAD_STACK_BYTES (1024 * 1024)
+
+struct httpd {
+    struct MHD_Daemon *d;
+    httpd_opts_t o;
+    char name[32];
+};
+
+struct httpd_req {
+    struct MHD_Connection *conn;
+    const char *method, *path;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+};
+
+const char *httpd_method(const httpd_req_t *r) { return r->method; }
+const char *httpd_path(const httpd_req_t *r) { return r->path; }
+
+const char *httpd_header(const httpd_req_t *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *httpd_query(const httpd_req_t *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *httpd_body(const httpd_req_t *r, size_t *len)
+{
+    *len = r->len;
+    return r->body ? r->body : "";
+}
+
+/* Appends a chunk of the body; false once the body is over the bound. */
+static bool body_append(struct httpd_req *r, const char *data, size_t n, size_t max)
+{
+    if (r->too_large || r->len + n > max) {
+        r->too_large = true;
+        return false;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 1024;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b) {
+            r->too_large = true;
+            return false;
+        }
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return true;
+}
+
+static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t *resp)
+{
+    const char *body = resp->body ? resp->body : "";
+    size_t len = resp->body_len == SIZE_MAX ? strlen(body) : resp->body_len;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type ? resp->content_type : "application/json");
+    if (resp->retry_after_s > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", resp->retry_after_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
+    if (resp->location)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    httpd_t *h = cls;
+    struct httpd_req *r = *con_cls;
+    if (!r) { /* headers are in: the body (if any) follows in later calls */
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        r->conn = conn;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        body_append(r, upload_data, *upload_data_size, h->o.body_max_bytes);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    r->method = method;
+    r->path = url;
+    if (r->too_large) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "{\"error\":\"body_too_large\",\"message\":\"request bodies are limited to %zu "
+                 "bytes\"}",
+                 h->o.body_max_bytes);
+        return send_resp(conn, &(httpd_resp_t){.status = 413, .body = msg, .body_len = SIZE_MAX});
+    }
+    httpd_resp_t resp = {.status = 500, .body_len = SIZE_MAX};
+    h->o.handler(h->o.opaque, r, &resp);
+    return send_resp(conn, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    struct httpd_req *r = *con_cls;
+    if (r) {
+        free(r->body);
+        free(r);
+    }
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    const httpd_t *h = cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    log_warn(h->name, "libmicrohttpd: %s", line);
+}
+
+int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *errstr,
+                size_t errstr_size)
+{
+    hf_assert(o->handler && o->connections_max > 0 && o->body_max_bytes > 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    if (inet_pton(AF_INET, o->bind, &addr.sin_addr) != 1) {
+        snprintf(errstr, errstr_size, "%s: '%s' is not an IPv4 address", o->name, o->bind);
+        return HF_ERR_CONFIG;
+    }
+    httpd_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return HF_ERR_NOMEM;
+    h->o = *o;
+    snprintf(h->name, sizeof h->name, "%s", o->name ? o->name : "http");
+    h->o.name = h->name;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->connections_max,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_THREAD_STACK_BYTES,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(errstr, errstr_size,
+                 "%s: cannot listen on %s:%d (in use, or not an address of this host?)", h->name,
+                 o->bind, o->port);
+        free(h);
+        return HF_ERR_IO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *bound_port = info ? (int)info->port : o->port;
+    *out = h;
+    return HF_OK;
+}
+
+void httpd_stop(httpd_t *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

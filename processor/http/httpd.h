@@ -1,0 +1,56 @@
+/* A small HTTP/1.1 server on GNU libmicrohttpd, shared by the HTTP front
+ * (http_api.h) and the metrics endpoint (metrics.h). One thread per connection:
+ * a handler may block (the front waits for the pipeline's reply on a condition
+ * variable) without holding up other connections. Bounded: at most
+ * connections_max connections (libmicrohttpd refuses more), bodies up to
+ * body_max_bytes (a longer one is answered 413 without calling the handler),
+ * and an idle connection is closed after idle_timeout_s. */
+#ifndef HF_HTTPD_H
+#define HF_HTTPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+
+typedef struct httpd httpd_t;
+typedef struct httpd_req httpd_req_t;
+
+/* What a handler answers. body is copied by httpd_respond*; the handler's
+ * response is sent when it returns. */
+typedef struct {
+    int status;
+    const char *content_type;  /* NULL: application/json */
+    const char *body;          /* NULL: empty */
+    size_t body_len;           /* SIZE_MAX: strlen(body) */
+    int retry_after_s;         /* > 0: a Retry-After header */
+    const char *location;      /* non-NULL: a Location header */
+} httpd_resp_t;
+
+typedef void (*httpd_handler_fn)(void *opaque, const httpd_req_t *req, httpd_resp_t *resp);
+
+typedef struct {
+    const char *bind;       /* IPv4 address: "127.0.0.1" */
+    int port;               /* 0: any free port */
+    int connections_max;    /* concurrent connections (threads) */
+    size_t body_max_bytes;  /* larger request bodies get 413 */
+    int idle_timeout_s;     /* an idle connection is closed after it */
+    httpd_handler_fn handler;
+    void *opaque;
+    const char *name;       /* for logs: "http", "metrics" */
+} httpd_opts_t;
+
+/* Starts serving; *bound_port is the port listened on. */
+int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *errstr,
+                size_t errstr_size) HF_MUST_CHECK;
+/* Stops accepting, waits for the connection threads and frees. Accepts NULL. */
+void httpd_stop(httpd_t *h);
+
+/* The request, valid during the handler call. */
+const char *httpd_method(const httpd_req_t *r);
+const char *httpd_path(const httpd_req_t *r); /* without the query string */
+const char *httpd_header(const httpd_req_t *r, const char *name); /* NULL if absent */
+const char *httpd_query(const httpd_req_t *r, const char *name);  /* NULL if absent */
+const char *httpd_body(const httpd_req_t *r, size_t *len);        /* "" when none */
+
+#endif
