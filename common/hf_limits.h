@@ -113,4 +113,16 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * another libc's default cannot shrink it under that. */
 #define HF_TASK_STACK_BYTES (8 * 1024 * 1024)
 
+/* Payment webhooks (processor/http/webhook_sig.c). Secrets one endpoint accepts at
+ * once: the current one and, during a rotation, the previous (the sender signs with
+ * both until every receiver has the new one). A signature header holds t= and one
+ * v1= (~70 bytes) per secret the sender signs with, maybe a legacy v0=; 1 KiB is
+ * several times that, and a longer header is refused before it is parsed. A secret
+ * has at least 16 bytes (a shorter one can be guessed offline from a single signed
+ * webhook) and at most 256 (providers issue 32 to 64 characters). */
+#define HF_WEBHOOK_SECRETS_MAX        2
+#define HF_WEBHOOK_SIG_HEADER_LEN_MAX 1024
+#define HF_WEBHOOK_SECRET_LEN_MIN     16
+#define HF_WEBHOOK_SECRET_LEN_MAX     256
+
 #endif
