@@ -47,6 +47,15 @@ void config_defaults(hf_config_t *cfg)
     cfg->route_weight_distance_pct = 45;
     cfg->route_weight_cost_pct = 25;
     cfg->route_weight_fill_pct = 30;
+    snprintf(cfg->http_bind, sizeof cfg->http_bind, "127.0.0.1");
+    cfg->http_port = 8080;
+    cfg->http_connections_max = 256;
+    cfg->http_inflight_max = 4096;
+    cfg->http_reply_timeout_ms = 2000;
+    cfg->http_body_max_bytes = 64 * 1024;
+    cfg->http_retry_after_s = 1;
+    cfg->http_reply_retention_ms = 3600 * 1000;
+    cfg->webhook_tolerance_s = 300;
 }
 
 static void copy_env(char *dst, size_t dst_size, const char *name)
@@ -65,6 +74,7 @@ void config_apply_env(hf_config_t *cfg)
     copy_env(cfg->app_id, sizeof cfg->app_id, "HOLDFAST_APP_ID");
     copy_env(cfg->kafka_config_file, sizeof cfg->kafka_config_file, "HOLDFAST_KAFKA_CONFIG");
     copy_env(cfg->kafka_overrides, sizeof cfg->kafka_overrides, "HOLDFAST_KAFKA_OVERRIDES");
+    copy_env(cfg->webhook_secrets, sizeof cfg->webhook_secrets, "HOLDFAST_WEBHOOK_SECRETS");
 }
 
 typedef struct {
@@ -123,6 +133,16 @@ static const config_field_t config_fields[] = {
     INT_FIELD(route_weight_distance_pct, 0, 100),
     INT_FIELD(route_weight_cost_pct, 0, 100),
     INT_FIELD(route_weight_fill_pct, 0, 100),
+    STR_FIELD(http_bind),
+    INT_FIELD(http_port, 0, 65535),
+    INT_FIELD(http_connections_max, 1, 4096),
+    INT_FIELD(http_inflight_max, 1, 65536),
+    INT_FIELD(http_reply_timeout_ms, 100, 60000),
+    INT_FIELD(http_body_max_bytes, 1024, 1048576),
+    INT_FIELD(http_retry_after_s, 1, 3600),
+    INT_FIELD(http_reply_retention_ms, 60000, 604800000),
+    STR_FIELD(webhook_secrets),
+    INT_FIELD(webhook_tolerance_s, 1, 86400),
 };
 
 static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr,

@@ -61,6 +61,19 @@ typedef struct hf_config {
     int route_weight_distance_pct; /* routing score weights, percent */
     int route_weight_cost_pct;
     int route_weight_fill_pct;
+    /* HTTP front (`holdfast http`, docs/HTTP.md). */
+    char http_bind[64];          /* IPv4 address it listens on: "127.0.0.1" */
+    int http_port;               /* 0: any free port (logged) */
+    int http_connections_max;    /* concurrent connections, one thread each */
+    int http_inflight_max;       /* requests waiting for the pipeline at once; more get 503 */
+    int http_reply_timeout_ms;   /* a request unanswered this long gets 503 + Retry-After */
+    int http_body_max_bytes;     /* larger bodies get 413 */
+    int http_retry_after_s;      /* the Retry-After of a 503 */
+    int http_reply_retention_ms; /* retention.ms of the process's reply topic when created */
+    /* Payment webhooks: HMAC-SHA256 secrets, "current" or "current,previous"
+     * (rotation); env HOLDFAST_WEBHOOK_SECRETS overrides; empty: webhooks refused. */
+    char webhook_secrets[HF_CONFIG_STR_MAX];
+    int webhook_tolerance_s; /* a signature's timestamp may be this far from now */
 } hf_config_t;
 
 void config_defaults(hf_config_t *cfg);
@@ -70,7 +83,7 @@ int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
                      size_t errstr_size) HF_MUST_CHECK;
 /* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
  * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_CONFIG,
- * HOLDFAST_KAFKA_OVERRIDES). */
+ * HOLDFAST_KAFKA_OVERRIDES, HOLDFAST_WEBHOOK_SECRETS). */
 void config_apply_env(hf_config_t *cfg);
 /* Rules between settings (config_load_file applies them, and `holdfast run`
  * again at start whatever set them); HF_ERR_CONFIG naming the keys otherwise.

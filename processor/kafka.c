@@ -853,12 +853,23 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
 int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
                         int32_t *partitions_out, char *errstr, size_t errstr_size)
 {
+    return kafka_reader_follow_from(rd, topic, NULL, 0, timeout_ms, partitions_out, errstr,
+                                    errstr_size);
+}
+
+int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_t *start_offsets,
+                             int32_t start_offsets_count, int timeout_ms, int32_t *partitions_out,
+                             char *errstr, size_t errstr_size)
+{
     int err = kafka_partition_count(rd, topic, timeout_ms, partitions_out, errstr, errstr_size);
     if (err)
         return err;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(*partitions_out);
-    for (int32_t p = 0; p < *partitions_out; p++)
-        rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    for (int32_t p = 0; p < *partitions_out; p++) {
+        bool known = start_offsets && p < start_offsets_count && start_offsets[p] >= 0;
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset =
+            known ? start_offsets[p] : RD_KAFKA_OFFSET_BEGINNING;
+    }
     rd_kafka_resp_err_t kerr = rd_kafka_assign(rd->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (kerr) {

@@ -175,6 +175,12 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
 /* Follows every partition of topic from its beginning (read_committed). */
 int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
                         int32_t *partitions_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* The same, from start_offsets[p] for each partition p < start_offsets_count
+ * whose offset is >= 0 (the beginning for the others): a follower that stores
+ * how far it read resumes there. */
+int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_t *start_offsets,
+                             int32_t start_offsets_count, int timeout_ms, int32_t *partitions_out,
+                             char *errstr, size_t errstr_size) HF_MUST_CHECK;
 /* While following: 1 with *msg set (release it), 2 when a partition's end was
  * reached (msg->partition says which; nothing to release), 0 when nothing came in
  * timeout_ms, or an error. */

@@ -19,7 +19,9 @@
 #include "kafka.h"
 #include "hf_cli.h"
 #include "hf_limits.h"
+#include "hf_clock.h"
 #include "hf_version.h"
+#include "http/http_api.h"
 #include "log.h"
 #include "metrics.h"
 #include "stages.h"
@@ -84,10 +86,27 @@ static const hf_cli_cmd_t run_cmd = {
     "says what to do), 4 a task stopped on a fatal error (fenced or broken state: restart it).",
     run_opts};
 
+static const hf_cli_opt_t http_opts[] = {
+    {"config", "FILE", false, "JSON object overriding defaults (see docs/CONFIGURATION.md)"},
+    {"instance", "ID", false, "stable id of this process: names its reply topic and store"},
+    {"state-dir", "DIR", false, "root of its reservation store (default ./.state)"},
+    {"port", "N", false, "port to listen on (http_port; 0: any free port, logged)"},
+    {"routes", NULL, false, "print the routes served, one 'METHOD PATH' per line, and exit"},
+    {NULL, NULL, false, NULL},
+};
+
+static const hf_cli_cmd_t http_cmd = {
+    "http", NULL, 0,
+    "Serves the checkout HTTP API, the payment webhook and the read API (docs/HTTP.md) in\n"
+    "front of the pipeline until SIGINT/SIGTERM. Exit: 0 stopped by a signal, 1 error, 2 usage\n"
+    "mistake or bad setting.",
+    http_opts};
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: holdfast run [options]     (holdfast run --help lists them)\n"
+            "       holdfast http [options]    (the HTTP front: holdfast http --help)\n"
             "       holdfast --help | --version\n"
             "stages: %s\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX, "
@@ -107,8 +126,17 @@ static int apply_args(const hf_cli_args_t *args, hf_config_t *cfg, char *errstr,
         if (err)
             return err;
     }
-    if ((v = hf_cli_get(args, "stages")))
+    if (args->cmd == &run_cmd && (v = hf_cli_get(args, "stages")))
         snprintf(cfg->stages, sizeof cfg->stages, "%s", v);
+    if (args->cmd == &http_cmd && (v = hf_cli_get(args, "port"))) {
+        char *end = NULL;
+        long port = strtol(v, &end, 10);
+        if (!*v || *end || port < 0 || port > 65535) {
+            snprintf(errstr, errstr_size, "--port '%s' must be an integer in [0, 65535]", v);
+            return HF_ERR_CONFIG;
+        }
+        cfg->http_port = (int)port;
+    }
     if ((v = hf_cli_get(args, "instance")))
         snprintf(cfg->instance_id, sizeof cfg->instance_id, "%s", v);
     if ((v = hf_cli_get(args, "state-dir")))
@@ -127,17 +155,24 @@ static int parse_command_line(int argc, char **argv, hf_cli_args_t *args)
         hf_version_print(stdout, "holdfast");
         return 0;
     }
-    if (argc < 2 || strcmp(argv[1], "run") != 0) {
+    const hf_cli_cmd_t *cmd = argc < 2                       ? NULL
+                              : strcmp(argv[1], "run") == 0  ? &run_cmd
+                              : strcmp(argv[1], "http") == 0 ? &http_cmd
+                                                             : NULL;
+    if (!cmd) {
         fprintf(stderr, "holdfast: %s\n",
-                argc < 2 ? "expected the command 'run'" : "unknown command (expected 'run')");
+                argc < 2 ? "expected a command: 'run' or 'http'"
+                         : "unknown command (expected 'run' or 'http')");
         usage(stderr);
         return 2;
     }
-    switch (hf_cli_parse("holdfast", &run_cmd, argc - 1, argv + 1, args)) {
+    switch (hf_cli_parse("holdfast", cmd, argc - 1, argv + 1, args)) {
     case HF_CLI_RUN:
         return -1;
     case HF_CLI_HELP:
-        fprintf(stdout, "stages: %s\nenv and settings: holdfast --help\n", stages_names());
+        if (cmd == &run_cmd)
+            fprintf(stdout, "stages: %s\n", stages_names());
+        fprintf(stdout, "env and settings: holdfast --help\n");
         return 0;
     case HF_CLI_VERSION:
         hf_version_print(stdout, "holdfast");
@@ -270,6 +305,58 @@ static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_co
     return err;
 }
 
+/* `holdfast http`: the HTTP front (processor/http/http_api.h) until a signal. */
+static int serve_http(const hf_config_t *cfg)
+{
+    char errstr[512];
+    topics_set_prefix(cfg->topic_prefix);
+    int err = config_check(cfg, errstr, sizeof errstr);
+    if (!err)
+        err = http_api_check_config(cfg, errstr, sizeof errstr);
+    if (err) {
+        fprintf(stderr, "holdfast: %s\n", errstr);
+        return 2;
+    }
+    err = kafka_client_config_load(cfg->kafka_config_file, cfg->kafka_overrides, errstr,
+                                   sizeof errstr);
+    if (err) {
+        fprintf(stderr, "holdfast: %s\n", errstr);
+        return 2;
+    }
+    if (codec_init(errstr, sizeof errstr) != HF_OK) {
+        log_error("main", "%s", errstr);
+        return 1;
+    }
+    if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
+        log_error("main", "state dir %s: %s", cfg->state_dir, strerror(errno));
+        codec_shutdown();
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    kafka_conf_t kconf = {cfg->bootstrap, "holdfast-http", NULL};
+    http_api_t *api = NULL;
+    int port = 0;
+    err = http_api_start(cfg, &kconf, &api, &port, errstr, sizeof errstr);
+    if (err) {
+        if (err == HF_ERR_CONFIG)
+            fprintf(stderr, "holdfast: %s\n", errstr);
+        else
+            log_error("main", "%s", errstr);
+        codec_shutdown();
+        return err == HF_ERR_CONFIG ? 2 : 1;
+    }
+    log_info("main", "holdfast http listening on http://%s:%d/ (instance %s, against %s)",
+             cfg->http_bind, port, cfg->instance_id, cfg->bootstrap);
+    while (!atomic_load(&stop_flag))
+        hf_sleep_ms(100);
+    http_api_stop(api);
+    codec_shutdown();
+    log_info("main", "holdfast http stopped");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static hf_config_t cfg;
@@ -284,6 +371,17 @@ int main(int argc, char **argv)
     config_defaults(&cfg);
     config_apply_env(&cfg);
     int err = apply_args(&args, &cfg, errstr, sizeof errstr);
+    if (args.cmd == &http_cmd) {
+        if (hf_cli_get(&args, "routes")) {
+            http_api_print_routes(stdout);
+            return 0;
+        }
+        if (err) {
+            fprintf(stderr, "holdfast: %s\n", errstr);
+            return 2;
+        }
+        return serve_http(&cfg);
+    }
     if (!err)
         err = start(&cfg, stages, &stages_count, workers, &workers_count, errstr, sizeof errstr);
     if (err) {

@@ -14,9 +14,6 @@
 #include "hf_assert.h"
 #include "log.h"
 
-/* Each connection thread's stack: handlers keep records (~20 KB) on it. */
-#define HTTPD_THREAD_STACK_BYTES (1024 * 1024)
-
 struct httpd {
     struct MHD_Daemon *d;
     httpd_opts_t o;
@@ -31,8 +28,14 @@ struct httpd_req {
     bool too_large;
 };
 
-const char *httpd_method(const httpd_req_t *r) { return r->method; }
-const char *httpd_path(const httpd_req_t *r) { return r->path; }
+const char *httpd_method(const httpd_req_t *r)
+{
+    return r->method;
+}
+const char *httpd_path(const httpd_req_t *r)
+{
+    return r->path;
+}
 
 const char *httpd_header(const httpd_req_t *r, const char *name)
 {
@@ -77,8 +80,8 @@ static bool body_append(struct httpd_req *r, const char *data, size_t n, size_t 
 
 static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t *resp)
 {
-    const char *body = resp->body ? resp->body : "";
-    size_t len = resp->body_len == SIZE_MAX ? strlen(body) : resp->body_len;
+    const char *body = resp->body_owned ? resp->body_owned : resp->body ? resp->body : "";
+    size_t len = resp->body_owned || resp->body_len == SIZE_MAX ? strlen(body) : resp->body_len;
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
@@ -98,9 +101,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     httpd_t *h = cls;
@@ -130,7 +132,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     httpd_resp_t resp = {.status = 500, .body_len = SIZE_MAX};
     h->o.handler(h->o.opaque, r, &resp);
-    return send_resp(conn, &resp);
+    enum MHD_Result ok = send_resp(conn, &resp);
+    free(resp.body_owned);
+    return ok;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -176,11 +180,10 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     h->d = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->connections_max,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_THREAD_STACK_BYTES,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)o->connections_max, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
         snprintf(errstr, errstr_size,
                  "%s: cannot listen on %s:%d (in use, or not an address of this host?)", h->name,

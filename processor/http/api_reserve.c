@@ -1,0 +1,103 @@
+/* POST /v1/reservations: a checkout starts. The JSON body becomes a Reserve:
+ *   {"reservation_id": "r-1", "lines": [{"sku": "SKU-1", "qty": 2}],
+ *    "ship_to": {"lat": 40.7, "lon": -74.0}, "ttl_ms": 600000, "campaign": "flash"}
+ * reservation_id defaults to the Idempotency-Key header and the key to the
+ * reservation_id (one of them is needed); ship_to, ttl_ms and campaign are
+ * optional. 201 with the allocations when held; the gateway's own checks answer
+ * 422 (REJECTED_INVALID) or 409 (REJECTED_INSUFFICIENT). */
+#include <string.h>
+
+#include "hf_limits.h"
+#include "http_api_int.h"
+
+static bool take_lines(http_ctx_t *ctx, httpd_resp_t *resp, json_t *body, hf_reserve_t *r)
+{
+    json_t *lines = json_object_get(body, "lines");
+    if (!json_is_array(lines) || json_array_size(lines) == 0 ||
+        json_array_size(lines) > HF_LINES_MAX) {
+        http_error(ctx, resp, 422, "invalid_field",
+                   "'lines' must be an array of 1..%d {\"sku\", \"qty\"} objects", HF_LINES_MAX);
+        return false;
+    }
+    static const char *const line_members[] = {"sku", "qty", NULL};
+    size_t i;
+    json_t *l;
+    json_array_foreach(lines, i, l)
+    {
+        hf_line_t *dst = &r->lines[i];
+        if (!json_is_object(l)) {
+            http_error(ctx, resp, 422, "invalid_field", "lines[%zu] must be an object", i);
+            return false;
+        }
+        if (!http_only_members(ctx, resp, l, line_members) ||
+            !http_take_string(ctx, resp, l, "sku", NULL, dst->sku, sizeof dst->sku))
+            return false;
+        json_t *q = json_object_get(l, "qty");
+        if (!json_is_integer(q) || json_integer_value(q) < 1 ||
+            json_integer_value(q) > HF_QTY_MAX) {
+            http_error(ctx, resp, 422, "invalid_field",
+                       "lines[%zu].qty must be an integer in 1..%lld", i, (long long)HF_QTY_MAX);
+            return false;
+        }
+        dst->qty = json_integer_value(q);
+    }
+    r->lines_count = (int32_t)json_array_size(lines);
+    return true;
+}
+
+static bool take_ship_to(http_ctx_t *ctx, httpd_resp_t *resp, json_t *body, hf_reserve_t *r)
+{
+    json_t *g = json_object_get(body, "ship_to");
+    r->ship_to.lat = 40.71; /* as hfctl: the default destination */
+    r->ship_to.lon = -74.01;
+    if (!g)
+        return true;
+    json_t *lat = json_object_get(g, "lat"), *lon = json_object_get(g, "lon");
+    if (!json_is_object(g) || !json_is_number(lat) || !json_is_number(lon) ||
+        json_object_size(g) != 2 || json_number_value(lat) < -90 || json_number_value(lat) > 90 ||
+        json_number_value(lon) < -180 || json_number_value(lon) > 180) {
+        http_error(ctx, resp, 422, "invalid_field",
+                   "'ship_to' must be {\"lat\": -90..90, \"lon\": -180..180}");
+        return false;
+    }
+    r->ship_to.lat = json_number_value(lat);
+    r->ship_to.lon = json_number_value(lon);
+    return true;
+}
+
+void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    static _Thread_local hf_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.type = HF_REC_RESERVE;
+    hf_reserve_t *r = &rec.u.reserve;
+    json_t *body = http_body_object(ctx, call, resp);
+    if (!body)
+        return;
+    static const char *const members[] = {"reservation_id", "lines",    "ship_to",
+                                          "ttl_ms",         "campaign", NULL};
+    const char *header_key = httpd_header(call->req, "Idempotency-Key");
+    json_t *ttl = json_object_get(body, "ttl_ms");
+    bool ok = http_only_members(ctx, resp, body, members) &&
+              http_take_string(ctx, resp, body, "reservation_id", header_key, r->reservation_id,
+                               sizeof r->reservation_id) &&
+              http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
+                                   sizeof r->idempotency_key) &&
+              take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&
+              (!json_object_get(body, "campaign") ||
+               http_take_string(ctx, resp, body, "campaign", NULL, r->campaign,
+                                sizeof r->campaign));
+    if (ok && ttl) {
+        if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+            json_integer_value(ttl) > HF_TTL_MAX_MS) {
+            http_error(ctx, resp, 422, "invalid_field", "'ttl_ms' must be an integer in 1..%lld",
+                       (long long)HF_TTL_MAX_MS);
+            ok = false;
+        } else {
+            r->ttl_ms = json_integer_value(ttl);
+        }
+    }
+    json_decref(body);
+    if (ok)
+        http_forward(ctx, call, resp, &rec, 201);
+}

@@ -1,0 +1,419 @@
+/* http_api.h: the route table, start and stop, and what the handlers share
+ * (http_api_int.h). Each route's handler lives in its own api_*.c file. */
+#include "http_api.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "hf_clock.h"
+#include "hf_limits.h"
+#include "http_api_int.h"
+#include "lib/client.h"
+#include "log.h"
+#include "metrics.h"
+#include "topics.h"
+
+/* How long start waits for the routing view and the ledger store. */
+#define HTTP_VIEW_WAIT_MS   30000
+
+struct http_api {
+    http_ctx_t ctx;
+};
+
+typedef struct {
+    const char *method;
+    const char *path; /* segments; "{name}" matches one non-empty segment */
+    http_route_fn fn;
+} http_route_t;
+
+/* What a newcomer looks for: "what happens on POST .../commit" is api_commit.c. */
+static const http_route_t routes[] = {
+    {"POST", "/v1/reservations", api_reserve},
+    {"GET", "/v1/reservations/{id}", api_status},
+    {"POST", "/v1/reservations/{id}/commit", api_commit},
+    {"POST", "/v1/reservations/{id}/release", api_release},
+    {"POST", "/v1/reservations/{id}/extend", api_extend},
+    {"GET", "/v1/availability/{sku}", api_availability},
+    {"POST", "/v1/webhooks/payments", api_webhook},
+    {"GET", "/metrics", api_metrics},
+    {"GET", "/healthz", api_healthz},
+    {"GET", "/readyz", api_readyz},
+};
+#define ROUTES_COUNT (sizeof routes / sizeof routes[0])
+
+void http_api_print_routes(FILE *out)
+{
+    for (size_t i = 0; i < ROUTES_COUNT; i++)
+        fprintf(out, "%s %s\n", routes[i].method, routes[i].path);
+}
+
+/* Matches path against a route pattern, capturing its {params}. */
+static bool route_match(const char *pattern, const char *path, http_call_t *call)
+{
+    int n = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (*p == '{') {
+            const char *end = strchr(s, '/');
+            size_t len = end ? (size_t)(end - s) : strlen(s);
+            if (len == 0 || len >= sizeof call->param_buf[0] || n >= HTTP_PARAMS_MAX)
+                return false;
+            memcpy(call->param_buf[n], s, len);
+            call->param_buf[n][len] = '\0';
+            call->params[n] = call->param_buf[n];
+            n++;
+            s += len;
+            p = strchr(p, '}');
+            if (!p)
+                return false;
+            p++;
+            continue;
+        }
+        if (*p++ != *s++)
+            return false;
+    }
+    return *p == '\0' && *s == '\0';
+}
+
+static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
+{
+    http_ctx_t *ctx = opaque;
+    atomic_fetch_add(&ctx->requests, 1);
+    const char *path = httpd_path(req), *method = httpd_method(req);
+    bool path_known = false;
+    http_call_t call;
+    for (size_t i = 0; i < ROUTES_COUNT; i++) {
+        memset(&call, 0, sizeof call);
+        call.req = req;
+        if (!route_match(routes[i].path, path, &call))
+            continue;
+        path_known = true;
+        if (strcmp(routes[i].method, method) == 0) {
+            routes[i].fn(ctx, &call, resp);
+            return;
+        }
+    }
+    if (path_known)
+        http_error(ctx, resp, 405, "method_not_allowed", "%s is not served on %s", method, path);
+    else
+        http_error(ctx, resp, 404, "no_route", "no route %s %s (docs/openapi.json lists them)",
+                   method, path);
+}
+
+/* ---- shared helpers */
+
+void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code,
+                const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (status == 422)
+        atomic_fetch_add(&ctx->invalid, 1);
+    json_t *o = json_pack("{s:s,s:s}", "error", code, "message", msg);
+    resp->status = status;
+    resp->body_owned = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+}
+
+json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    size_t len = 0;
+    const char *body = httpd_body(call->req, &len);
+    json_error_t jerr;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o) {
+        http_error(ctx, resp, 422, "invalid_json", "the body is not JSON: %s (line %d, column %d)",
+                   jerr.text, jerr.line, jerr.column);
+        return NULL;
+    }
+    if (!json_is_object(o)) {
+        json_decref(o);
+        http_error(ctx, resp, 422, "invalid_json", "the body must be a JSON object");
+        return NULL;
+    }
+    return o;
+}
+
+bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name,
+                      const char *fallback, char *dst, size_t dst_size)
+{
+    json_t *v = json_object_get(obj, name);
+    if (!v && fallback) {
+        snprintf(dst, dst_size, "%s", fallback);
+        return true;
+    }
+    if (!v || !json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) >= dst_size) {
+        http_error(ctx, resp, 422, "invalid_field",
+                   "'%s' must be a non-empty string of at most %zu bytes", name, dst_size - 1);
+        return false;
+    }
+    snprintf(dst, dst_size, "%s", json_string_value(v));
+    return true;
+}
+
+bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj,
+                       const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = strcmp(*a, key) == 0;
+        if (!ok) {
+            http_error(ctx, resp, 422, "unknown_field", "unknown field '%s'", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
+                          const char *fallback, char *dst, size_t dst_size)
+{
+    const char *k = httpd_header(call->req, "Idempotency-Key");
+    if (!k)
+        k = fallback;
+    if (!k || !k[0] || strlen(k) >= dst_size) {
+        http_error(ctx, resp, 422, "invalid_idempotency_key",
+                   "the Idempotency-Key header is %s: send 1..%zu bytes, the same on every retry",
+                   k ? "too long or empty" : "required here", dst_size - 1);
+        return false;
+    }
+    snprintf(dst, dst_size, "%s", k);
+    return true;
+}
+
+int http_status_for(hf_rec_type_t req_type, hf_reply_outcome_t outcome, int success_status)
+{
+    switch (outcome) {
+    case HF_REPLY_HELD:
+        return req_type == HF_REC_RESERVE || req_type == HF_REC_EXTEND ? success_status : 409;
+    case HF_REPLY_COMMITTED:
+        return req_type == HF_REC_COMMIT ? success_status : 409;
+    case HF_REPLY_RELEASED:
+        return req_type == HF_REC_RELEASE ? success_status : 409;
+    case HF_REPLY_EXPIRED: /* a release of an expired hold reached what it asked */
+        return req_type == HF_REC_RELEASE ? success_status : 410;
+    case HF_REPLY_REJECTED_INSUFFICIENT:
+    case HF_REPLY_CONFLICT:
+        return 409;
+    case HF_REPLY_REJECTED_INVALID:
+        return 422;
+    case HF_REPLY_NOT_FOUND:
+        return 404;
+    case HF_REPLY_BUSY:
+        return 503;
+    case HF_REPLY__COUNT:
+        break;
+    }
+    return 500;
+}
+
+void http_record_json(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf_record_t *rec)
+{
+    static _Thread_local uint8_t buf[HF_RECORD_LEN_MAX];
+    size_t len = 0;
+    char errstr[256];
+    char *json = NULL;
+    if (codec_encode(rec, buf, sizeof buf, &len, errstr, sizeof errstr) != HF_OK ||
+        codec_to_json(buf, len, &json, errstr, sizeof errstr) != HF_OK) {
+        http_error(ctx, resp, 500, "encode", "%s", errstr);
+        return;
+    }
+    resp->status = status;
+    resp->body_owned = json;
+}
+
+void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
+                  hf_record_t *req, int success_status)
+{
+    static _Thread_local hf_record_t reply;
+    char errstr[256];
+    const char *tp = httpd_header(call->req, "traceparent");
+    reply.type = HF_REC_REPLY;
+    switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms,
+                             &reply.u.reply, errstr, sizeof errstr)) {
+    case HTTP_BRIDGE_ANSWERED:
+        break;
+    case HTTP_BRIDGE_FULL:
+        atomic_fetch_add(&ctx->overloaded, 1);
+        http_error(ctx, resp, 503, "overloaded", "%s; retry with the same Idempotency-Key",
+                   errstr);
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+        return;
+    case HTTP_BRIDGE_TIMEOUT:
+        atomic_fetch_add(&ctx->timeouts, 1);
+        http_error(ctx, resp, 503, "timeout",
+                   "%s; the request may still be applied: retry with the same Idempotency-Key "
+                   "for its answer",
+                   errstr);
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+        return;
+    case HTTP_BRIDGE_FAILED:
+        http_error(ctx, resp, 503, "unavailable", "cannot send to the pipeline: %s", errstr);
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+        return;
+    }
+    int status = http_status_for(req->type, reply.u.reply.outcome, success_status);
+    if (status == 503) {
+        atomic_fetch_add(&ctx->overloaded, 1);
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+    }
+    resp->status = status;
+    resp->body_owned = client_reply_json(&reply.u.reply);
+}
+
+/* ---- metrics and health of the front itself */
+
+static double gauge_u64(void *p) { return (double)atomic_load((_Atomic uint64_t *)p); }
+static double gauge_inflight(void *p) { return http_bridge_inflight(((http_ctx_t *)p)->bridge); }
+
+void api_metrics(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    (void)ctx;
+    (void)call;
+    size_t need = metrics_render(NULL, 0) + 1;
+    char *buf = malloc(need);
+    if (!buf) {
+        resp->status = 500;
+        return;
+    }
+    metrics_render(buf, need);
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4";
+    resp->body_owned = buf;
+}
+
+void api_healthz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    (void)ctx;
+    (void)call;
+    resp->status = 200;
+    resp->body = "{\"status\":\"ok\"}";
+}
+
+void api_readyz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    (void)call;
+    int64_t view_ms = view_staleness_ms(ctx->view);
+    int64_t ledger_ms = http_status_staleness_ms(ctx->status);
+    int64_t max_ms = ctx->cfg->view_stale_max_ms;
+    if (view_ms < 0 || view_ms > max_ms) {
+        http_error(ctx, resp, 503, "not_ready", "routing view %s (view_stale_max_ms %lld)",
+                   view_ms < 0 ? "not yet current" : "stale", (long long)max_ms);
+        return;
+    }
+    if (ledger_ms < 0 || ledger_ms > max_ms) {
+        http_error(ctx, resp, 503, "not_ready", "reservation store %s (view_stale_max_ms %lld)",
+                   ledger_ms < 0 ? "not yet current" : "stale", (long long)max_ms);
+        return;
+    }
+    resp->status = 200;
+    resp->body = "{\"status\":\"ready\"}";
+}
+
+/* ---- start and stop */
+
+int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, cfg->http_bind, &a) != 1) {
+        snprintf(errstr, errstr_size,
+                 "http_bind '%s' must be an IPv4 address (127.0.0.1: this host only; 0.0.0.0: "
+                 "every interface)",
+                 cfg->http_bind);
+        return HF_ERR_CONFIG;
+    }
+    webhook_secrets_t secrets;
+    return api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
+}
+
+int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t **out,
+                   int *bound_port, char *errstr, size_t errstr_size)
+{
+    int err = http_api_check_config(cfg, errstr, errstr_size);
+    if (err)
+        return err;
+    http_api_t *api = calloc(1, sizeof *api);
+    if (!api)
+        return HF_ERR_NOMEM;
+    http_ctx_t *ctx = &api->ctx;
+    ctx->cfg = cfg;
+    if (api_webhook_secrets(cfg, &ctx->webhook_secrets, errstr, errstr_size) != HF_OK) {
+        free(api);
+        return HF_ERR_CONFIG;
+    }
+    int n = snprintf(ctx->reply_topic, sizeof ctx->reply_topic, "%s%shttp-%s", topics_prefix(),
+                     cfg->reply_topic_prefix, cfg->instance_id);
+    if (!cfg->reply_topic_prefix[0] || n < 0 || (size_t)n >= sizeof ctx->reply_topic) {
+        snprintf(errstr, errstr_size,
+                 "reply_topic_prefix must be set (the front's replies go to a topic under it) "
+                 "and the reply topic name must fit %d bytes",
+                 HF_TOPIC_LEN_MAX);
+        free(api);
+        return HF_ERR_CONFIG;
+    }
+    char dir[HF_CONFIG_STR_MAX + 80];
+    snprintf(dir, sizeof dir, "%s/http-%s", cfg->state_dir, cfg->instance_id);
+    http_bridge_opts_t bo = {kconf, ctx->reply_topic, cfg->http_inflight_max,
+                             cfg->http_reply_retention_ms};
+    err = view_new(kconf, topic_name(HF_T_AVAILABILITY), &ctx->view, errstr, errstr_size);
+    if (!err)
+        err = http_status_new(kconf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr,
+                              errstr_size);
+    if (!err)
+        err = http_bridge_new(&bo, &ctx->bridge, errstr, errstr_size);
+    if (!err && view_wait_ready(ctx->view, HTTP_VIEW_WAIT_MS) != HF_OK)
+        log_warn("http", "routing view not current after %d ms; serving, /readyz says 503",
+                 HTTP_VIEW_WAIT_MS);
+    if (!err) {
+        metrics_gauge("holdfast_http_requests_total", "HTTP requests received", gauge_u64,
+                      &ctx->requests);
+        metrics_gauge("holdfast_http_overloaded_total", "Requests answered 503 (busy or full)",
+                      gauge_u64, &ctx->overloaded);
+        metrics_gauge("holdfast_http_timeouts_total",
+                      "Requests answered 503 (no reply within http_reply_timeout_ms)", gauge_u64,
+                      &ctx->timeouts);
+        metrics_gauge("holdfast_http_invalid_total", "Requests answered 422", gauge_u64,
+                      &ctx->invalid);
+        metrics_gauge("holdfast_http_webhook_bad_signatures_total",
+                      "Payment webhooks refused 401 (signature)", gauge_u64, &ctx->bad_signatures);
+        metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline",
+                      gauge_inflight, ctx);
+        httpd_opts_t ho = {.bind = cfg->http_bind,
+                           .port = cfg->http_port,
+                           .connections_max = cfg->http_connections_max,
+                           .body_max_bytes = (size_t)cfg->http_body_max_bytes,
+                           .idle_timeout_s = 30,
+                           .handler = on_http,
+                           .opaque = ctx,
+                           .name = "http"};
+        err = httpd_start(&ho, &ctx->server, bound_port, errstr, errstr_size);
+    }
+    if (err) {
+        http_api_stop(api);
+        return err;
+    }
+    *out = api;
+    return HF_OK;
+}
+
+void http_api_stop(http_api_t *api)
+{
+    if (!api)
+        return;
+    httpd_stop(api->ctx.server);
+    http_bridge_destroy(api->ctx.bridge);
+    http_status_destroy(api->ctx.status);
+    view_destroy(api->ctx.view);
+    free(api);
+}
