@@ -168,6 +168,13 @@ $(BUILD)/pipeline-topics: $(BUILD)/obj/tests/bench/pipeline_topics.o $(BUILD)/li
 bench-pipeline: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/pipeline.py
 
+# The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py):
+# BENCH_HTTP_RATES (default "500 2000"), BENCH_SECONDS. Needs the broker and wrk.
+.PHONY: bench-http
+bench-http: deps-check release $(BUILD)/pipeline-topics
+	@command -v wrk >/dev/null || { echo "bench-http needs wrk: bash tools/deps.sh http" >&2; exit 1; }
+	@python3 tests/bench/http_front.py
+
 # The same bench in its quick form (one low rate, short runs): proves the tool works
 # end to end and its JSON is complete. Part of `make test`; the ladder is not.
 test-bench-pipeline: deps-check release $(BUILD)/pipeline-topics
