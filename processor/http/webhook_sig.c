@@ -307,7 +307,7 @@ webhook_sig_result_t webhook_sig_verify(const webhook_secrets_t *secrets, const 
         blanks++;
     if (blanks == len) {
         say(why, why_size,
-            "no Holdfast-Signature header: the sender must sign every webhook "
+            "no " WEBHOOK_SIG_HEADER_NAME " header: the sender must sign every webhook "
             "(t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)");
         return WEBHOOK_SIG_MISSING;
     }

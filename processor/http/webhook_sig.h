@@ -6,8 +6,8 @@
  * Format (Stripe's, the default): the header
  *     Holdfast-Signature: t=<unix seconds>,v1=<64 hex>[,v1=<64 hex>...]
  * where each v1 is HMAC-SHA256(secret, "<t as sent>.<raw body bytes>") in hex. Any
- * v1 made with any configured secret passes (rotation); other schemes (v0=) are
- * ignored; blanks around items are tolerated. A provider's test rig signs a body
+ * v1 made with any configured secret passes (rotation); hex digits in either case;
+ * other schemes (v0=) are ignored; blanks around items and empty items are tolerated. A provider's test rig signs a body
  * the same way: `printf '%s' "$t.$body" | openssl dgst -sha256 -hmac "$secret"`. */
 #ifndef HF_WEBHOOK_SIG_H
 #define HF_WEBHOOK_SIG_H
@@ -17,6 +17,9 @@
 
 #include "hf_err.h"
 #include "hf_limits.h"
+
+/* The HTTP header that carries the signature (one spelling for server and docs). */
+#define WEBHOOK_SIG_HEADER_NAME "Holdfast-Signature"
 
 /* Outcomes of a check. The names are metrics labels and stable; never renumber.
  * Only OK may be acted on. STALE and FUTURE are reported only for a header whose

@@ -102,6 +102,13 @@ static void test_signed_header_verifies_for_any_body_and_time(void **state)
             assert_int_equal(verify_at(&secrets, header, bodies[b], times[t], NULL, 0),
                              WEBHOOK_SIG_OK);
         }
+    /* An empty POST may come as a NULL body. */
+    char header[WEBHOOK_SIG_HEADER_SIZE];
+    assert_int_equal(webhook_sig_sign(SECRET, T0, NULL, 0, header, sizeof header), HF_OK);
+    assert_int_equal(webhook_sig_verify(&secrets, header, NULL, 0, T0, TOL_S, NULL, 0),
+                     WEBHOOK_SIG_OK);
+    assert_int_equal(webhook_sig_verify(&secrets, header, "x", 1, T0, TOL_S, NULL, 0),
+                     WEBHOOK_SIG_MISMATCH);
 }
 
 static void test_wrong_secret_is_a_mismatch(void **state)
