@@ -107,7 +107,7 @@ int webhook_secrets_add(webhook_secrets_t *secrets, const char *secret, char *er
     hf_assert(secrets && secrets->secrets_count <= HF_WEBHOOK_SECRETS_MAX);
     const char *problem = webhook_secret_check(secret);
     if (problem) {
-        say(errstr, errstr_size, "webhook secret %zu: %s", secrets->secrets_count + 1, problem);
+        say(errstr, errstr_size, "%s", problem);
         return HF_ERR_CONFIG;
     }
     if (secrets->secrets_count == HF_WEBHOOK_SECRETS_MAX) {

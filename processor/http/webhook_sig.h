@@ -62,9 +62,13 @@ const char *webhook_secret_check(const char *secret);
 
 void webhook_secrets_init(webhook_secrets_t *secrets);
 /* Appends one secret after webhook_secret_check. HF_ERR_CONFIG with errstr when
- * the secret is refused or the set already holds HF_WEBHOOK_SECRETS_MAX. */
+ * the secret is refused or the set already holds HF_WEBHOOK_SECRETS_MAX; errstr is
+ * the problem alone (the caller names the setting and the secret's position). */
 int webhook_secrets_add(webhook_secrets_t *secrets, const char *secret, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;
+
+/* A why buffer of this size holds every sentence webhook_sig_verify writes whole. */
+#define WEBHOOK_SIG_WHY_SIZE 256
 
 /* Checks the value of a Holdfast-Signature header (NULL when the request had
  * none) against body[0..body_len) at now_s (unix seconds): a timestamp more than
