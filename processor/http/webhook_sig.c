@@ -107,7 +107,7 @@ int webhook_secrets_add(webhook_secrets_t *secrets, const char *secret, char *er
     hf_assert(secrets && secrets->secrets_count <= HF_WEBHOOK_SECRETS_MAX);
     const char *problem = webhook_secret_check(secret);
     if (problem) {
-        say(errstr, errstr_size, "webhook secret %zu: %s", secrets->secrets_count + 1, problem);
+        say(errstr, errstr_size, "%s", problem);
         return HF_ERR_CONFIG;
     }
     if (secrets->secrets_count == HF_WEBHOOK_SECRETS_MAX) {
@@ -307,7 +307,7 @@ webhook_sig_result_t webhook_sig_verify(const webhook_secrets_t *secrets, const 
         blanks++;
     if (blanks == len) {
         say(why, why_size,
-            "no Holdfast-Signature header: the sender must sign every webhook "
+            "no " WEBHOOK_SIG_HEADER_NAME " header: the sender must sign every webhook "
             "(t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)");
         return WEBHOOK_SIG_MISSING;
     }

@@ -6,8 +6,8 @@
  * Format (Stripe's, the default): the header
  *     Holdfast-Signature: t=<unix seconds>,v1=<64 hex>[,v1=<64 hex>...]
  * where each v1 is HMAC-SHA256(secret, "<t as sent>.<raw body bytes>") in hex. Any
- * v1 made with any configured secret passes (rotation); other schemes (v0=) are
- * ignored; blanks around items are tolerated. A provider's test rig signs a body
+ * v1 made with any configured secret passes (rotation); hex digits in either case;
+ * other schemes (v0=) are ignored; blanks around items and empty items are tolerated. A provider's test rig signs a body
  * the same way: `printf '%s' "$t.$body" | openssl dgst -sha256 -hmac "$secret"`. */
 #ifndef HF_WEBHOOK_SIG_H
 #define HF_WEBHOOK_SIG_H
@@ -17,6 +17,9 @@
 
 #include "hf_err.h"
 #include "hf_limits.h"
+
+/* The HTTP header that carries the signature (one spelling for server and docs). */
+#define WEBHOOK_SIG_HEADER_NAME "Holdfast-Signature"
 
 /* Outcomes of a check. The names are metrics labels and stable; never renumber.
  * Only OK may be acted on. STALE and FUTURE are reported only for a header whose
@@ -59,9 +62,13 @@ const char *webhook_secret_check(const char *secret);
 
 void webhook_secrets_init(webhook_secrets_t *secrets);
 /* Appends one secret after webhook_secret_check. HF_ERR_CONFIG with errstr when
- * the secret is refused or the set already holds HF_WEBHOOK_SECRETS_MAX. */
+ * the secret is refused or the set already holds HF_WEBHOOK_SECRETS_MAX; errstr is
+ * the problem alone (the caller names the setting and the secret's position). */
 int webhook_secrets_add(webhook_secrets_t *secrets, const char *secret, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;
+
+/* A why buffer of this size holds every sentence webhook_sig_verify writes whole. */
+#define WEBHOOK_SIG_WHY_SIZE 256
 
 /* Checks the value of a Holdfast-Signature header (NULL when the request had
  * none) against body[0..body_len) at now_s (unix seconds): a timestamp more than

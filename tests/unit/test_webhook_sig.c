@@ -102,6 +102,13 @@ static void test_signed_header_verifies_for_any_body_and_time(void **state)
             assert_int_equal(verify_at(&secrets, header, bodies[b], times[t], NULL, 0),
                              WEBHOOK_SIG_OK);
         }
+    /* An empty POST may come as a NULL body. */
+    char header[WEBHOOK_SIG_HEADER_SIZE];
+    assert_int_equal(webhook_sig_sign(SECRET, T0, NULL, 0, header, sizeof header), HF_OK);
+    assert_int_equal(webhook_sig_verify(&secrets, header, NULL, 0, T0, TOL_S, NULL, 0),
+                     WEBHOOK_SIG_OK);
+    assert_int_equal(webhook_sig_verify(&secrets, header, "x", 1, T0, TOL_S, NULL, 0),
+                     WEBHOOK_SIG_MISMATCH);
 }
 
 static void test_wrong_secret_is_a_mismatch(void **state)
@@ -341,7 +348,7 @@ static void test_secret_check_refuses_short_long_and_padded_secrets(void **state
     char errstr[256];
     webhook_secrets_init(&secrets);
     assert_int_equal(webhook_secrets_add(&secrets, "short", errstr, sizeof errstr), HF_ERR_CONFIG);
-    assert_non_null(strstr(errstr, "webhook secret 1: the webhook secret is shorter"));
+    assert_non_null(strstr(errstr, "the webhook secret is shorter than 16 bytes"));
     assert_int_equal(secrets.secrets_count, 0);
     assert_int_equal(webhook_secrets_add(&secrets, SECRET, errstr, sizeof errstr), HF_OK);
     assert_int_equal(webhook_secrets_add(&secrets, SECRET_OLD, errstr, sizeof errstr), HF_OK);
@@ -368,6 +375,54 @@ static void test_sign_refuses_small_buffer_negative_time_and_empty_secret(void *
     /* The largest timestamp fits the documented size. */
     assert_int_equal(webhook_sig_sign(SECRET, INT64_MAX, "", 0, header, sizeof header), HF_OK);
     assert_int_equal(strlen(header), 2 + 19 + 4 + 64);
+}
+
+/* The longest sentence of each kind (widest numbers, the last item of a full
+ * header) fits WEBHOOK_SIG_WHY_SIZE, so the caller's 401 body is never cut. */
+static void test_longest_reasons_fit_the_documented_why_size(void **state)
+{
+    (void)state;
+    webhook_secrets_t both = secrets_of(SECRET, SECRET_OLD);
+    char header[HF_WEBHOOK_SIG_HEADER_LEN_MAX + 1], why[4 * WEBHOOK_SIG_WHY_SIZE];
+    size_t longest = 0;
+#define CHECK(call, expect)                                                                        \
+    do {                                                                                           \
+        assert_int_equal((call), (expect));                                                        \
+        longest = strlen(why) > longest ? strlen(why) : longest;                                   \
+    } while (0)
+
+    assert_int_equal(webhook_sig_sign(SECRET, INT64_MAX, "", 0, header, sizeof header), HF_OK);
+    CHECK(webhook_sig_verify(&both, header, "", 0, INT64_MIN, INT64_MAX, why, sizeof why),
+          WEBHOOK_SIG_FUTURE);
+    assert_int_equal(webhook_sig_sign(SECRET, INT64_MAX / 2, "", 0, header, sizeof header), HF_OK);
+    CHECK(webhook_sig_verify(&both, header, "", 0, INT64_MAX, 0, why, sizeof why),
+          WEBHOOK_SIG_STALE);
+    CHECK(webhook_sig_verify(&both, header, "x", 1, INT64_MAX, 0, why, sizeof why),
+          WEBHOOK_SIG_MISMATCH);
+    assert_int_equal(webhook_sig_sign(SECRET_OLD, T0, "", 0, header, sizeof header), HF_OK);
+    CHECK(webhook_sig_verify(&both, header, "", 0, T0, 0, why, sizeof why), WEBHOOK_SIG_OK);
+    CHECK(webhook_sig_verify(&both, NULL, "", 0, T0, 0, why, sizeof why), WEBHOOK_SIG_MISSING);
+    /* The last of ~500 items is broken: the widest item number. */
+    const char *tails[] = {"x", "v1=x"};
+    for (size_t i = 0; i < 2; i++) {
+        memset(header, ',', sizeof header);
+        memcpy(header, "t=1", 3);
+        size_t at = HF_WEBHOOK_SIG_HEADER_LEN_MAX - strlen(tails[i]);
+        memcpy(header + at, tails[i], strlen(tails[i]));
+        header[HF_WEBHOOK_SIG_HEADER_LEN_MAX] = '\0';
+        CHECK(webhook_sig_verify(&both, header, "", 0, T0, 0, why, sizeof why),
+              WEBHOOK_SIG_MALFORMED);
+        assert_non_null(strstr(why, "item 10"));
+    }
+#undef CHECK
+    assert_in_range(longest, 100, WEBHOOK_SIG_WHY_SIZE - 1);
+    /* And so does every refusal of a secret. */
+    char long_secret[HF_WEBHOOK_SECRET_LEN_MAX + 2];
+    memset(long_secret, 'k', sizeof long_secret);
+    long_secret[HF_WEBHOOK_SECRET_LEN_MAX + 1] = '\0';
+    const char *secrets[] = {"", "short", " 0123456789abcdef", long_secret};
+    for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++)
+        assert_in_range(strlen(webhook_secret_check(secrets[i])), 20, WEBHOOK_SIG_WHY_SIZE - 1);
 }
 
 static void test_result_names_are_the_metrics_labels(void **state)
@@ -401,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_empty_secret_set_fails_closed),
         cmocka_unit_test(test_secret_check_refuses_short_long_and_padded_secrets),
         cmocka_unit_test(test_sign_refuses_small_buffer_negative_time_and_empty_secret),
+        cmocka_unit_test(test_longest_reasons_fit_the_documented_why_size),
         cmocka_unit_test(test_result_names_are_the_metrics_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
