@@ -44,7 +44,7 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     const char *raw = httpd_body(call->req, &len);
     char why[256];
     webhook_sig_result_t v = webhook_sig_verify(
-        &ctx->webhook_secrets, httpd_header(call->req, "Holdfast-Signature"), raw, len,
+        &ctx->webhook_secrets, httpd_header(call->req, WEBHOOK_SIG_HEADER_NAME), raw, len,
         hf_wall_ms() / 1000, ctx->cfg->webhook_tolerance_s, why, sizeof why);
     if (v == WEBHOOK_SIG_INTERNAL) {
         http_error(ctx, resp, 503, "internal", "%s", why);

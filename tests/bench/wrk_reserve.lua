@@ -5,6 +5,7 @@
 -- before each request (wrk is closed-loop; this caps the rate at
 -- connections x 1000 / (delay_ms + latency)). Prints, for the bench to parse:
 --   status <code> <count>        per HTTP status
+--   sample <code> <body>         one answer other than 201 per thread
 --   latency_us p50 .. max        over every response
 --   requests .. errors ..        wrk's own counters
 -- usage: wrk -c C -d S -t T -s wrk_reserve.lua URL -- SKUS DELAY_MS RUN_ID TTL_MS
@@ -41,11 +42,16 @@ end
 
 function response(status, headers, body)
    statuses[status] = (statuses[status] or 0) + 1
+   if status ~= 201 and not sample then
+      sample = string.format("%d %s", status, string.sub(body or "", 1, 200))
+   end
 end
 
 function done(summary, latency, requests)
    local total = {}
    for _, t in ipairs(threads) do
+      local s = t:get("sample")
+      if s then io.write("sample " .. s .. "\n") end
       for code, n in pairs(t:get("statuses")) do
          total[code] = (total[code] or 0) + n
       end
