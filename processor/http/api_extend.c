@@ -26,8 +26,8 @@ void api_extend(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (ok)
         x->extend_by_ms = json_integer_value(by);
     json_decref(body);
-    if (!ok || !http_idempotency_key(ctx, call, resp, NULL, x->idempotency_key,
-                                     sizeof x->idempotency_key))
+    if (!ok ||
+        !http_idempotency_key(ctx, call, resp, NULL, x->idempotency_key, sizeof x->idempotency_key))
         return;
     snprintf(x->reservation_id, sizeof x->reservation_id, "%s", call->params[0]);
     http_forward(ctx, call, resp, &rec, 200);

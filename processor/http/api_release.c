@@ -16,11 +16,11 @@ void api_release(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (!body)
         return;
     static const char *const members[] = {"reason", NULL};
-    bool ok = http_only_members(ctx, resp, body, members) &&
-              http_take_string(ctx, resp, body, "reason", "abandoned", r->reason,
-                               sizeof r->reason) &&
-              http_idempotency_key(ctx, call, resp, "release", r->idempotency_key,
-                                   sizeof r->idempotency_key);
+    bool ok =
+        http_only_members(ctx, resp, body, members) &&
+        http_take_string(ctx, resp, body, "reason", "abandoned", r->reason, sizeof r->reason) &&
+        http_idempotency_key(ctx, call, resp, "release", r->idempotency_key,
+                             sizeof r->idempotency_key);
     json_decref(body);
     if (!ok)
         return;

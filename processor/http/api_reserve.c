@@ -78,15 +78,15 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
                                           "ttl_ms",         "campaign", NULL};
     const char *header_key = httpd_header(call->req, "Idempotency-Key");
     json_t *ttl = json_object_get(body, "ttl_ms");
-    bool ok = http_only_members(ctx, resp, body, members) &&
-              http_take_string(ctx, resp, body, "reservation_id", header_key, r->reservation_id,
-                               sizeof r->reservation_id) &&
-              http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
-                                   sizeof r->idempotency_key) &&
-              take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&
-              (!json_object_get(body, "campaign") ||
-               http_take_string(ctx, resp, body, "campaign", NULL, r->campaign,
-                                sizeof r->campaign));
+    bool ok =
+        http_only_members(ctx, resp, body, members) &&
+        http_take_string(ctx, resp, body, "reservation_id", header_key, r->reservation_id,
+                         sizeof r->reservation_id) &&
+        http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
+                             sizeof r->idempotency_key) &&
+        take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&
+        (!json_object_get(body, "campaign") ||
+         http_take_string(ctx, resp, body, "campaign", NULL, r->campaign, sizeof r->campaign));
     if (ok && ttl) {
         if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
             json_integer_value(ttl) > HF_TTL_MAX_MS) {

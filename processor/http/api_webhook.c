@@ -24,8 +24,8 @@ int api_webhook_secrets(const hf_config_t *cfg, webhook_secrets_t *out, char *er
     for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
         char why[256];
         if (webhook_secrets_add(out, s, why, sizeof why) != HF_OK) {
-            snprintf(errstr, errstr_size, "webhook_secrets: secret %zu: %s",
-                     out->secrets_count + 1, why);
+            snprintf(errstr, errstr_size, "webhook_secrets: secret %zu: %s", out->secrets_count + 1,
+                     why);
             return HF_ERR_CONFIG;
         }
     }
@@ -67,8 +67,8 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
                                sizeof c->idempotency_key) &&
               http_take_string(ctx, resp, body, "type", NULL, type, sizeof type);
     if (ok && strcmp(type, "payment.succeeded") != 0) {
-        json_t *o = json_pack("{s:b,s:s,s:s}", "ignored", 1, "id", c->idempotency_key, "type",
-                              type);
+        json_t *o =
+            json_pack("{s:b,s:s,s:s}", "ignored", 1, "id", c->idempotency_key, "type", type);
         resp->status = 200;
         resp->body_owned = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);

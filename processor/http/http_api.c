@@ -17,7 +17,7 @@
 #include "topics.h"
 
 /* How long start waits for the routing view and the ledger store. */
-#define HTTP_VIEW_WAIT_MS   30000
+#define HTTP_VIEW_WAIT_MS 30000
 
 struct http_api {
     http_ctx_t ctx;
@@ -50,8 +50,7 @@ void http_api_print_routes(FILE *out)
         fprintf(out, "%s %s\n", routes[i].method, routes[i].path);
 }
 
-/* Matches path against a route pattern, capturing its {params}. */
-static bool route_match(const char *pattern, const char *path, http_call_t *call)
+bool http_route_match(const char *pattern, const char *path, http_call_t *call)
 {
     int n = 0;
     const char *p = pattern, *s = path;
@@ -88,7 +87,7 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
     for (size_t i = 0; i < ROUTES_COUNT; i++) {
         memset(&call, 0, sizeof call);
         call.req = req;
-        if (!route_match(routes[i].path, path, &call))
+        if (!http_route_match(routes[i].path, path, &call))
             continue;
         path_known = true;
         if (strcmp(routes[i].method, method) == 0) {
@@ -105,8 +104,8 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
 
 /* ---- shared helpers */
 
-void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code,
-                const char *fmt, ...)
+void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code, const char *fmt,
+                ...)
 {
     char msg[512];
     va_list ap;
@@ -158,8 +157,7 @@ bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const ch
     return true;
 }
 
-bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj,
-                       const char *const *allowed)
+bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *const *allowed)
 {
     const char *key;
     json_t *v;
@@ -233,21 +231,20 @@ void http_record_json(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf_
     resp->body_owned = json;
 }
 
-void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
-                  hf_record_t *req, int success_status)
+void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
+                  int success_status)
 {
     static _Thread_local hf_record_t reply;
     char errstr[256];
     const char *tp = httpd_header(call->req, "traceparent");
     reply.type = HF_REC_REPLY;
-    switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms,
-                             &reply.u.reply, errstr, sizeof errstr)) {
+    switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms, &reply.u.reply,
+                             errstr, sizeof errstr)) {
     case HTTP_BRIDGE_ANSWERED:
         break;
     case HTTP_BRIDGE_FULL:
         atomic_fetch_add(&ctx->overloaded, 1);
-        http_error(ctx, resp, 503, "overloaded", "%s; retry with the same Idempotency-Key",
-                   errstr);
+        http_error(ctx, resp, 503, "overloaded", "%s; retry with the same Idempotency-Key", errstr);
         resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     case HTTP_BRIDGE_TIMEOUT:
@@ -274,8 +271,14 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
 
 /* ---- metrics and health of the front itself */
 
-static double gauge_u64(void *p) { return (double)atomic_load((_Atomic uint64_t *)p); }
-static double gauge_inflight(void *p) { return http_bridge_inflight(((http_ctx_t *)p)->bridge); }
+static double gauge_u64(void *p)
+{
+    return (double)atomic_load((_Atomic uint64_t *)p);
+}
+static double gauge_inflight(void *p)
+{
+    return http_bridge_inflight(((http_ctx_t *)p)->bridge);
+}
 
 void api_metrics(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
@@ -368,8 +371,8 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
                              cfg->http_reply_retention_ms};
     err = view_new(kconf, topic_name(HF_T_AVAILABILITY), &ctx->view, errstr, errstr_size);
     if (!err)
-        err = http_status_new(kconf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr,
-                              errstr_size);
+        err =
+            http_status_new(kconf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr, errstr_size);
     if (!err)
         err = http_bridge_new(&bo, &ctx->bridge, errstr, errstr_size);
     if (!err && view_wait_ready(ctx->view, HTTP_VIEW_WAIT_MS) != HF_OK)
@@ -387,8 +390,8 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
                       &ctx->invalid);
         metrics_gauge("holdfast_http_webhook_bad_signatures_total",
                       "Payment webhooks refused 401 (signature)", gauge_u64, &ctx->bad_signatures);
-        metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline",
-                      gauge_inflight, ctx);
+        metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline", gauge_inflight,
+                      ctx);
         httpd_opts_t ho = {.bind = cfg->http_bind,
                            .port = cfg->http_port,
                            .connections_max = cfg->http_connections_max,

@@ -16,7 +16,7 @@
 #include "view.h"
 #include "webhook_sig.h"
 
-#define HTTP_PARAMS_MAX 2
+#define HTTP_PARAMS_MAX     2
 /* A reservation the client just heard about may take the ledger reader a few
  * ms to see: GET waits up to this for it before answering 404. */
 #define HTTP_STATUS_WAIT_MS 300
@@ -62,8 +62,8 @@ int api_webhook_secrets(const hf_config_t *cfg, webhook_secrets_t *out, char *er
 /* ---- shared helpers (http_api.c) */
 
 /* A JSON error body {"error": code, "message": ...}; counts 422s. */
-void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
 
 /* The request body as a JSON object, or NULL after answering 422 (not JSON, not
  * an object). The caller decrefs. */
@@ -85,8 +85,13 @@ bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t
 /* Sends req through the bridge and answers: the Reply's JSON with a status from
  * its outcome (success_status when it is one of the request's successes), 503
  * with Retry-After when the pipeline is busy or slow, 500 when the send failed. */
-void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
-                  hf_record_t *req, int success_status);
+void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
+                  int success_status);
+
+/* Whether path matches a route pattern ("/v1/reservations/{id}/commit": a
+ * {name} matches one non-empty segment shorter than param_buf), capturing the
+ * {params} into call. */
+bool http_route_match(const char *pattern, const char *path, http_call_t *call);
 
 /* The HTTP status for a reply outcome to a request of type req_type. */
 int http_status_for(hf_rec_type_t req_type, hf_reply_outcome_t outcome, int success_status);

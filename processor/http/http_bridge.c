@@ -278,8 +278,7 @@ static int send_request(http_bridge_t *b, hf_record_t *req, const char *rid,
         return err;
     kafka_header_t tp = {"traceparent", traceparent};
     return kafka_produce(b->kp, topic_name(HF_T_REQUESTS), -1, rid, strlen(rid), buf, len,
-                         traceparent ? &tp : NULL, traceparent ? 1 : 0, NULL, errstr,
-                         errstr_size);
+                         traceparent ? &tp : NULL, traceparent ? 1 : 0, NULL, errstr, errstr_size);
 }
 
 http_bridge_result_t http_bridge_call(http_bridge_t *b, hf_record_t *req, const char *traceparent,
@@ -347,4 +346,7 @@ int http_bridge_inflight(http_bridge_t *b)
     return n;
 }
 
-uint64_t http_bridge_unmatched(http_bridge_t *b) { return atomic_load(&b->unmatched); }
+uint64_t http_bridge_unmatched(http_bridge_t *b)
+{
+    return atomic_load(&b->unmatched);
+}

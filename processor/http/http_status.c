@@ -16,9 +16,9 @@
 #include "log.h"
 #include "state.h"
 
-#define STATUS_POLL_MS        100
-#define STATUS_BATCH_MAX      500 /* ledger records per store write */
-#define STATUS_WAIT_STEP_MS   10
+#define STATUS_POLL_MS      100
+#define STATUS_BATCH_MAX    500 /* ledger records per store write */
+#define STATUS_WAIT_STEP_MS 10
 
 struct http_status {
     state_t *st;
@@ -43,7 +43,8 @@ static int apply_event(http_status_t *s, int32_t partition, const hf_ledger_even
     size_t len = 0, key_len = strlen(e->reservation_id);
     next.type = HF_REC_LEDGER_EVENT;
     next.u.ledger_event = *e;
-    int err = state_get(s->st, s->buf, partition, e->reservation_id, key_len, val, sizeof val, &len);
+    int err =
+        state_get(s->st, s->buf, partition, e->reservation_id, key_len, val, sizeof val, &len);
     char derr[256];
     if (err == HF_OK && codec_decode(val, len, &prev, derr, sizeof derr) == HF_OK &&
         prev.type == HF_REC_LEDGER_EVENT && e->allocations_count == 0) {
@@ -104,8 +105,7 @@ static void *status_main(void *arg)
             if (++batched < STATUS_BATCH_MAX)
                 continue;
         }
-        if (rc == 2 && m.partition >= 0 && m.partition < s->partitions &&
-            !seen_end[m.partition]) {
+        if (rc == 2 && m.partition >= 0 && m.partition < s->partitions && !seen_end[m.partition]) {
             seen_end[m.partition] = true;
             at_end++;
         }
