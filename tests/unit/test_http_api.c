@@ -18,7 +18,8 @@ static void test_route_params_are_captured(void **state)
     (void)state;
     http_call_t c;
     memset(&c, 0, sizeof c);
-    assert_true(http_route_match("/v1/reservations/{id}/commit", "/v1/reservations/r-1/commit", &c));
+    assert_true(
+        http_route_match("/v1/reservations/{id}/commit", "/v1/reservations/r-1/commit", &c));
     assert_string_equal(c.params[0], "r-1");
     memset(&c, 0, sizeof c);
     assert_true(http_route_match("/v1/reservations", "/v1/reservations", &c));
@@ -33,8 +34,8 @@ static void test_route_mismatches(void **state)
     (void)state;
     http_call_t c;
     const char *misses[][2] = {
-        {"/v1/reservations/{id}", "/v1/reservations/"},           /* empty segment */
-        {"/v1/reservations/{id}", "/v1/reservations/a/b"},        /* one segment only */
+        {"/v1/reservations/{id}", "/v1/reservations/"},    /* empty segment */
+        {"/v1/reservations/{id}", "/v1/reservations/a/b"}, /* one segment only */
         {"/v1/reservations/{id}/commit", "/v1/reservations/a/commi"},
         {"/v1/reservations/{id}/commit", "/v1/reservations/a/commits"},
         {"/v1/reservations", "/v1/reservations/"},
