@@ -121,7 +121,32 @@ bad_setting stage-twice counter,gateway,counter '{}' "stages: 'counter' is liste
 # file is found at once.
 bad_setting stages-order gateway,aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
   "aggregator: signal_overrides_file: "
+# The HTTP front checks its settings the same way: exit 2 naming the key, before
+# any Kafka client exists.
+bad_http() {
+  local name=$1 json=$2 needle=$3
+  shift 3
+  printf '%s\n' "$json" >"$cfgdir/http-$name.json"
+  local began=$SECONDS
+  HOLDFAST_BOOTSTRAP=127.0.0.1:1 expect_exit 2 timeout -k 2 10 env "$@" "$bin/holdfast" http \
+    --config "$cfgdir/http-$name.json" --state-dir "$cfgdir/state-http-$name" || return
+  grep -qF -- "$needle" <<<"$err" || fail "http $name: stderr does not say '$needle': ${err:0:300}"
+  [ $((SECONDS - began)) -le 5 ] || fail "http $name: took $((SECONDS - began)) s to fail"
+  [ ! -e "$cfgdir/state-http-$name" ] || fail "http $name: a state dir was made before the check"
+}
+bad_http bind '{"http_bind": "localhost"}' "http_bind 'localhost' must be an IPv4 address"
+bad_http short-secret '{"webhook_secrets": "short"}' "webhook_secrets: secret 1:"
+bad_http three-secrets '{"webhook_secrets": "aaaaaaaaaaaaaaaa1,aaaaaaaaaaaaaaaa2,aaaaaaaaaaaaaaaa3"}' \
+  "webhook_secrets: secret 3:"
+bad_http env-secret '{}' "webhook_secrets: secret 1:" HOLDFAST_WEBHOOK_SECRETS=tooshort
+bad_http port '{"http_port": 70000}' "config 'http_port' must be an integer in [0, 65535]"
+bad_http timeout '{"http_reply_timeout_ms": 5}' "config 'http_reply_timeout_ms' must be an integer"
 rm -rf "$cfgdir"
+expect_exit 2 "$bin/holdfast" http --port 99999 && grep -q -- "--port '99999' must be an integer" <<<"$err" ||
+  fail "holdfast http --port 99999: $err"
+expect_exit 0 "$bin/holdfast" http --routes && grep -qx "POST /v1/webhooks/payments" <<<"$out" ||
+  fail "holdfast http --routes does not list the webhook: $out"
+expect_exit 0 "$bin/holdfast" http --help && grep -q -- "--routes" <<<"$out" || fail "holdfast http --help: $out"
 
 # Every option hfctl's handlers read is declared in some command's table (hf_cli
 # asserts it at run time: an undeclared read is a crash, found too late).
