@@ -29,8 +29,8 @@ RUN apt-get update \
       librdkafka1 librocksdb7.8 libavro23 libjansson4 libmicrohttpd12 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/holdfast --shell /usr/sbin/nologin holdfast \
- && mkdir -p /var/lib/holdfast /opt/holdfast/reports \
- && chown holdfast:holdfast /var/lib/holdfast /opt/holdfast/reports
+ && mkdir -p /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports \
+ && chown holdfast:holdfast /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports
 COPY --from=build /src/build/holdfast /src/build/hfctl /src/build/hfbench /usr/local/bin/
 # The tools open topics/topics.json and config/warehouses.json relative to the working
 # directory, as they do in a checkout.

@@ -90,6 +90,7 @@ static const hf_cli_opt_t http_opts[] = {
     {"config", "FILE", false, "JSON object overriding defaults (see docs/CONFIGURATION.md)"},
     {"instance", "ID", false, "stable id of this process: names its reply topic and store"},
     {"state-dir", "DIR", false, "root of its reservation store (default ./.state)"},
+    {"bind", "ADDR", false, "IPv4 address to listen on (http_bind; default 127.0.0.1)"},
     {"port", "N", false, "port to listen on (http_port; 0: any free port, logged)"},
     {"routes", NULL, false, "print the routes served, one 'METHOD PATH' per line, and exit"},
     {NULL, NULL, false, NULL},
@@ -128,6 +129,8 @@ static int apply_args(const hf_cli_args_t *args, hf_config_t *cfg, char *errstr,
     }
     if (args->cmd == &run_cmd && (v = hf_cli_get(args, "stages")))
         snprintf(cfg->stages, sizeof cfg->stages, "%s", v);
+    if (args->cmd == &http_cmd && (v = hf_cli_get(args, "bind")))
+        snprintf(cfg->http_bind, sizeof cfg->http_bind, "%s", v);
     if (args->cmd == &http_cmd && (v = hf_cli_get(args, "port"))) {
         char *end = NULL;
         long port = strtol(v, &end, 10);

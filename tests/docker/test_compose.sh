@@ -62,6 +62,8 @@ PC_TO_DEB = {
     "rocksdb": ("librocksdb-dev", "librocksdb7.8"),
     "avro-c": ("libavro-dev", "libavro23"),
     "jansson": ("libjansson-dev", "libjansson4"),
+    "libmicrohttpd": ("libmicrohttpd-dev", "libmicrohttpd12"),
+    "libcrypto": ("libssl-dev", "libssl3"),
 }
 # Kafka settings a single broker needs for consumer groups and transactions.
 SINGLE_NODE = {
@@ -949,7 +951,7 @@ MUTATIONS = [
     ("dockerfile", sub("COPY config/ config/", "COPY config/ conf/"), "dockerfile.runtime_data", "config/ elsewhere"),
     ("dockerfile", sub("WORKDIR /opt/holdfast\nCOPY topics/ topics/\nCOPY config/ config/\n", "WORKDIR /opt/holdfast\nCOPY topics/ topics/\nCOPY config/ config/\nWORKDIR /\n"), "dockerfile.runtime_data", "WORKDIR moved off the data"),
     ("dockerfile", sub("USER holdfast", "USER root"), "dockerfile.nonroot", "runs as root"),
-    ("dockerfile", sub("chown holdfast:holdfast /var/lib/holdfast /opt/holdfast/reports", "chown holdfast:holdfast /var/lib/holdfast"), "dockerfile.volume_dirs", "volume dir root-owned"),
+    ("dockerfile", sub("chown holdfast:holdfast /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports", "chown holdfast:holdfast /var/lib/holdfast /var/lib/holdfast-http"), "dockerfile.volume_dirs", "volume dir root-owned"),
     ("dockerfile", sub("librdkafka1 librocksdb7.8", "librdkafka1 librocksdb8.9"), "packages.debian12", "Debian 13 package name"),
     ("dockerignore", sub("\nbuild\n", "\n"), "dockerignore", "build/ sent to the daemon"),
     ("dockerignore", lambda t: t + "tools/lib\n", "dockerignore", "needed sources ignored"),
