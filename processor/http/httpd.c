@@ -31,8 +31,14 @@ struct httpd_req {
     bool too_large;
 };
 
-const char *httpd_method(const httpd_req_t *r) { return r->method; }
-const char *httpd_path(const httpd_req_t *r) { return r->path; }
+const char *httpd_method(const httpd_req_t *r)
+{
+    return r->method;
+}
+const char *httpd_path(const httpd_req_t *r)
+{
+    return r->path;
+}
 
 const char *httpd_header(const httpd_req_t *r, const char *name)
 {
@@ -92,15 +98,16 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t
     }
     if (resp->location)
         MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
+    if (resp->allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ok;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     httpd_t *h = cls;
@@ -175,12 +182,13 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
     h->o.name = h->name;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* The logger first: libmicrohttpd warns (on stderr) about one given later. */
     h->d = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->connections_max,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_THREAD_STACK_BYTES,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)o->connections_max, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)HTTPD_THREAD_STACK_BYTES, MHD_OPTION_END);
     if (!h->d) {
         snprintf(errstr, errstr_size,
                  "%s: cannot listen on %s:%d (in use, or not an address of this host?)", h->name,

@@ -20,24 +20,25 @@ typedef struct httpd_req httpd_req_t;
  * response is sent when it returns. */
 typedef struct {
     int status;
-    const char *content_type;  /* NULL: application/json */
-    const char *body;          /* NULL: empty */
-    size_t body_len;           /* SIZE_MAX: strlen(body) */
-    int retry_after_s;         /* > 0: a Retry-After header */
-    const char *location;      /* non-NULL: a Location header */
+    const char *content_type; /* NULL: application/json */
+    const char *body;         /* NULL: empty */
+    size_t body_len;          /* SIZE_MAX: strlen(body) */
+    int retry_after_s;        /* > 0: a Retry-After header */
+    const char *location;     /* non-NULL: a Location header */
+    const char *allow;        /* non-NULL: an Allow header (a 405's methods) */
 } httpd_resp_t;
 
 typedef void (*httpd_handler_fn)(void *opaque, const httpd_req_t *req, httpd_resp_t *resp);
 
 typedef struct {
-    const char *bind;       /* IPv4 address: "127.0.0.1" */
-    int port;               /* 0: any free port */
-    int connections_max;    /* concurrent connections (threads) */
-    size_t body_max_bytes;  /* larger request bodies get 413 */
-    int idle_timeout_s;     /* an idle connection is closed after it */
+    const char *bind;      /* IPv4 address: "127.0.0.1" */
+    int port;              /* 0: any free port */
+    int connections_max;   /* concurrent connections (threads) */
+    size_t body_max_bytes; /* larger request bodies get 413 */
+    int idle_timeout_s;    /* an idle connection is closed after it */
     httpd_handler_fn handler;
     void *opaque;
-    const char *name;       /* for logs: "http", "metrics" */
+    const char *name; /* for logs: "http", "metrics" */
 } httpd_opts_t;
 
 /* Starts serving; *bound_port is the port listened on. */
@@ -48,7 +49,7 @@ void httpd_stop(httpd_t *h);
 
 /* The request, valid during the handler call. */
 const char *httpd_method(const httpd_req_t *r);
-const char *httpd_path(const httpd_req_t *r); /* without the query string */
+const char *httpd_path(const httpd_req_t *r);                     /* without the query string */
 const char *httpd_header(const httpd_req_t *r, const char *name); /* NULL if absent */
 const char *httpd_query(const httpd_req_t *r, const char *name);  /* NULL if absent */
 const char *httpd_body(const httpd_req_t *r, size_t *len);        /* "" when none */
