@@ -12,10 +12,15 @@
 #include <string.h>
 
 #include "hf_assert.h"
+#include "hf_limits.h"
 #include "log.h"
 
-/* Each connection thread's stack: handlers keep records (~20 KB) on it. */
-#define HTTPD_THREAD_STACK_BYTES (1024 * 1024)
+/* Each connection thread's stack: handlers keep records (~20 KB) on it, and
+ * glibc carves the process's static thread-local storage out of it first
+ * (holdfast's is over 4 MB: counter_sweep.c's per-thread scan buffer), so a
+ * 1 MB stack cannot even start a thread there (EINVAL). The task threads'
+ * size, which has room for both. */
+#define HTTPD_THREAD_STACK_BYTES HF_TASK_STACK_BYTES
 
 struct httpd {
     struct MHD_Daemon *d;
