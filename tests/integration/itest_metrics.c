@@ -6,6 +6,7 @@
  * ready until the changelog has been restored into it. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,10 +184,40 @@ static void test_readyz_follows_the_start_and_the_restore_and_metrics_count(void
     harness_cleanup(&h);
 }
 
+/* The gateway's check: a routing view staler than view_stale_max_ms makes the
+ * process not ready, named. The view marks itself current every 500 ms
+ * (view.c), so at the lowest bound (100 ms) it is stale most of the time. */
+static void test_readyz_names_a_stale_gateway_view(void **state)
+{
+    harness_t h;
+    harness_init(&h, "metrics-view");
+    int port = free_port();
+    char config[128];
+    snprintf(config, sizeof config, "{\"metrics_port\": %d, \"view_stale_max_ms\": 100}", port);
+    pid_t pid = harness_start_with(&h, "v1", "gateway", config);
+    /* The tasks ready, only the view not: its line is the whole answer. */
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    bool seen = false;
+    while (!seen && harness_now_ms() < deadline) {
+        int status = get(port, "/readyz");
+        const char *body = strstr(page, "\r\n\r\n");
+        seen = status == 503 && body &&
+               strncmp(body + 4, "gateway routing view stale for ", 31) == 0 &&
+               strstr(body, " ms (view_stale_max_ms 100)\n") && !strstr(body, "task");
+        harness_sleep_ms(20);
+    }
+    if (!seen)
+        fail_msg("no 503 naming only the stale view; last answer:\n%s", page);
+    assert_int_equal(get(port, "/healthz"), 200); /* alive all the same */
+    assert_int_equal(harness_stop(pid), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readyz_follows_the_start_and_the_restore_and_metrics_count),
+        cmocka_unit_test(test_readyz_names_a_stale_gateway_view),
     };
     return cmocka_run_group_tests_name("metrics endpoints of a real process", tests, NULL, NULL);
 }
