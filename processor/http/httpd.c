@@ -159,6 +159,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* fmt is libmicrohttpd's printf format (the attribute lets the compilers check
+ * the vsnprintf below as one). */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     const httpd_t *h = cls;
