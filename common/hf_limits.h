@@ -101,11 +101,17 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_CLI_OPTS_MAX             32
 #define HF_CLI_POSITIONAL_MAX       4
 
-/* Metrics server (metrics.c): connections served at once (a scraper, a probe,
- * an operator's curl; more are answered 503 and closed), and task threads whose
- * health /healthz reports (main.c runs at most 4 stages x 16 threads). */
-#define HF_METRICS_CLIENTS_MAX 32
-#define HF_METRICS_TASKS_MAX   64
+/* Metrics server (metrics.c on http/httpd.h): connections open at once (a
+ * scraper, the two probes, an operator's curl; each is a thread while open, and
+ * libmicrohttpd closes one more at once), how long an idle connection is kept (a
+ * keep-alive scraper reconnects after it; a silent client frees its slot), the
+ * request body accepted (no endpoint takes one; a longer one is answered 413),
+ * and task threads whose health /healthz and /readyz report (main.c runs at most
+ * 4 stages x 16 threads). */
+#define HF_METRICS_CLIENTS_MAX    32
+#define HF_METRICS_IDLE_TIMEOUT_S 2
+#define HF_METRICS_BODY_MAX_BYTES 1024
+#define HF_METRICS_TASKS_MAX      64
 
 /* Stack of a task thread: handlers keep their records (an hf_record_t is ~17 KB)
  * on the stack, and the deepest chain (the gateway's tick) was measured at about

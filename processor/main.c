@@ -300,7 +300,7 @@ static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_co
     if (!err && cfg->metrics_port > 0) {
         int port = 0;
         metrics_serve_opts_t mo = {cfg->metrics_bind, cfg->metrics_port, cfg->health_loop_stall_ms,
-                                   cfg->health_aborts_max};
+                                   cfg->health_aborts_max, (int)*workers_count};
         err = metrics_serve(&mo, &port, errstr, errstr_size);
         if (!err)
             log_info("main", "metrics on http://%s:%d/metrics", cfg->metrics_bind, port);

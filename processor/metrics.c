@@ -1,33 +1,25 @@
 /* Metrics: the registry (atomics, no locks on the hot path), the tasks' health
- * (a heartbeat per loop), the Prometheus text rendering and a small HTTP/1.0
- * server thread. The server answers one request per connection and closes it: a
- * scraper every few seconds needs no more, and there is nothing to keep alive.
- * It multiplexes its connections with poll(2), each with a deadline, so an idle
- * client never delays a health probe. */
+ * (a heartbeat per loop) and readiness (restored, then a loop), the Prometheus
+ * text rendering, and the three endpoints on httpd.h. A connection has its own
+ * thread there, so a slow or silent client holds only its own slot (until the
+ * idle timeout) and never delays a probe. */
 #include "metrics.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
+#include "http/httpd.h"
 #include "log.h"
 
-#define METRICS_NAME_MAX    64
-#define METRICS_BODY_MAX    (64 * 1024)
-#define METRICS_REQUEST_MAX 2048
-#define METRICS_IO_WAIT_MS  2000
+#define METRICS_NAME_MAX 64
+#define METRICS_BODY_MAX (64 * 1024)
+#define METRICS_WHY_MAX  192 /* one ready check's line */
 
 /* Commit duration buckets, milliseconds (the last is +Inf). */
 static const int64_t commit_le_ms[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000};
@@ -184,33 +176,78 @@ size_t metrics_render(char *buf, size_t size)
     return o.len;
 }
 
-/* ---- task health */
+/* ---- task health and readiness */
+
+/* Where a task stands for /readyz. Only its own thread writes it. */
+typedef enum {
+    TASK_UNASSIGNED, /* no assignment yet */
+    TASK_RESTORING,  /* in the restore of an assignment */
+    TASK_RESTORED,   /* restored; the loop after it has not completed */
+    TASK_READY,      /* a loop completed since the last restore */
+} task_phase_t;
+
+static const char *const phase_why[] = {
+    [TASK_UNASSIGNED] = "waiting for its partition assignment",
+    [TASK_RESTORING] = "restoring partitions",
+    [TASK_RESTORED] = "partitions restored, first loop since not completed",
+};
 
 static struct {
     int stage;
     _Atomic int64_t last_loop_ms; /* hf_mono_ms of the last completed loop */
     atomic_int aborts_in_row;
+    atomic_int phase; /* task_phase_t */
 } tasks[HF_METRICS_TASKS_MAX];
 static atomic_int tasks_count;
 static _Thread_local int my_task = -1;
 
+static struct {
+    bool (*fn)(void *opaque, char *why, size_t why_size);
+    void *opaque;
+} checks[HF_METRICS_CHECKS_MAX];
+static size_t checks_count;
+
+/* The calling thread's task slot, registered on first use; -1 when every slot
+ * is taken (the thread then goes unwatched). */
+static int my_slot(int stage)
+{
+    if (my_task >= 0)
+        return my_task;
+    pthread_mutex_lock(&reg_mu);
+    int n = atomic_load(&tasks_count);
+    if (n < HF_METRICS_TASKS_MAX) {
+        tasks[n].stage = stage;
+        atomic_store(&tasks[n].last_loop_ms, hf_mono_ms());
+        atomic_store(&tasks[n].aborts_in_row, 0);
+        atomic_store(&tasks[n].phase, TASK_UNASSIGNED);
+        my_task = n;
+        atomic_store(&tasks_count, n + 1); /* published once the slot is filled */
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return my_task;
+}
+
 void metrics_task_heartbeat(int stage, int aborts_in_row)
 {
-    if (my_task < 0) {
-        pthread_mutex_lock(&reg_mu);
-        int n = atomic_load(&tasks_count);
-        if (n < HF_METRICS_TASKS_MAX) {
-            tasks[n].stage = stage;
-            atomic_store(&tasks[n].last_loop_ms, hf_mono_ms());
-            my_task = n;
-            atomic_store(&tasks_count, n + 1); /* published once the slot is filled */
-        }
-        pthread_mutex_unlock(&reg_mu);
-        if (my_task < 0)
-            return; /* more threads than slots: this one goes unwatched */
-    }
-    atomic_store_explicit(&tasks[my_task].aborts_in_row, aborts_in_row, memory_order_relaxed);
-    atomic_store_explicit(&tasks[my_task].last_loop_ms, hf_mono_ms(), memory_order_relaxed);
+    int i = my_slot(stage);
+    if (i < 0)
+        return;
+    atomic_store_explicit(&tasks[i].aborts_in_row, aborts_in_row, memory_order_relaxed);
+    atomic_store_explicit(&tasks[i].last_loop_ms, hf_mono_ms(), memory_order_relaxed);
+    if (atomic_load_explicit(&tasks[i].phase, memory_order_relaxed) == TASK_RESTORED)
+        atomic_store(&tasks[i].phase, TASK_READY);
+}
+
+void metrics_task_restoring(int stage, bool restoring)
+{
+    int i = my_slot(stage);
+    if (i >= 0)
+        atomic_store(&tasks[i].phase, restoring ? TASK_RESTORING : TASK_RESTORED);
+}
+
+static const char *task_stage_name(int i)
+{
+    return slot_ok(tasks[i].stage) ? stage_names[tasks[i].stage] : "?";
 }
 
 bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t reason_size)
@@ -218,21 +255,20 @@ bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t
     int n = atomic_load(&tasks_count);
     int64_t now_ms = hf_mono_ms();
     for (int i = 0; i < n; i++) {
-        const char *stage = slot_ok(tasks[i].stage) ? stage_names[tasks[i].stage] : "?";
         int64_t quiet_ms = now_ms - atomic_load(&tasks[i].last_loop_ms);
         int aborts = atomic_load(&tasks[i].aborts_in_row);
         if (quiet_ms > loop_stall_ms) {
             snprintf(reason, reason_size,
                      "%s task (thread %d): no loop completed for %lld ms "
                      "(health_loop_stall_ms %lld)\n",
-                     stage, i, (long long)quiet_ms, (long long)loop_stall_ms);
+                     task_stage_name(i), i, (long long)quiet_ms, (long long)loop_stall_ms);
             return false;
         }
         if (aborts >= aborts_max) {
             snprintf(reason, reason_size,
                      "%s task (thread %d): %d transactions aborted in a row "
                      "(health_aborts_max %d)\n",
-                     stage, i, aborts, aborts_max);
+                     task_stage_name(i), i, aborts, aborts_max);
             return false;
         }
     }
@@ -240,229 +276,159 @@ bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t
     return true;
 }
 
-/* ---- the HTTP server: one thread, poll(2) over non-blocking sockets, so a
- * client that is slow or silent holds only its own slot, until its deadline. */
+bool metrics_ready_check(bool (*fn)(void *opaque, char *why, size_t why_size), void *opaque)
+{
+    pthread_mutex_lock(&reg_mu);
+    bool ok = checks_count < HF_METRICS_CHECKS_MAX;
+    if (ok) {
+        checks[checks_count].fn = fn;
+        checks[checks_count].opaque = opaque;
+        checks_count++;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return ok;
+}
 
-typedef struct {
-    int fd; /* -1: free slot */
-    int64_t deadline_ms;
-    char in[METRICS_REQUEST_MAX];
-    size_t in_len;
-    char *out; /* the whole response once the request is in; malloc'd */
-    size_t out_len, out_sent;
-} conn_t;
+bool metrics_ready(int tasks_expected, char *reason, size_t reason_size)
+{
+    out_t o = {reason, reason_size, 0};
+    if (reason_size)
+        reason[0] = '\0';
+    int n = atomic_load(&tasks_count);
+    if (n < tasks_expected)
+        out(&o, "%d of %d task threads not started yet\n", tasks_expected - n, tasks_expected);
+    for (int i = 0; i < n; i++) {
+        int phase = atomic_load(&tasks[i].phase);
+        if (phase != TASK_READY)
+            out(&o, "%s task (thread %d): %s\n", task_stage_name(i), i, phase_why[phase]);
+    }
+    pthread_mutex_lock(&reg_mu);
+    for (size_t c = 0; c < checks_count; c++) {
+        char why[METRICS_WHY_MAX];
+        if (!checks[c].fn(checks[c].opaque, why, sizeof why))
+            out(&o, "%s\n", why);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    bool ready = o.len == 0;
+    if (ready)
+        out(&o, "ok\n");
+    return ready;
+}
+
+/* ---- the endpoints, on httpd.h */
 
 static struct {
-    pthread_t thread;
-    int fd;
-    atomic_bool stop;
-    bool running;
+    httpd_t *h;
     int64_t loop_stall_ms;
-    int aborts_max;
-    conn_t conns[HF_METRICS_CLIENTS_MAX];
-} server = {.fd = -1};
+    int aborts_max, tasks_expected;
+} server;
 
-static void conn_close(conn_t *c)
+/* Each connection thread renders into its own page: a response body must
+ * outlive the handler (httpd copies it once the handler returned), and pages
+ * are too big for thread-local storage in every thread of the process. The
+ * page is freed with its thread. */
+static pthread_key_t page_key;
+static pthread_once_t page_key_once = PTHREAD_ONCE_INIT;
+
+static void page_key_create(void)
 {
-    close(c->fd);
-    free(c->out);
-    memset(c, 0, sizeof *c);
-    c->fd = -1;
+    int rc = pthread_key_create(&page_key, free);
+    hf_assert(rc == 0);
 }
 
-/* The response: head and body in one buffer (NULL when out of memory). */
-static char *respond(int status, const char *reason, const char *type, const char *body,
-                     size_t body_len, size_t *len_out)
+static char *thread_page(void)
 {
-    char head[256];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, reason, type, body_len);
-    char *r = malloc((size_t)n + body_len);
-    if (!r)
-        return NULL;
-    memcpy(r, head, (size_t)n);
-    memcpy(r + n, body, body_len);
-    *len_out = (size_t)n + body_len;
-    return r;
-}
-
-static char *route(const char *req, size_t *len_out)
-{
-    if (strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
-        static char body[METRICS_BODY_MAX]; /* only the server thread renders */
-        size_t need = metrics_render(body, sizeof body);
-        if (need >= sizeof body)
-            log_warn("metrics", "metrics truncated at %zu of %zu bytes", sizeof body, need);
-        size_t len = need < sizeof body ? need : sizeof body - 1;
-        return respond(200, "OK", "text/plain; version=0.0.4", body, len, len_out);
-    }
-    if (strncmp(req, "GET /healthz", 12) == 0 && (req[12] == ' ' || req[12] == '?')) {
-        char why[256];
-        bool ok = metrics_healthy(server.loop_stall_ms, server.aborts_max, why, sizeof why);
-        return respond(ok ? 200 : 503, ok ? "OK" : "Service Unavailable", "text/plain", why,
-                       strlen(why), len_out);
-    }
-    static const char nf[] = "try GET /metrics or GET /healthz\n";
-    return respond(404, "Not Found", "text/plain", nf, sizeof nf - 1, len_out);
-}
-
-/* Reads what is there; once the request head is in, prepares the response. */
-static void conn_read(conn_t *c)
-{
-    ssize_t r = recv(c->fd, c->in + c->in_len, sizeof c->in - 1 - c->in_len, 0);
-    if (r < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (r <= 0) {
-        conn_close(c);
-        return;
-    }
-    c->in_len += (size_t)r;
-    c->in[c->in_len] = '\0';
-    bool full = c->in_len + 1 >= sizeof c->in;
-    if (!strstr(c->in, "\r\n\r\n") && !strstr(c->in, "\n\n") && !(full && strchr(c->in, '\n'))) {
-        if (full)
-            conn_close(c); /* a head longer than we read, without a line end */
-        return;
-    }
-    c->out = route(c->in, &c->out_len);
-    if (!c->out)
-        conn_close(c);
-}
-
-static void conn_write(conn_t *c)
-{
-    ssize_t w = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent, MSG_NOSIGNAL);
-    if (w < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (w <= 0) {
-        conn_close(c);
-        return;
-    }
-    c->out_sent += (size_t)w;
-    if (c->out_sent == c->out_len)
-        conn_close(c);
-}
-
-/* A new client into a free slot; with none free it is told so and closed. */
-static void accept_one(void)
-{
-    int fd = accept4(server.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
-    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++) {
-        conn_t *c = &server.conns[i];
-        if (c->fd >= 0)
-            continue;
-        memset(c, 0, sizeof *c);
-        c->fd = fd;
-        c->deadline_ms = hf_mono_ms() + METRICS_IO_WAIT_MS;
-        return;
-    }
-    static const char busy[] = "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                               "Connection: close\r\n\r\n";
-    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-}
-
-static void *server_main(void *arg)
-{
-    (void)arg;
-    struct pollfd p[HF_METRICS_CLIENTS_MAX + 1];
-    conn_t *polled[HF_METRICS_CLIENTS_MAX];
-    while (!atomic_load(&server.stop)) {
-        int64_t now_ms = hf_mono_ms(), wait_ms = 200;
-        size_t n = 0;
-        p[n++] = (struct pollfd){server.fd, POLLIN, 0};
-        for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++) {
-            conn_t *c = &server.conns[i];
-            if (c->fd < 0)
-                continue;
-            if (now_ms >= c->deadline_ms) { /* slow or silent: its time is up */
-                conn_close(c);
-                continue;
-            }
-            if (c->deadline_ms - now_ms < wait_ms)
-                wait_ms = c->deadline_ms - now_ms;
-            polled[n - 1] = c;
-            p[n++] = (struct pollfd){c->fd, c->out ? POLLOUT : POLLIN, 0};
+    pthread_once(&page_key_once, page_key_create);
+    char *page = pthread_getspecific(page_key);
+    if (!page) {
+        page = malloc(METRICS_BODY_MAX);
+        if (page && pthread_setspecific(page_key, page) != 0) {
+            free(page);
+            page = NULL;
         }
-        if (poll(p, n, (int)wait_ms) <= 0)
-            continue;
-        for (size_t i = 1; i < n; i++) {
-            conn_t *c = polled[i - 1];
-            if (p[i].revents & (POLLERR | POLLNVAL))
-                conn_close(c);
-            else if (p[i].revents & (POLLIN | POLLHUP) && !c->out)
-                conn_read(c);
-            else if (p[i].revents & POLLOUT && c->out)
-                conn_write(c);
-            else if (p[i].revents & POLLHUP)
-                conn_close(c);
-        }
-        if (p[0].revents & POLLIN)
-            accept_one();
     }
-    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++)
-        if (server.conns[i].fd >= 0)
-            conn_close(&server.conns[i]);
-    return NULL;
+    return page;
+}
+
+static void text(httpd_resp_t *resp, int status, const char *body)
+{
+    resp->status = status;
+    resp->content_type = "text/plain";
+    resp->body = body;
+    resp->body_len = SIZE_MAX;
+}
+
+static void on_request(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
+{
+    (void)opaque;
+    const char *path = httpd_path(req), *method = httpd_method(req);
+    bool is_metrics = strcmp(path, "/metrics") == 0, is_health = strcmp(path, "/healthz") == 0,
+         is_ready = strcmp(path, "/readyz") == 0;
+    if (!is_metrics && !is_health && !is_ready) {
+        text(resp, 404, "not found: try GET /metrics, /healthz or /readyz\n");
+        return;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        text(resp, 405, "method not allowed: these endpoints answer GET (and HEAD)\n");
+        resp->allow = "GET, HEAD";
+        return;
+    }
+    char *page = thread_page();
+    if (!page) {
+        text(resp, 500, "out of memory\n");
+        return;
+    }
+    if (is_metrics) {
+        size_t need = metrics_render(page, METRICS_BODY_MAX);
+        if (need >= METRICS_BODY_MAX)
+            log_warn("metrics", "metrics truncated at %d of %zu bytes", METRICS_BODY_MAX, need);
+        text(resp, 200, page);
+        resp->content_type = "text/plain; version=0.0.4";
+    } else if (is_health) {
+        bool ok = metrics_healthy(server.loop_stall_ms, server.aborts_max, page, METRICS_BODY_MAX);
+        text(resp, ok ? 200 : 503, page);
+    } else {
+        bool ok = metrics_ready(server.tasks_expected, page, METRICS_BODY_MAX);
+        text(resp, ok ? 200 : 503, page);
+    }
 }
 
 int metrics_serve(const metrics_serve_opts_t *o, int *bound_port, char *errstr, size_t errstr_size)
 {
-    hf_assert(!server.running);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-    if (inet_pton(AF_INET, o->bind, &a.sin_addr) != 1) {
+    hf_assert(!server.h);
+    httpd_opts_t ho = {
+        .bind = o->bind,
+        .port = o->port,
+        .connections_max = HF_METRICS_CLIENTS_MAX,
+        .body_max_bytes = HF_METRICS_BODY_MAX_BYTES,
+        .idle_timeout_s = HF_METRICS_IDLE_TIMEOUT_S,
+        .handler = on_request,
+        .name = "metrics",
+    };
+    server.loop_stall_ms = o->loop_stall_ms;
+    server.aborts_max = o->aborts_max;
+    server.tasks_expected = o->tasks_expected;
+    int port = 0;
+    int err = httpd_start(&ho, &server.h, &port, errstr, errstr_size);
+    if (err == HF_ERR_CONFIG)
         snprintf(errstr, errstr_size,
                  "metrics_bind '%s' is not an IPv4 address (e.g. 127.0.0.1, or 0.0.0.0 for "
                  "every interface)",
                  o->bind);
-        return HF_ERR_CONFIG;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(errstr, errstr_size, "metrics socket: %s", strerror(errno));
-        return HF_ERR_IO;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    socklen_t alen = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
+    else if (err == HF_ERR_IO)
         snprintf(errstr, errstr_size,
-                 "metrics on %s:%d: %s (set metrics_port to a free port, or 0 to pick one; "
-                 "metrics_bind to an address of this host)",
-                 o->bind, o->port, strerror(errno));
-        close(fd);
-        return HF_ERR_IO;
-    }
-    server.fd = fd;
-    server.loop_stall_ms = o->loop_stall_ms;
-    server.aborts_max = o->aborts_max;
-    for (size_t i = 0; i < HF_METRICS_CLIENTS_MAX; i++)
-        server.conns[i] = (conn_t){.fd = -1};
-    atomic_store(&server.stop, false);
-    if (pthread_create(&server.thread, NULL, server_main, NULL) != 0) {
-        snprintf(errstr, errstr_size, "metrics thread: %s", strerror(errno));
-        close(fd);
-        server.fd = -1;
-        return HF_ERR_IO;
-    }
-    server.running = true;
-    if (bound_port)
-        *bound_port = ntohs(a.sin_port);
-    return HF_OK;
+                 "metrics on %s:%d: cannot listen (set metrics_port to a free port, or 0 to "
+                 "pick one; metrics_bind to an address of this host)",
+                 o->bind, o->port);
+    else if (err)
+        snprintf(errstr, errstr_size, "metrics: %s", hf_err_str(err));
+    else if (bound_port)
+        *bound_port = port;
+    return err;
 }
 
 void metrics_stop(void)
 {
-    if (!server.running)
-        return;
-    atomic_store(&server.stop, true);
-    pthread_join(server.thread, NULL);
-    close(server.fd);
-    server.fd = -1;
-    server.running = false;
+    httpd_stop(server.h);
+    server.h = NULL;
 }

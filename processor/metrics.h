@@ -1,10 +1,12 @@
-/* Process metrics in the Prometheus text exposition format, served over plain
- * HTTP when metrics_port is set: GET /metrics and GET /healthz (the tasks'
- * health: each task thread reports every loop it completes). Counters are
- * lock-free atomics bumped by the task loop (per stage), gauges are callbacks
- * read at scrape time (e.g. the gateway's routing view). Counts include the work
- * of transactions that were later aborted and retried: they measure effort, the
- * topics are the record of what happened. */
+/* Process metrics in the Prometheus text exposition format, served over HTTP
+ * (http/httpd.h) when metrics_port is set: GET /metrics, GET /healthz (liveness:
+ * each task thread reports every loop it completes) and GET /readyz (readiness:
+ * every task has restored its assigned partitions and the registered checks,
+ * such as the gateway's routing view, pass). Counters are lock-free atomics
+ * bumped by the task loop (per stage), gauges are callbacks read at scrape time
+ * (e.g. the gateway's routing view). Counts include the work of transactions
+ * that were later aborted and retried: they measure effort, the topics are the
+ * record of what happened. */
 #ifndef HF_METRICS_H
 #define HF_METRICS_H
 
@@ -17,6 +19,7 @@
 
 #define HF_METRICS_STAGES_MAX 8
 #define HF_METRICS_GAUGES_MAX 8
+#define HF_METRICS_CHECKS_MAX 8
 
 /* Per-stage counters: name, help. */
 #define HF_METRIC_MAP(X)                                                                           \
@@ -61,16 +64,34 @@ void metrics_task_heartbeat(int stage, int aborts_in_row);
  * with the first unhealthy task and why in reason. */
 bool metrics_healthy(int64_t loop_stall_ms, int aborts_max, char *reason, size_t reason_size);
 
+/* Called by a task thread around the restore of an assignment (task.c's
+ * on_assign): true before it, false once every assigned partition is restored.
+ * The task counts as ready after the next loop it completes. The calling thread
+ * is registered as a task on its first call, as by metrics_task_heartbeat. */
+void metrics_task_restoring(int stage, bool restoring);
+
+/* A condition of readiness beside the tasks' (the gateway's: its routing view
+ * is current): fn returns true when ready, else false with why (one line, no
+ * newline). Registered once per process; false when the table is full. */
+bool metrics_ready_check(bool (*fn)(void *opaque, char *why, size_t why_size), void *opaque);
+
+/* What /readyz decides: true when tasks_expected task threads have registered
+ * (0: any number), each was assigned its partitions, restored them and completed
+ * a loop since, and every check passes; otherwise false with one line per thing
+ * not ready in reason. */
+bool metrics_ready(int tasks_expected, char *reason, size_t reason_size);
+
 typedef struct {
     const char *bind;      /* IPv4 address to listen on: "127.0.0.1" (metrics_bind) */
     int port;              /* 0: any free port */
     int64_t loop_stall_ms; /* health_loop_stall_ms */
     int aborts_max;        /* health_aborts_max */
+    int tasks_expected;    /* task threads the process starts (0: not counted) */
 } metrics_serve_opts_t;
 
-/* Serves HTTP on bind:port in a background thread until metrics_stop: up to
- * HF_METRICS_CLIENTS_MAX connections at once, each closed at its deadline.
- * *bound_port is the port listened on. */
+/* Serves HTTP on bind:port (httpd.h: a thread per connection, keep-alive) until
+ * metrics_stop: up to HF_METRICS_CLIENTS_MAX connections at once, each closed
+ * after HF_METRICS_IDLE_TIMEOUT_S idle. *bound_port is the port listened on. */
 int metrics_serve(const metrics_serve_opts_t *o, int *bound_port, char *errstr,
                   size_t errstr_size) HF_MUST_CHECK;
 void metrics_stop(void);

@@ -838,6 +838,7 @@ static int64_t primary_committed(const task_t *t, const kafka_tp_t *tps, const i
 static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committed, size_t count)
 {
     task_t *t = opaque;
+    metrics_task_restoring(t->metrics, true); /* for /readyz */
     int err = learn_partition_counts(t);
     if (err)
         return err;
@@ -855,6 +856,7 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committ
         t->owned[p] = true;
         metrics_add_partitions(t->metrics, 1);
     }
+    metrics_task_restoring(t->metrics, false);
     return HF_OK;
 }
 

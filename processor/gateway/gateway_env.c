@@ -125,6 +125,21 @@ static double gauge_view_staleness_ms(void *opaque)
     return (double)view_staleness_ms(opaque);
 }
 
+/* /readyz: routing needs a view current within view_stale_max_ms (the bound
+ * beyond which the saga degrades to the nearest warehouse). */
+static bool ready_view(void *opaque, char *why, size_t why_size)
+{
+    const gw_world_t *w = opaque;
+    int64_t stale_ms = view_staleness_ms(w->view);
+    if (stale_ms < 0)
+        snprintf(why, why_size, "gateway routing view not caught up with %s yet",
+                 topic_name(HF_T_AVAILABILITY));
+    else if (stale_ms > w->env.view_stale_max_ms)
+        snprintf(why, why_size, "gateway routing view stale for %lld ms (view_stale_max_ms %lld)",
+                 (long long)stale_ms, (long long)w->env.view_stale_max_ms);
+    return stale_ms >= 0 && stale_ms <= w->env.view_stale_max_ms;
+}
+
 static double gauge_view_skus(void *opaque)
 {
     return (double)view_size(opaque);
@@ -227,6 +242,7 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
                   gauge_view_staleness_ms, w->view);
     metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
                   w->view);
+    metrics_ready_check(ready_view, w);
     w->env.availability = view_availability;
     w->env.staleness_ms = view_staleness;
     w->env.opaque = w->view;

@@ -82,21 +82,26 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
     http_ctx_t *ctx = opaque;
     atomic_fetch_add(&ctx->requests, 1);
     const char *path = httpd_path(req), *method = httpd_method(req);
-    bool path_known = false;
+    static _Thread_local char allow[64];
+    allow[0] = '\0';
     http_call_t call;
     for (size_t i = 0; i < ROUTES_COUNT; i++) {
         memset(&call, 0, sizeof call);
         call.req = req;
         if (!http_route_match(routes[i].path, path, &call))
             continue;
-        path_known = true;
         if (strcmp(routes[i].method, method) == 0) {
             routes[i].fn(ctx, &call, resp);
             return;
         }
+        size_t n = strlen(allow);
+        snprintf(allow + n, sizeof allow - n, "%s%s", n ? ", " : "", routes[i].method);
     }
-    if (path_known)
-        http_error(ctx, resp, 405, "method_not_allowed", "%s is not served on %s", method, path);
+    if (allow[0]) {
+        http_error(ctx, resp, 405, "method_not_allowed", "%s is not served on %s (%s is)", method,
+                   path, allow);
+        resp->allow = allow;
+    }
     else
         http_error(ctx, resp, 404, "no_route", "no route %s %s (docs/openapi.json lists them)",
                    method, path);

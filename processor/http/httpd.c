@@ -12,7 +12,15 @@
 #include <string.h>
 
 #include "hf_assert.h"
+#include "hf_limits.h"
 #include "log.h"
+
+/* Each connection thread's stack: handlers keep records (~20 KB) on it, and
+ * glibc carves the process's static thread-local storage out of it first
+ * (holdfast's is over 4 MB: counter_sweep.c's per-thread scan buffer), so a
+ * 1 MB stack cannot even start a thread there (EINVAL). The task threads'
+ * size, which has room for both. */
+#define HTTPD_THREAD_STACK_BYTES HF_TASK_STACK_BYTES
 
 struct httpd {
     struct MHD_Daemon *d;
@@ -95,6 +103,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t
     }
     if (resp->location)
         MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
+    if (resp->allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ok;
@@ -151,7 +161,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+/* fmt is libmicrohttpd's printf format (the attribute lets the compilers check
+ * the vsnprintf below as one). */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     const httpd_t *h = cls;
     char line[512];
@@ -179,11 +193,13 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
     h->o.name = h->name;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    /* The logger first: libmicrohttpd warns (on stderr) about one given later. */
     h->d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)o->connections_max, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)HTTPD_THREAD_STACK_BYTES, MHD_OPTION_END);
     if (!h->d) {
         snprintf(errstr, errstr_size,
                  "%s: cannot listen on %s:%d (in use, or not an address of this host?)", h->name,

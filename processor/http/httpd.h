@@ -24,6 +24,7 @@ typedef struct {
     size_t body_len;          /* SIZE_MAX: strlen(body) */
     int retry_after_s;        /* > 0: a Retry-After header */
     const char *location;     /* non-NULL: a Location header */
+    const char *allow;        /* non-NULL: an Allow header (a 405's methods) */
     char *body_owned;         /* malloc'd body (then body is ignored), freed after sending */
 } httpd_resp_t;
 

@@ -1,5 +1,6 @@
-/* The metrics registry, its Prometheus text and the HTTP endpoint, over a real
- * loopback socket: what a scraper sees after the task loop counted things. */
+/* The metrics registry, its Prometheus text and the HTTP endpoints, over a real
+ * loopback socket: what a scraper and the liveness and readiness probes see
+ * after the task loop counted and reported things. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/socket.h>
@@ -22,7 +24,15 @@
 #include "metrics.h"
 
 static char page[64 * 1024];
-static const metrics_serve_opts_t loopback = {"127.0.0.1", 0, 30000, 3};
+
+/* holdfast's static thread-local storage is megabytes (counter_sweep.c keeps a
+ * 4.3 MB scan buffer per thread), and glibc carves it out of each new thread's
+ * stack: a connection thread's stack must have room for it. This binary links
+ * no stage, so it carries as much itself. */
+#define PROCESS_TLS_BYTES (5 * 1024 * 1024)
+static _Thread_local volatile char process_tls[PROCESS_TLS_BYTES];
+
+static const metrics_serve_opts_t loopback = {"127.0.0.1", 0, 30000, 3, 0};
 
 static double forty_two(void *opaque)
 {
@@ -54,6 +64,8 @@ static void test_counters_histogram_and_gauges_render_as_prometheus_text(void **
     static double value = 42.5;
     assert_true(metrics_gauge("holdfast_test_gauge", "A test gauge", forty_two, &value));
 
+    process_tls[PROCESS_TLS_BYTES - 1] = 1; /* used: kept by the compiler */
+    assert_int_equal(process_tls[PROCESS_TLS_BYTES - 1], 1);
     size_t need = metrics_render(page, sizeof page);
     assert_true(need < sizeof page);
     expect_line(page, "# TYPE holdfast_records_applied_total counter");
@@ -80,7 +92,8 @@ static void test_counters_histogram_and_gauges_render_as_prometheus_text(void **
     assert_int_equal(strlen(small), sizeof small - 1);
 }
 
-/* One HTTP exchange with the server on 127.0.0.1:port; the response in page. */
+/* One HTTP exchange with the server on 127.0.0.1:port (the server closes the
+ * connection after it: HTTP/1.0 or Connection: close); the response in page. */
 static void http(int port, const char *request)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -97,6 +110,41 @@ static void http(int port, const char *request)
     close(fd);
 }
 
+/* The status code of the response in text ("HTTP/1.1 200 OK"), -1 if none. */
+static int status_of(const char *text)
+{
+    int major, minor, status;
+    return sscanf(text, "HTTP/%d.%d %d", &major, &minor, &status) == 3 ? status : -1;
+}
+
+static void expect_status(const char *text, int status)
+{
+    if (status_of(text) != status)
+        fail_msg("expected status %d, got:\n%s", status, text);
+}
+
+/* Reads one response (head and Content-Length body) from fd into page. */
+static void read_response(int fd)
+{
+    size_t len = 0;
+    char *end = NULL;
+    while (!(end = strstr(page, "\r\n\r\n"))) {
+        ssize_t r = recv(fd, page + len, sizeof page - 1 - len, 0);
+        assert_true(r > 0);
+        len += (size_t)r;
+        page[len] = '\0';
+    }
+    const char *cl = strcasestr(page, "\r\nContent-Length:");
+    assert_non_null(cl);
+    size_t want = (size_t)(end + 4 - page) + strtoul(cl + 17, NULL, 10);
+    while (len < want) {
+        ssize_t r = recv(fd, page + len, sizeof page - 1 - len, 0);
+        assert_true(r > 0);
+        len += (size_t)r;
+    }
+    page[len] = '\0';
+}
+
 static void test_http_serves_metrics_and_health_and_refuses_the_rest(void **state)
 {
     int port = 0;
@@ -105,17 +153,43 @@ static void test_http_serves_metrics_and_health_and_refuses_the_rest(void **stat
     assert_true(port > 0);
     metrics_add(metrics_stage("relay"), HF_M_TXNS, 7);
 
-    http(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    http(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect_status(page, 200);
     assert_non_null(strstr(page, "Content-Type: text/plain; version=0.0.4\r\n"));
     expect_line(page, "holdfast_transactions_committed_total{stage=\"relay\"} 7");
+    http(port, "GET /metrics?name[]=x HTTP/1.0\r\n\r\n"); /* a query is not a path */
+    expect_status(page, 200);
 
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    expect_status(page, 200);
     assert_non_null(strstr(page, "\r\n\r\nok\n"));
+    http(port, "HEAD /healthz HTTP/1.0\r\n\r\n"); /* the head only */
+    expect_status(page, 200);
+    assert_non_null(strstr(page, "\r\n\r\n"));
+    assert_string_equal(strstr(page, "\r\n\r\n"), "\r\n\r\n");
 
-    http(port, "POST /metrics HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 404 Not Found\r\n", 24) == 0);
+    /* A known path with another method: 405 naming the methods; an unknown one: 404. */
+    http(port, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    expect_status(page, 405);
+    assert_non_null(strstr(page, "\r\nAllow: GET, HEAD\r\n"));
+    http(port, "DELETE /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 405);
+    http(port, "GET /metrics/ HTTP/1.0\r\n\r\n");
+    expect_status(page, 404);
+    http(port, "GET / HTTP/1.0\r\n\r\n");
+    expect_status(page, 404);
+    assert_non_null(strstr(page, "try GET /metrics, /healthz or /readyz"));
+    /* No endpoint takes a body: a long one is refused before any handler runs. */
+    static char big[HF_METRICS_BODY_MAX_BYTES + 200];
+    int n = snprintf(big, sizeof big, "POST /healthz HTTP/1.0\r\nContent-Length: %d\r\n\r\n",
+                     HF_METRICS_BODY_MAX_BYTES + 1);
+    memset(big + n, 'x', (size_t)HF_METRICS_BODY_MAX_BYTES + 1);
+    big[n + HF_METRICS_BODY_MAX_BYTES + 1] = '\0';
+    http(port, big);
+    expect_status(page, 413);
+    assert_non_null(strstr(page, "body_too_large"));
+    http(port, "GET /healthz HTTP/1.0\r\n\r\n"); /* and the server goes on */
+    expect_status(page, 200);
 
     /* A client that connects and says nothing does not hold up the next probe. */
     int silent = socket(AF_INET, SOCK_STREAM, 0);
@@ -137,6 +211,32 @@ static void test_http_serves_metrics_and_health_and_refuses_the_rest(void **stat
     close(fd);
     metrics_stop();
     metrics_stop(); /* idempotent */
+}
+
+static int connect_loopback(int port);
+
+/* HTTP/1.1 keep-alive: a scraper's requests share one connection. */
+static void test_requests_on_one_connection_are_each_answered(void **state)
+{
+    int port = 0;
+    char errstr[256];
+    assert_int_equal(metrics_serve(&loopback, &port, errstr, sizeof errstr), 0);
+    int fd = connect_loopback(port);
+    static const char scrape[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, scrape, sizeof scrape - 1, 0), (ssize_t)sizeof scrape - 1);
+    read_response(fd);
+    expect_status(page, 200);
+    assert_non_null(strstr(page, "# TYPE holdfast_records_applied_total counter"));
+    page[0] = '\0';
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_int_equal(send(fd, probe, sizeof probe - 1, 0), (ssize_t)sizeof probe - 1);
+    read_response(fd);
+    expect_status(page, 200);
+    assert_non_null(strstr(page, "\r\n\r\nok\n"));
+    char c;
+    assert_int_equal(recv(fd, &c, 1, 0), 0); /* closed as asked */
+    close(fd);
+    metrics_stop();
 }
 
 /* Elapsed ms since t0 (monotonic). */
@@ -171,7 +271,7 @@ static void test_idle_clients_do_not_delay_a_health_probe(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
     long probe_ms = elapsed_ms(&t0);
-    assert_non_null(strstr(page, "HTTP/1.0 200 OK\r\n"));
+    expect_status(page, 200);
     if (probe_ms >= 1000)
         fail_msg("the probe took %ld ms behind idle clients (a 1 s probe fails)", probe_ms);
     /* Each idle client is dropped at its deadline (2 s), not held forever. */
@@ -222,7 +322,9 @@ static void test_it_listens_on_metrics_bind_only_loopback_by_default(void **stat
     assert_non_null(strstr(errstr, "metrics_bind"));
 }
 
-static void test_a_full_table_of_clients_gets_busy_not_a_hang(void **state)
+/* libmicrohttpd closes a connection beyond the bound at once: the probe fails
+ * fast instead of waiting behind the idle ones. */
+static void test_a_full_table_of_clients_is_refused_at_once_not_a_hang(void **state)
 {
     int port = 0;
     char errstr[256];
@@ -235,12 +337,81 @@ static void test_a_full_table_of_clients_gets_busy_not_a_hang(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
     assert_true(elapsed_ms(&t0) < 1000);
-    assert_true(strncmp(page, "HTTP/1.0 503 Service Unavailable\r\n", 34) == 0);
+    assert_string_equal(page, ""); /* closed without an answer */
     for (int i = 0; i < HF_METRICS_CLIENTS_MAX; i++)
         close(idle[i]);
     usleep(300 * 1000); /* the closes are seen: the slots are free again */
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    expect_status(page, 200);
+    metrics_stop();
+}
+
+static bool view_current = true;
+static long view_stale_ms = 12000;
+
+static bool fake_view_check(void *opaque, char *why, size_t why_size)
+{
+    (void)opaque;
+    if (!view_current)
+        snprintf(why, why_size, "gateway routing view stale for %ld ms", view_stale_ms);
+    return view_current;
+}
+
+/* Not ready until the task thread has been assigned, restored and looped, and
+ * while a registered check fails; the reasons name each. Registers the test
+ * thread as a counter task (it stays registered, ready, for the next test). */
+static void test_readyz_waits_for_every_task_restored_and_the_checks(void **state)
+{
+    metrics_serve_opts_t o = loopback;
+    o.tasks_expected = 1;
+    int port = 0, stage = metrics_stage("counter");
+    char errstr[256], why[512];
+    assert_int_equal(metrics_serve(&o, &port, errstr, sizeof errstr), 0);
+    assert_true(metrics_ready_check(fake_view_check, NULL));
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 503);
+    assert_non_null(strstr(page, "1 of 1 task threads not started yet"));
+
+    metrics_task_heartbeat(stage, 0); /* a loop, before any assignment */
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 503);
+    assert_non_null(strstr(page, "counter task (thread 0): waiting for its partition assignment"));
+    assert_null(strstr(page, "not started"));
+
+    metrics_task_restoring(stage, true);
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 503);
+    assert_non_null(strstr(page, "counter task (thread 0): restoring partitions"));
+    http(port, "GET /healthz HTTP/1.0\r\n\r\n"); /* alive all the same */
+    expect_status(page, 200);
+
+    metrics_task_restoring(stage, false);
+    assert_false(metrics_ready(1, why, sizeof why));
+    assert_non_null(strstr(why, "first loop since not completed"));
+    metrics_task_heartbeat(stage, 0);
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 200);
+    assert_non_null(strstr(page, "\r\n\r\nok\n"));
+
+    /* A second thread expected but not started; then the view goes stale: both named. */
+    assert_false(metrics_ready(2, why, sizeof why));
+    assert_non_null(strstr(why, "1 of 2 task threads not started yet"));
+    view_current = false;
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 503);
+    assert_non_null(strstr(page, "\r\n\r\ngateway routing view stale for 12000 ms\n"));
+    view_current = true;
+    http(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    expect_status(page, 200);
+
+    /* A new assignment (a rebalance): not ready again until it is restored and looped. */
+    metrics_task_restoring(stage, true);
+    assert_false(metrics_ready(1, why, sizeof why));
+    assert_non_null(strstr(why, "restoring partitions"));
+    metrics_task_restoring(stage, false);
+    metrics_task_heartbeat(stage, 0);
+    assert_true(metrics_ready(1, why, sizeof why));
+    assert_string_equal(why, "ok\n");
     metrics_stop();
 }
 
@@ -264,13 +435,13 @@ static void test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls(void **st
     pthread_join(other, NULL);
     metrics_task_heartbeat(stage, 0);
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    expect_status(page, 200);
 
     metrics_task_heartbeat(stage, 2); /* aborts below the bound: still healthy */
     assert_true(metrics_healthy(o.loop_stall_ms, o.aborts_max, why, sizeof why));
     metrics_task_heartbeat(stage, 3);
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 503 Service Unavailable\r\n", 34) == 0);
+    expect_status(page, 503);
     assert_non_null(strstr(page, "counter task"));
     assert_non_null(strstr(page, "3 transactions aborted in a row"));
     metrics_task_heartbeat(stage, 0); /* a commit: healthy again */
@@ -279,7 +450,7 @@ static void test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls(void **st
     usleep(600 * 1000);
     metrics_task_heartbeat(stage, 0);
     http(port, "GET /healthz HTTP/1.0\r\n\r\n");
-    assert_true(strncmp(page, "HTTP/1.0 503 Service Unavailable\r\n", 34) == 0);
+    expect_status(page, 503);
     assert_non_null(strstr(page, "no loop completed for"));
     assert_non_null(strstr(page, "health_loop_stall_ms 400"));
     metrics_stop();
@@ -290,9 +461,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counters_histogram_and_gauges_render_as_prometheus_text),
         cmocka_unit_test(test_http_serves_metrics_and_health_and_refuses_the_rest),
+        cmocka_unit_test(test_requests_on_one_connection_are_each_answered),
         cmocka_unit_test(test_idle_clients_do_not_delay_a_health_probe),
         cmocka_unit_test(test_it_listens_on_metrics_bind_only_loopback_by_default),
-        cmocka_unit_test(test_a_full_table_of_clients_gets_busy_not_a_hang),
+        cmocka_unit_test(test_a_full_table_of_clients_is_refused_at_once_not_a_hang),
+        cmocka_unit_test(test_readyz_waits_for_every_task_restored_and_the_checks),
         cmocka_unit_test(test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
