@@ -48,7 +48,8 @@ bool trace_parse(const char *text, size_t len, trace_ctx_t *out)
     trace_ctx_t tc;
     if (!text || len < TRACE_PARENT_LEN || !hex_decode(text, &version, 1) || version == 0xff)
         return false;
-    if (version == 0 ? len != TRACE_PARENT_LEN : (len > TRACE_PARENT_LEN && text[TRACE_PARENT_LEN] != '-'))
+    if (version == 0 ? len != TRACE_PARENT_LEN
+                     : (len > TRACE_PARENT_LEN && text[TRACE_PARENT_LEN] != '-'))
         return false;
     if (text[2] != '-' || text[TRACE_PARENT_ID_AT - 1] != '-' || text[TRACE_FLAGS_AT - 1] != '-')
         return false;

@@ -61,16 +61,16 @@ static void test_malformed_values_are_refused_and_leave_the_output_alone(void **
     static const char *const bad[] = {
         "",
         "00",
-        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* uppercase trace-id */
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01", /* uppercase parent-id */
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A", /* uppercase flags */
-        "0A-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* uppercase version */
-        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* zero trace-id */
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* zero parent-id */
-        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
-        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  /* short trace-id */
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01",  /* short parent-id */
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",  /* short flags */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  /* uppercase trace-id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01",  /* uppercase parent-id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A",  /* uppercase flags */
+        "0A-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  /* uppercase version */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  /* zero trace-id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  /* zero parent-id */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",   /* short trace-id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01",   /* short parent-id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",   /* short flags */
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", /* version 00 is 55 */
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-010",
         "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* separators */
