@@ -4,7 +4,8 @@
  * command, the counter's result, the reply, the ledger event), each hop with
  * the request's trace-id and a span id of its own; a Commit sent by hfctl with
  * another trace gets that trace on its own outputs; and a malformed header is
- * answered as if it were absent, its outputs carrying no trace at all. With
+ * answered as if it were absent, its outputs carrying no trace at all; an
+ * expiry (a timer, acting for no request) carries none either. With
  * HOLDFAST_LOG_LEVEL=debug each traced input is one log line naming the
  * trace-id. */
 #include <setjmp.h>
@@ -89,7 +90,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static hf_record_t reserve(const char *rid, const char *ikey)
+static hf_record_t reserve_ttl(const char *rid, const char *ikey, int64_t ttl_ms)
 {
     hf_record_t r;
     hf_reserve_t *q = &hf_record_reset(&r, HF_REC_RESERVE)->u.reserve;
@@ -99,8 +100,14 @@ static hf_record_t reserve(const char *rid, const char *ikey)
     snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "SKU-T");
     q->lines[0].qty = 1;
     q->ship_to = (hf_geo_t){40.73, -73.99};
+    q->ttl_ms = ttl_ms;
     q->sent_at_ms = harness_now_ms();
     return r;
+}
+
+static hf_record_t reserve(const char *rid, const char *ikey)
+{
+    return reserve_ttl(rid, ikey, 0);
 }
 
 /* ---- finding one output record and its traceparent header */
@@ -128,6 +135,8 @@ static bool matches(const find_t *f, const hf_record_t *rec)
         return strcmp(rec->u.hold.reservation_id, f->rid) == 0;
     case HF_REC_COMMIT_HOLD:
         return strcmp(rec->u.commit_hold.reservation_id, f->rid) == 0;
+    case HF_REC_RELEASE_HOLD:
+        return strcmp(rec->u.release_hold.reservation_id, f->rid) == 0;
     case HF_REC_COUNTER_RESULT:
         return strcmp(rec->u.counter_result.reservation_id, f->rid) == 0 &&
                (int)rec->u.counter_result.command == f->sub;
@@ -307,11 +316,34 @@ static void test_a_malformed_traceparent_is_answered_and_not_propagated(void **s
     assert_int_equal(harness_read(&world.h, HF_T_DEAD_LETTERS, NULL, NULL), 0);
 }
 
+static void test_an_expiry_acts_for_no_request_and_carries_no_trace(void **state)
+{
+    /* The hold is traced; its expiry, minutes or here a second later, is the
+     * gateway's timer acting on stored state: its outputs carry no trace. */
+    hf_record_t r = reserve_ttl("rexp", "kexp", 1000);
+    hf_reply_t rep;
+    char errstr[256] = "";
+    int err = client_call_traced(world.c, &r, "00-" TID1 "-" PID1 "-01", CALL_MS, 3, &rep, errstr,
+                                 sizeof errstr);
+    if (err)
+        fail_msg("client_call_traced: %s", errstr);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    find_t held = find(HF_T_LEDGER, HF_REC_LEDGER_EVENT, "rexp", NULL, HF_LEDGER_HELD);
+    assert_traced(&held, "ledger HELD", TID1, PID1);
+    find_t expired = find(HF_T_LEDGER, HF_REC_LEDGER_EVENT, "rexp", NULL, HF_LEDGER_EXPIRED);
+    if (expired.traced)
+        fail_msg("the EXPIRED ledger event carries traceparent '%s'", expired.tp);
+    find_t release = find(HF_T_COUNTER_COMMANDS, HF_REC_RELEASE_HOLD, "rexp", NULL, 0);
+    if (release.traced)
+        fail_msg("the expiry's ReleaseHold carries traceparent '%s'", release.tp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_reserves_trace_reaches_every_hop_with_a_span_per_hop),
         cmocka_unit_test(test_a_malformed_traceparent_is_answered_and_not_propagated),
+        cmocka_unit_test(test_an_expiry_acts_for_no_request_and_carries_no_trace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
