@@ -27,8 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcmp(&back, &tc, sizeof tc) != 0)
             abort();
         trace_child(&tc, &child);
-        if (memcmp(child.trace_id, tc.trace_id, sizeof tc.trace_id) != 0 ||
-            child.flags != tc.flags)
+        if (memcmp(child.trace_id, tc.trace_id, sizeof tc.trace_id) != 0 || child.flags != tc.flags)
             abort();
     }
     free(text);

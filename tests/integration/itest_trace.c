@@ -5,7 +5,8 @@
  * the request's trace-id and a span id of its own; a Commit sent by hfctl with
  * another trace gets that trace on its own outputs; and a malformed header is
  * answered as if it were absent, its outputs carrying no trace at all; an
- * expiry (a timer, acting for no request) carries none either. With
+ * expiry (a timer, acting for no request) carries none either; a misrouted
+ * request's dead letter and rejection carry its trace. With
  * HOLDFAST_LOG_LEVEL=debug each traced input is one log line naming the
  * trace-id. */
 #include <setjmp.h>
@@ -140,6 +141,9 @@ static bool matches(const find_t *f, const hf_record_t *rec)
     case HF_REC_COUNTER_RESULT:
         return strcmp(rec->u.counter_result.reservation_id, f->rid) == 0 &&
                (int)rec->u.counter_result.command == f->sub;
+    case HF_REC_DEAD_LETTER:
+        return f->rid[0] && strlen(f->rid) == rec->u.dead_letter.key_len &&
+               memcmp(rec->u.dead_letter.key, f->rid, rec->u.dead_letter.key_len) == 0;
     case HF_REC_REPLY:
         return strcmp(rec->u.reply.reservation_id, f->rid) == 0 &&
                strcmp(rec->u.reply.idempotency_key, f->ikey) == 0;
@@ -190,8 +194,8 @@ static void hex(const uint8_t *b, size_t n, char *out)
 
 /* f carries a valid traceparent of trace trace_id whose parent-id is not
  * not_parent (the span of the hop before: each hop has a span of its own). */
-static void assert_traced(const find_t *f, const char *what, const char *trace_id,
-                          const char *not_parent)
+static void assert_traced_flags(const find_t *f, const char *what, const char *trace_id,
+                                const char *not_parent, uint8_t flags)
 {
     char tid[33], pid[17];
     if (!f->traced)
@@ -204,7 +208,14 @@ static void assert_traced(const find_t *f, const char *what, const char *trace_i
         fail_msg("%s: trace-id %s, want %s", what, tid, trace_id);
     if (strcmp(pid, not_parent) == 0)
         fail_msg("%s: parent-id %s is the previous hop's, not a span of its own", what, pid);
-    assert_int_equal(f->tc.flags, 0x01);
+    if (f->tc.flags != flags)
+        fail_msg("%s: flags %02x, want %02x (kept from the request)", what, f->tc.flags, flags);
+}
+
+static void assert_traced(const find_t *f, const char *what, const char *trace_id,
+                          const char *not_parent)
+{
+    assert_traced_flags(f, what, trace_id, not_parent, 0x01);
 }
 
 static void parent_hex(const find_t *f, char out[17])
@@ -338,12 +349,38 @@ static void test_an_expiry_acts_for_no_request_and_carries_no_trace(void **state
         fail_msg("the expiry's ReleaseHold carries traceparent '%s'", release.tp);
 }
 
+static void test_a_misrouted_request_is_dead_lettered_and_answered_under_its_trace(void **state)
+{
+    /* Produced to another partition than its key's (as a producer with another
+     * partitioner would): a dead letter and a REJECTED_INVALID reply, both
+     * outputs of the traced input. */
+    hf_record_t r = reserve("rmis", "kmis");
+    uint8_t buf[HF_RECORD_LEN_MAX];
+    size_t len = 0;
+    char errstr[512];
+    assert_int_equal(codec_encode(&r, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
+    int32_t count = harness_partitions(&world.h, HF_T_REQUESTS);
+    assert_true(count > 1);
+    int32_t wrong = (kafka_partition_for_key("rmis", 4, count) + 1) % count;
+    kafka_header_t tp = {TRACE_HEADER_NAME, "00-" TID2 "-" PID1 "-00"};
+    assert_int_equal(kafka_produce(world.h.kp, topic_name(HF_T_REQUESTS), wrong, "rmis", 4, buf,
+                                   len, &tp, 1, NULL, errstr, sizeof errstr),
+                     HF_OK);
+    harness_flush(&world.h);
+    find_t dl = find(HF_T_DEAD_LETTERS, HF_REC_DEAD_LETTER, "rmis", NULL, 0);
+    find_t rej = find(HF_T_REPLIES, HF_REC_REPLY, "rmis", "kmis", 0);
+    assert_traced_flags(&dl, "dead letter", TID2, PID1, 0x00);
+    assert_traced_flags(&rej, "REJECTED_INVALID reply", TID2, PID1, 0x00);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_reserves_trace_reaches_every_hop_with_a_span_per_hop),
         cmocka_unit_test(test_a_malformed_traceparent_is_answered_and_not_propagated),
         cmocka_unit_test(test_an_expiry_acts_for_no_request_and_carries_no_trace),
+        /* last: it leaves a dead letter, which the malformed-value test counts */
+        cmocka_unit_test(test_a_misrouted_request_is_dead_lettered_and_answered_under_its_trace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
