@@ -449,8 +449,10 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
  * hop a child span of it, and every output emitted while the record is handled
  * (replies, commands, results, ledger events, dead letters; not changelog
  * records) carries the child's value. An invalid one is ignored: it neither
- * propagates nor fails the record. A record without headers costs one branch. */
-static void trace_begin(task_t *t, const kafka_msg_t *msg, const char *type)
+ * propagates nor fails the record. A record without headers costs a call and a
+ * branch (librdkafka parses headers only of a record that has some). decoded:
+ * t->rec holds the record (admitted), for the log line. */
+static void trace_begin(task_t *t, const kafka_msg_t *msg, bool decoded)
 {
     stage_ctx_t *ctx = &t->ctx;
     const void *val = NULL;
@@ -460,6 +462,7 @@ static void trace_begin(task_t *t, const kafka_msg_t *msg, const char *type)
     ctx->trace_off = 0;
     if (!kafka_msg_header_ref(msg, TRACE_HEADER_NAME, &val, &len))
         return;
+    const char *type = decoded ? hf_rec_type_name(t->rec.type) : "(refused)";
     if (!trace_parse(val, len, &in)) {
         log_debug("task", "%s: %s/%d/%lld %s: invalid traceparent ignored", t->def->name,
                   msg->topic, msg->partition, (long long)msg->offset, type);
@@ -513,7 +516,7 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     admit_verdict_t v =
         admit_record(&t->admit, (size_t)ti, msg->partition, msg->key, msg->key_len, msg->value,
                      msg->value ? msg->value_len : 0, &t->rec, &h, why, sizeof why);
-    trace_begin(t, msg, v == ADMIT_OK ? hf_rec_type_name(t->rec.type) : "(refused)");
+    trace_begin(t, msg, v == ADMIT_OK);
     size_t writes_before = state_buf_count(t->buf);
     if (v != ADMIT_OK) {
         int err = dead_letter(t, msg, why);
