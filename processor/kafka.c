@@ -215,14 +215,21 @@ void kafka_msg_release(kafka_msg_t *msg)
     }
 }
 
-bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_t out_size)
+bool kafka_msg_header_ref(const kafka_msg_t *msg, const char *name, const void **val, size_t *len)
 {
     rd_kafka_headers_t *hdrs = NULL;
+    *val = NULL;
+    *len = 0;
+    return msg->handle &&
+           rd_kafka_message_headers(msg->handle, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           rd_kafka_header_get_last(hdrs, name, val, len) == RD_KAFKA_RESP_ERR_NO_ERROR && *val;
+}
+
+bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_t out_size)
+{
     const void *val = NULL;
     size_t len = 0;
-    if (!msg->handle ||
-        rd_kafka_message_headers(msg->handle, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-        rd_kafka_header_get_last(hdrs, name, &val, &len) != RD_KAFKA_RESP_ERR_NO_ERROR || !val)
+    if (!kafka_msg_header_ref(msg, name, &val, &len))
         return false;
     if (len >= out_size)
         len = out_size - 1;

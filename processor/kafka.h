@@ -38,6 +38,11 @@ void kafka_msg_release(kafka_msg_t *msg);
 
 /* Reads the value of header name of a message into out (NUL-terminated). */
 bool kafka_msg_header(const kafka_msg_t *msg, const char *name, char *out, size_t out_size);
+/* The value of header name of a message without a copy: *val (not
+ * NUL-terminated, *len bytes) stays valid until kafka_msg_release. False when
+ * the message has no such header. A message without headers costs one branch;
+ * librdkafka parses a message's headers once, at the first call. */
+bool kafka_msg_header_ref(const kafka_msg_t *msg, const char *name, const void **val, size_t *len);
 
 typedef struct {
     const char *name;

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "topics.h"
+#include "trace.h"
 
 /* A batch stops taking records once it has this many outputs; the rest of the
  * gathered records go into the next transaction. */
@@ -42,6 +43,7 @@ typedef struct {
     uint32_t topic_off, key_off, key_len, val_off, val_len;
     int32_t partition;               /* -1 = by key */
     uint32_t reason_off, source_off; /* dead letters only; 0 = none */
+    uint32_t trace_off;              /* its traceparent header; 0 = none */
 } out_t;
 
 /* A state key written in this transaction, with its latest value (kept so the
@@ -59,6 +61,12 @@ struct stage_ctx {
     int64_t now_ms;
     const kafka_msg_t *msg;
     char reject_reason[HF_TEXT_LEN_MAX + 1];
+    /* While an input with a valid traceparent is handled: the value its outputs
+     * carry (the input's trace, this hop's new span), and where it sits in the
+     * arena once the first output took it (0: not yet). */
+    bool traced;
+    uint32_t trace_off;
+    char traceparent[TRACE_PARENT_LEN + 1];
 };
 
 struct task {
@@ -335,6 +343,13 @@ static int out_add(task_t *t, const char *topic, int32_t partition, const void *
         return err;
     o->key_len = (uint32_t)key_len;
     o->val_len = (uint32_t)val_len;
+    if (t->ctx.traced) { /* one copy per traced input, however many outputs it has */
+        if (!t->ctx.trace_off)
+            err = arena_add(&t->arena, t->ctx.traceparent, TRACE_PARENT_LEN + 1, &t->ctx.trace_off);
+        if (err)
+            return err;
+        o->trace_off = t->ctx.trace_off;
+    }
     t->outs_count++;
     if (out)
         *out = o;
@@ -428,6 +443,48 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
     return err;
 }
 
+/* ---- tracing (trace.h) */
+
+/* Reads the input's traceparent header, if it has one: a valid one makes this
+ * hop a child span of it, and every output emitted while the record is handled
+ * (replies, commands, results, ledger events, dead letters; not changelog
+ * records) carries the child's value. An invalid one is ignored: it neither
+ * propagates nor fails the record. A record without headers costs a call and a
+ * branch (librdkafka parses headers only of a record that has some). decoded:
+ * t->rec holds the record (admitted), for the log line. */
+static void trace_begin(task_t *t, const kafka_msg_t *msg, bool decoded)
+{
+    stage_ctx_t *ctx = &t->ctx;
+    const void *val = NULL;
+    size_t len = 0;
+    trace_ctx_t in, span;
+    ctx->traced = false;
+    ctx->trace_off = 0;
+    if (!kafka_msg_header_ref(msg, TRACE_HEADER_NAME, &val, &len))
+        return;
+    const char *type = decoded ? hf_rec_type_name(t->rec.type) : "(refused)";
+    if (!trace_parse(val, len, &in)) {
+        log_debug("task", "%s: %s/%d/%lld %s: invalid traceparent ignored", t->def->name,
+                  msg->topic, msg->partition, (long long)msg->offset, type);
+        return;
+    }
+    trace_child(&in, &span);
+    trace_format(&span, ctx->traceparent);
+    ctx->traced = true;
+    /* The value is "00-<trace-id>-<span-id>-<flags>"; the input's parent-id is
+     * the previous hop's span-id, so a grep for the trace-id shows the chain. */
+    log_debug("task", "%s: %s/%d/%lld %s trace_id=%.32s parent_id=%.16s span_id=%.16s",
+              t->def->name, msg->topic, msg->partition, (long long)msg->offset, type,
+              ctx->traceparent + 3, (const char *)val + 36, ctx->traceparent + 36);
+}
+
+/* Outputs of timers and batch ends act for no input record: they carry none. */
+static void trace_end(stage_ctx_t *ctx)
+{
+    ctx->traced = false;
+    ctx->trace_off = 0;
+}
+
 /* ---- applying records */
 
 static int topic_index(const task_t *t, const char *topic)
@@ -459,6 +516,7 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     admit_verdict_t v =
         admit_record(&t->admit, (size_t)ti, msg->partition, msg->key, msg->key_len, msg->value,
                      msg->value ? msg->value_len : 0, &t->rec, &h, why, sizeof why);
+    trace_begin(t, msg, v == ADMIT_OK);
     size_t writes_before = state_buf_count(t->buf);
     if (v != ADMIT_OK) {
         int err = dead_letter(t, msg, why);
@@ -504,13 +562,15 @@ static int produce_outputs(task_t *t)
     for (size_t i = 0; i < t->outs_count; i++) {
         const out_t *o = &t->outs[i];
         const uint8_t *a = t->arena.data;
-        kafka_header_t hdrs[3];
+        kafka_header_t hdrs[4];
         size_t nh = 0;
         if (o->reason_off) {
             hdrs[nh++] = (kafka_header_t){"hf.error", (const char *)a + o->reason_off};
             hdrs[nh++] = (kafka_header_t){"hf.source", (const char *)a + o->source_off};
             hdrs[nh++] = (kafka_header_t){"hf.stage", t->def->name};
         }
+        if (o->trace_off)
+            hdrs[nh++] = (kafka_header_t){TRACE_HEADER_NAME, (const char *)a + o->trace_off};
         int err = kafka_produce(t->kp, (const char *)a + o->topic_off, o->partition, a + o->key_off,
                                 o->key_len, a + o->val_off, o->val_len, hdrs, nh, NULL, t->errstr,
                                 sizeof t->errstr);
@@ -933,6 +993,7 @@ static int apply_batch(task_t *t, size_t *applied)
     size_t i = 0;
     for (; i < t->msgs_count && t->outs_count < TASK_OUTPUTS_SOFT_MAX; i++) {
         int err = apply_record(t, &t->msgs[i]);
+        trace_end(&t->ctx);
         if (err) {
             *applied = i;
             return err;

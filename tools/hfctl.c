@@ -23,6 +23,7 @@
 #include "lib/reconcile.h"
 #include "lib/topics_file.h"
 #include "topics.h"
+#include "trace.h"
 
 typedef struct {
     const char *bootstrap;
@@ -395,12 +396,25 @@ static int call_and_print(cli_t *c, const hf_record_t *req, hf_reply_outcome_t s
     int64_t timeout_ms = 0, attempts = 0;
     if (opt_int64(c, "timeout-ms", 10000, &timeout_ms) || opt_int64(c, "attempts", 3, &attempts))
         return HF_ERR_INVAL;
+    /* Checked here, not by holdfast: holdfast ignores a malformed value
+     * silently, and the operator who typed it would follow a trace that is not
+     * there. */
+    const char *tp = opt(c, "traceparent");
+    trace_ctx_t tc;
+    if (tp && !trace_parse(tp, strlen(tp), &tc)) {
+        fprintf(stderr,
+                "hfctl: --traceparent '%s' is not a W3C traceparent: give "
+                "00-<32 lowercase hex trace-id>-<16 lowercase hex parent-id>-<2 hex flags>, "
+                "neither id all zeros\n",
+                tp);
+        return HF_ERR_INVAL;
+    }
     hf_client_t *cl = NULL;
     int err = client_new(c->bootstrap, opt(c, "reply-to"), &cl, c->errstr, sizeof c->errstr);
     hf_reply_t rep;
     if (!err)
-        err =
-            client_call(cl, req, (int)timeout_ms, (int)attempts, &rep, c->errstr, sizeof c->errstr);
+        err = client_call_traced(cl, req, tp, (int)timeout_ms, (int)attempts, &rep, c->errstr,
+                                 sizeof c->errstr);
     client_destroy(cl);
     if (err)
         return err;
@@ -606,8 +620,9 @@ static int cmd_reconcile(cli_t *c)
 #define OPT_CALL                                                                                   \
     {"reply-to", "TOPIC", false, "replies topic (default holdfast.replies)"},                      \
         {"timeout-ms", "N", false, "wait for a reply this long per attempt (default 10000)"},      \
+        {"attempts", "N", false, "send with the same key at most N times (default 3)"},            \
     {                                                                                              \
-        "attempts", "N", false, "send with the same key at most N times (default 3)"               \
+        "traceparent", "TP", false, "W3C trace context of the request (00-TRACEID-PARENTID-FLAGS)" \
     }
 
 static const hf_cli_opt_t topics_apply_opts[] = {

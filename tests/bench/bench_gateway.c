@@ -5,7 +5,10 @@
  * measured from that intended time to the reply, so a stall shows up instead of
  * slowing the sender. A HELD reply is followed at once by a commit or a release
  * (alternating). Env: BENCH_RATES (reserves/s, default "50,200,400"),
- * BENCH_SECONDS per rate (default 15), BENCH_SKUS (default 200). */
+ * BENCH_SECONDS per rate (default 15), BENCH_SKUS (default 200), BENCH_TRACED
+ * (1: every request carries a W3C traceparent, its own trace per reservation,
+ * so the cost of carrying it through every hop shows beside a run without).
+ * Each rate also prints the CPU time the holdfast process used. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 
 #include "harness.h"
 #include "lib/client.h"
+#include "trace.h"
 
 #define REQS_MAX        200000
 #define WAREHOUSES_USED 5
@@ -92,6 +96,39 @@ static hf_record_t make_settle(int i)
     return r;
 }
 
+static bool traced;
+
+/* A traceparent of its own per reservation i when BENCH_TRACED, else none. */
+static const char *traceparent_of(int i, char out[TRACE_PARENT_LEN + 1])
+{
+    if (!traced)
+        return NULL;
+    trace_ctx_t tc = {.flags = 0x01};
+    memcpy(tc.trace_id, "bench-gw-trace--", sizeof tc.trace_id);
+    memcpy(tc.trace_id + 8, &i, sizeof i);
+    trace_span_id_new(tc.parent_id);
+    trace_format(&tc, out);
+    return out;
+}
+
+/* CPU seconds (user + system) process pid has used, from /proc. */
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* Handles one reply: records latency, sends the settle for a HELD reserve. */
 static void on_reply(hf_client_t *c, const hf_reply_t *rep, int first, int last)
 {
@@ -107,15 +144,19 @@ static void on_reply(hf_client_t *c, const hf_reply_t *rep, int first, int last)
         if (rep->outcome == HF_REPLY_HELD) {
             hf_record_t s = make_settle(i);
             q->settle_sent = now;
-            assert_int_equal(client_send_async(c, &s, errstr, sizeof errstr), HF_OK);
+            char tp[TRACE_PARENT_LEN + 1];
+            assert_int_equal(
+                client_send_async_traced(c, &s, traceparent_of(i, tp), errstr, sizeof errstr),
+                HF_OK);
         }
     } else if (rep->idempotency_key[0] != 'k' && !q->settle_ms) {
         q->settle_ms = now - q->settle_sent;
     }
 }
 
-static void run_rate(hf_client_t *c, int rate, int seconds, int skus, int *next_id)
+static void run_rate(hf_client_t *c, pid_t pid, int rate, int seconds, int skus, int *next_id)
 {
+    double cpu_before = cpu_s(pid);
     char errstr[256];
     unsigned seed = (unsigned)rate;
     int first = *next_id, n = rate * seconds;
@@ -130,7 +171,10 @@ static void run_rate(hf_client_t *c, int rate, int seconds, int skus, int *next_
         while (sent < n && harness_now_ms() >= due) {
             hf_record_t r = make_reserve(first + sent, skus, &seed);
             reqs[first + sent].reserve_sent = due;
-            assert_int_equal(client_send_async(c, &r, errstr, sizeof errstr), HF_OK);
+            char tp[TRACE_PARENT_LEN + 1];
+            assert_int_equal(client_send_async_traced(c, &r, traceparent_of(first + sent, tp),
+                                                      errstr, sizeof errstr),
+                             HF_OK);
             sent++;
             due = start + (int64_t)sent * 1000 / rate;
         }
@@ -168,8 +212,10 @@ static void run_rate(hf_client_t *c, int rate, int seconds, int skus, int *next_
         if (q->settle_ms)
             (i % 2 ? com : rel)[i % 2 ? nc++ : nl++] = q->settle_ms;
     }
-    printf("  %d reserves/s for %d s: %zu held, %zu rejected, %zu without reply\n", rate, seconds,
-           held, rejected, missing);
+    printf("  %d reserves/s for %d s%s: %zu held, %zu rejected, %zu without reply; holdfast CPU "
+           "%.2f s\n",
+           rate, seconds, traced ? " (traced)" : "", held, rejected, missing,
+           cpu_s(pid) - cpu_before);
     pct("reserve", res, nr);
     pct("commit", com, nc);
     pct("release", rel, nl);
@@ -182,6 +228,7 @@ static void bench_gateway_latency(void **state)
     const char *rates = harness_env_str("BENCH_RATES", "50,200,400");
     int seconds = (int)harness_env_int("BENCH_SECONDS", 15);
     int skus = (int)harness_env_int("BENCH_SKUS", 200);
+    traced = harness_env_int("BENCH_TRACED", 0) == 1;
     load_warehouse_ids();
     harness_t h;
     harness_init(&h, "bench-gw");
@@ -209,12 +256,12 @@ static void bench_gateway_latency(void **state)
            skus, WAREHOUSES_USED);
     /* Warm-up: the first requests pay for connections and the view. */
     int next_id = 0;
-    run_rate(c, 20, 2, skus, &next_id);
+    run_rate(c, pid, 20, 2, skus, &next_id);
     char list[128];
     snprintf(list, sizeof list, "%s", rates);
     char *save = NULL;
     for (char *r = strtok_r(list, ",", &save); r; r = strtok_r(NULL, ",", &save))
-        run_rate(c, atoi(r), seconds, skus, &next_id);
+        run_rate(c, pid, atoi(r), seconds, skus, &next_id);
     client_destroy(c);
     assert_int_equal(harness_stop(pid), 0);
     harness_cleanup(&h);

@@ -54,10 +54,10 @@ help_lists "hfctl stock get" warehouse sku
 help_lists "hfctl availability" sku
 help_lists "hfctl tail" max
 help_lists "hfctl burst" sku warehouses holds producers timeout-ms
-help_lists "hfctl reserve" reservation key sku qty lines lat lon ttl-ms campaign reply-to timeout-ms attempts
-help_lists "hfctl commit" reservation key payment reply-to timeout-ms attempts
-help_lists "hfctl release" reservation key reason reply-to timeout-ms attempts
-help_lists "hfctl extend" reservation key by-ms reply-to timeout-ms attempts
+help_lists "hfctl reserve" reservation key sku qty lines lat lon ttl-ms campaign reply-to timeout-ms attempts traceparent
+help_lists "hfctl commit" reservation key payment reply-to timeout-ms attempts traceparent
+help_lists "hfctl release" reservation key reason reply-to timeout-ms attempts traceparent
+help_lists "hfctl extend" reservation key by-ms reply-to timeout-ms attempts traceparent
 help_lists "hfctl status" reservation
 help_lists "hfctl reconcile" quiescent violations settle-attempts expiry-lag-max-ms pairs-max holds-max reservations-max reply-keys-max timeout-ms
 help_lists "hfbench seed" skus stock per-sku doorbuster-stock warehouses seed timeout-ms
@@ -73,6 +73,10 @@ expect_exit 2 "$bin/hfctl" reserve --reservation r --key k --bogus 1 &&
   fail "hfctl reserve --bogus: $err"
 expect_exit 2 "$bin/hfctl" availability --sku && grep -q -- "--sku needs a value" <<<"$err" || fail "hfctl availability --sku: $err"
 expect_exit 2 "$bin/hfctl" stock feed --warehouse W --sku S && grep -q -- "missing --kind" <<<"$err" || fail "hfctl stock feed without --kind: $err"
+expect_exit 2 "$bin/hfctl" reserve --reservation r --key k --sku S --traceparent 00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01 &&
+  grep -q -- "--traceparent '00-4BF9.*' is not a W3C traceparent" <<<"$err" || fail "hfctl reserve --traceparent (uppercase): $err"
+expect_exit 2 "$bin/hfctl" commit --reservation r --key k --payment p --traceparent 00-00000000000000000000000000000000-00f067aa0ba902b7-01 &&
+  grep -q -- "is not a W3C traceparent" <<<"$err" || fail "hfctl commit --traceparent (zero trace-id): $err"
 expect_exit 2 "$bin/hfctl" frobnicate && grep -q "unknown command 'frobnicate'" <<<"$err" || fail "hfctl frobnicate: $err"
 expect_exit 2 "$bin/holdfast" run --stagez counter && grep -q -- "unknown option '--stagez'" <<<"$err" || fail "holdfast run --stagez: $err"
 expect_exit 2 "$bin/holdfast" serve && grep -q "unknown command" <<<"$err" || fail "holdfast serve: $err"

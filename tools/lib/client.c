@@ -15,6 +15,7 @@
 #include "hf_clock.h"
 #include "kafka.h"
 #include "topics.h"
+#include "trace.h"
 
 /* First pause before re-sending a request answered BUSY; doubles per attempt. */
 #define CLIENT_BUSY_BACKOFF_MS 50
@@ -122,7 +123,8 @@ void client_destroy(hf_client_t *c)
     free(c);
 }
 
-int client_send_async(hf_client_t *c, const hf_record_t *req, char *errstr, size_t errstr_size)
+int client_send_async_traced(hf_client_t *c, const hf_record_t *req, const char *traceparent,
+                             char *errstr, size_t errstr_size)
 {
     const char *ikey = NULL;
     const char *rid = client_request_id(req, &ikey);
@@ -134,8 +136,15 @@ int client_send_async(hf_client_t *c, const hf_record_t *req, char *errstr, size
     int err = codec_encode(req, c->buf, sizeof c->buf, &len, errstr, errstr_size);
     if (err)
         return err;
-    return kafka_produce(c->kp, topic_name(HF_T_REQUESTS), -1, rid, strlen(rid), c->buf, len, NULL,
-                         0, NULL, errstr, errstr_size);
+    kafka_header_t tp = {TRACE_HEADER_NAME, traceparent};
+    bool traced = traceparent && traceparent[0];
+    return kafka_produce(c->kp, topic_name(HF_T_REQUESTS), -1, rid, strlen(rid), c->buf, len,
+                         traced ? &tp : NULL, traced ? 1 : 0, NULL, errstr, errstr_size);
+}
+
+int client_send_async(hf_client_t *c, const hf_record_t *req, char *errstr, size_t errstr_size)
+{
+    return client_send_async_traced(c, req, NULL, errstr, errstr_size);
 }
 
 int client_flush(hf_client_t *c, int timeout_ms, char *errstr, size_t errstr_size)
@@ -143,10 +152,16 @@ int client_flush(hf_client_t *c, int timeout_ms, char *errstr, size_t errstr_siz
     return kafka_producer_flush(c->kp, timeout_ms, errstr, errstr_size);
 }
 
+static int client_send_traced(hf_client_t *c, const hf_record_t *req, const char *traceparent,
+                              char *errstr, size_t errstr_size)
+{
+    int err = client_send_async_traced(c, req, traceparent, errstr, errstr_size);
+    return err ? err : client_flush(c, 10000, errstr, errstr_size);
+}
+
 int client_send(hf_client_t *c, const hf_record_t *req, char *errstr, size_t errstr_size)
 {
-    int err = client_send_async(c, req, errstr, errstr_size);
-    return err ? err : client_flush(c, 10000, errstr, errstr_size);
+    return client_send_traced(c, req, NULL, errstr, errstr_size);
 }
 
 int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr, size_t errstr_size)
@@ -195,6 +210,14 @@ static int64_t *client_sent_at(hf_record_t *req)
 int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, int attempts_max,
                 hf_reply_t *out, char *errstr, size_t errstr_size)
 {
+    return client_call_traced(c, req, NULL, attempt_timeout_ms, attempts_max, out, errstr,
+                              errstr_size);
+}
+
+int client_call_traced(hf_client_t *c, const hf_record_t *req, const char *traceparent,
+                       int attempt_timeout_ms, int attempts_max, hf_reply_t *out, char *errstr,
+                       size_t errstr_size)
+{
     const char *ikey = NULL;
     const char *rid = client_request_id(req, &ikey);
     if (!rid) {
@@ -210,7 +233,7 @@ int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, 
             hf_sleep_ms(CLIENT_BUSY_BACKOFF_MS << (attempt - 1 < 5 ? attempt - 1 : 5));
         busy = false;
         *sent_at_ms = hf_wall_ms(); /* not part of the request's hash */
-        int err = client_send(c, &sent, errstr, errstr_size);
+        int err = client_send_traced(c, &sent, traceparent, errstr, errstr_size);
         if (err)
             return err;
         int64_t deadline = hf_mono_ms() + attempt_timeout_ms;

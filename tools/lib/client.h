@@ -30,6 +30,12 @@ int client_send(hf_client_t *c, const hf_record_t *req, char *errstr,
 /* Queues without flushing; client_flush sends a burst. */
 int client_send_async(hf_client_t *c, const hf_record_t *req, char *errstr,
                       size_t errstr_size) HF_MUST_CHECK;
+/* The same with a W3C traceparent header (common/trace.h) on the request
+ * record; NULL or "": none. The value goes out as given, so a test can see how
+ * holdfast treats a malformed one (it answers, and propagates only a valid
+ * one); hfctl checks the value first. */
+int client_send_async_traced(hf_client_t *c, const hf_record_t *req, const char *traceparent,
+                             char *errstr, size_t errstr_size) HF_MUST_CHECK;
 int client_flush(hf_client_t *c, int timeout_ms, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* Waits up to timeout_ms for one reply. 1 = *out set, 0 = none came, < 0 error.
@@ -44,6 +50,11 @@ int client_poll(hf_client_t *c, int timeout_ms, hf_reply_t *out, char *errstr,
  * while attempts remain; the last BUSY is returned as the reply. */
 int client_call(hf_client_t *c, const hf_record_t *req, int attempt_timeout_ms, int attempts_max,
                 hf_reply_t *out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* client_call with traceparent on every attempt (one span of the caller: a
+ * re-send is the same request). NULL or "": none, as client_call. */
+int client_call_traced(hf_client_t *c, const hf_record_t *req, const char *traceparent,
+                       int attempt_timeout_ms, int attempts_max, hf_reply_t *out, char *errstr,
+                       size_t errstr_size) HF_MUST_CHECK;
 
 /* The reservation_id and idempotency key of a request record (NULL if not one). */
 const char *client_request_id(const hf_record_t *req, const char **idempotency_key);
