@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "topics.h"
+#include "trace.h"
 
 /* How long start waits for the routing view and the ledger store. */
 #define HTTP_VIEW_WAIT_MS 30000
@@ -241,7 +242,17 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
 {
     static _Thread_local hf_record_t reply;
     char errstr[256];
-    const char *tp = httpd_header(call->req, "traceparent");
+    /* A valid W3C traceparent goes on as a child span of this hop (the front is
+     * one); an invalid one is dropped, as every hop drops it. */
+    const char *in_tp = httpd_header(call->req, TRACE_HEADER_NAME);
+    trace_ctx_t parent, child;
+    char tp_buf[TRACE_PARENT_LEN + 1];
+    const char *tp = NULL;
+    if (in_tp && trace_parse(in_tp, strlen(in_tp), &parent)) {
+        trace_child(&parent, &child);
+        trace_format(&child, tp_buf);
+        tp = tp_buf;
+    }
     reply.type = HF_REC_REPLY;
     switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms, &reply.u.reply,
                              errstr, sizeof errstr)) {
