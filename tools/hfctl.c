@@ -329,6 +329,10 @@ static int tail_record(void *opaque, const kafka_msg_t *msg)
         return HF_ERR_LIMIT;
     printf("{\"partition\":%d,\"offset\":%lld,\"key\":\"%.*s\",", msg->partition,
            (long long)msg->offset, (int)msg->key_len, msg->key ? (const char *)msg->key : "");
+    const void *tp = NULL;
+    size_t tp_len = 0; /* the W3C trace a record carries (docs/ARCHITECTURE.md, "Tracing") */
+    if (kafka_msg_header_ref(msg, "traceparent", &tp, &tp_len) && tp_len <= 64)
+        printf("\"traceparent\":\"%.*s\",", (int)tp_len, (const char *)tp);
     if (!msg->value)
         printf("\"value\":null}\n");
     else if (codec_to_json(msg->value, msg->value_len, &json, errstr, sizeof errstr) == HF_OK)
