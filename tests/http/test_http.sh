@@ -239,6 +239,8 @@ need "webhook evt-r1: $code $body (expected 200 COMMITTED)" is "$code $(jget 'd[
 commit1=$body
 status_until "$p1" r1 COMMITTED || why+=("GET r1 after the webhook: $code $body (expected kind COMMITTED within 3 s)")
 need "GET r1 payment_id: $(jget 'd.get("payment_id")') (expected pay-r1)" is "$(jget 'd["payment_id"]')" pay-r1
+need "GET r1 COMMITTED lost the allocations: $(jget 'd.get("allocations")')" \
+  is "$(jget 'sum(a["qty"] for a in d["allocations"])')" 2
 end
 
 # ---- 2. release
@@ -258,12 +260,17 @@ total_until "$p1" SKU-00002 "$seeded" ||
 end
 
 # ---- 3. a replayed webhook
-begin "webhook-replay: same event, fresh signature: same answer, one COMMITTED in the ledger"
+begin "webhook-replay: same event, fresh signature: same answer; another event 409; one COMMITTED"
 webhook "$p1" "$ev1" "$(tests/http/sign.sh "$secret" "$ev1" $(($(date +%s) - 7)))"
 need "replayed evt-r1: $code $body (expected 200 COMMITTED)" is "$code $(jget 'd["outcome"]')" "200 COMMITTED"
 need "replayed evt-r1 answer differs: $body vs first $commit1" is "$body" "$commit1"
 need "replied_at_ms $(jget 'd.get("replied_at_ms")') vs first $(jget 'd.get("replied_at_ms")' "$commit1")" \
   is "$(jget 'd["replied_at_ms"]')" "$(jget 'd["replied_at_ms"]' "$commit1")"
+# Another payment for the same reservation (a second event id) is not a second sale.
+ev1b=$(payment_event evt-r1-again r1 pay-r1-again)
+webhook "$p1" "$ev1b" "$(tests/http/sign.sh "$secret" "$ev1b")"
+need "a second payment event for r1: $code $body (expected 409 CONFLICT)" \
+  is "$code $(jget 'd["outcome"]')" "409 CONFLICT"
 tail_topic holdfast.ledger
 need "ledger holds $(ledger_count r1 COMMITTED) COMMITTED events for r1 (expected 1)" \
   is "$(ledger_count r1 COMMITTED)" 1
