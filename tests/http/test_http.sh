@@ -5,7 +5,8 @@
 # one behaviour a checkout service or a payment provider relies on:
 #   reserve-commit      reserve 201 HELD, GET HELD, signed webhook 200 COMMITTED, GET COMMITTED
 #   release             release 200 RELEASED, GET RELEASED, availability back to the seeded total
-#   webhook-replay      the same event again (fresh signature): the same answer, one COMMITTED
+#   webhook-replay      the same event again (fresh signature): the same answer; another
+#                       payment for it 409; one COMMITTED in the ledger
 #   webhook-forged      wrong secret, body changed, stale, malformed, no header: 401, nothing sent
 #   invalid-requests    bad JSON / unknown field / qty 0 / no lines: 422 with an error body;
 #                       the gateway's own rejections 422 REJECTED_INVALID; no dead letters
@@ -13,6 +14,7 @@
 #   errors              404 unknown id / unknown route, 405 wrong method, 413 body too large
 #   overload            50 concurrent reserves at a front with http_inflight_max 2: 201 or 503 +
 #                       Retry-After; nothing lost (every 201 HELD in the ledger, no 503 sent)
+#   webhook-burst       one event delivered 10 times at once to that front: all 200, one answer
 #   pipeline-stopped    the pipeline SIGSTOPped: 503 + Retry-After within http_reply_timeout_ms
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
@@ -192,7 +194,7 @@ start_front() {
     --state-dir "$work/state-$name" --config "$work/$name.json" >"$work/$name.log" 2>&1 &
   pid=$! port=
   for _ in $(seq 300); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$')
+    port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$')
     [ -n "$port" ] && break
     kill -0 "$pid" 2>/dev/null || die "holdfast http $name exited: $(tail -n 5 "$work/$name.log")"
     sleep 0.1
@@ -459,6 +461,31 @@ total_until "$p1" SKU-00004 $((seeded4 - 50)) ||
   why+=("availability SKU-00004 after the burst: $code $body (expected total $((seeded4 - 50)) within 5 s)")
 end
 
+begin "webhook-burst: one event delivered 10 times at once, http_inflight_max 2: all 200, same answer"
+# Deliveries of one event share one wait (http_bridge.h): they never fill the front.
+reserve "$p2" r8 k-r8 SKU-00005 1
+need "reserve r8: $code $body" is "$code" 201
+ev8=$(payment_event evt-r8 r8 pay-r8)
+sig8=$(tests/http/sign.sh "$secret" "$ev8")
+mkdir -p "$work/wh"
+wh_pids=()
+for i in $(seq 10); do
+  curl -s -o "$work/wh/$i.body" -w '%{http_code}\n' --max-time 15 -X POST \
+    -H "Holdfast-Signature: $sig8" -d "$ev8" "http://127.0.0.1:$p2/v1/webhooks/payments" \
+    >"$work/wh/$i.code" &
+  wh_pids+=($!)
+done
+wait "${wh_pids[@]}"
+codes=$(cat "$work"/wh/*.code | sort | uniq -c | awk '{ printf "%s x %s ", $1, $2 }')
+need "answers to the 10 deliveries: $codes (expected 10 x 200)" is "$(cat "$work"/wh/*.code | sort -u)" 200
+need "the 10 deliveries got $(cat "$work"/wh/*.body | sort -u | wc -l) different answers" \
+  is "$(cat "$work"/wh/*.body | sort -u | wc -l)" 1
+need "answer: $(cat "$work/wh/1.body") (expected COMMITTED)" is "$(jget 'd["outcome"]' "$(cat "$work/wh/1.body")")" COMMITTED
+tail_topic holdfast.ledger
+need "ledger holds $(ledger_count r8 COMMITTED) COMMITTED events for r8 (expected 1)" \
+  is "$(ledger_count r8 COMMITTED)" 1
+end
+
 begin "pipeline-stopped: 503 + Retry-After within http_reply_timeout_ms, then the retry gets the answer"
 kill -STOP "$run_pid"
 reserve "$p1" r7 k-r7 SKU-00005 1
@@ -515,8 +542,8 @@ for attempt in 1 2 3; do
   sleep 3
 done
 need "reconcile exit $rc: $(head -c 800 "$work/verdict.json") $(cat "$work/reconcile.log")" is "$rc" 0
-need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 1" \
-  is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 1
+need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 2 (r1, r8)" \
+  is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 2
 need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 1" \
   is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 1
 need "reconcile counts dead letters $(jget 'd["counts"]["dead_letters"]' "$(cat "$work/verdict.json")"), expected 0" \
