@@ -16,6 +16,7 @@
 #                       Retry-After; nothing lost (every 201 HELD in the ledger, no 503 sent)
 #   webhook-burst       one event delivered 10 times at once to that front: all 200, one answer
 #   pipeline-stopped    the pipeline SIGSTOPped: 503 + Retry-After within http_reply_timeout_ms
+#   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 410, LATE_PAYMENT (refund)
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
 # About a minute. Logs under a temp dir, printed (and kept) on failure.
@@ -222,6 +223,12 @@ run_pid=$!
 start_front f1 '{}'
 p1=$port f1_pid=$pid
 echo "== pipeline and front f1 (port $p1) ready in $SECONDS s"
+# A hold that expires while the other checks run (expiry-late-payment).
+http "$p1" GET /v1/availability/SKU-00000
+seeded0=$(jget 'd["total"]')
+http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-r9' \
+  -d '{"reservation_id":"r9","lines":[{"sku":"SKU-00000","qty":2}],"ttl_ms":1000}'
+r9_code=$code r9_reply=$body
 
 # ---- 1. reserve, status, signed webhook commit, status
 begin "reserve-commit: reserve 201 HELD, GET HELD, webhook 200 COMMITTED, GET COMMITTED"
@@ -506,6 +513,20 @@ tail_topic holdfast.ledger
 need "ledger holds $(ledger_count r7 HELD) HELD events for r7 (expected 1)" is "$(ledger_count r7 HELD)" 1
 end
 
+begin "expiry-late-payment: a 1 s hold expires; its payment is a LATE_PAYMENT, not a sale"
+need "reserve r9 (ttl_ms 1000): $r9_code $r9_reply (expected 201 HELD)" \
+  is "$r9_code $(jget 'd["outcome"]' "$r9_reply")" "201 HELD"
+status_until "$p1" r9 EXPIRED || why+=("GET r9: $code $body (expected kind EXPIRED)")
+ev9=$(payment_event evt-r9 r9 pay-r9)
+webhook "$p1" "$ev9" "$(tests/http/sign.sh "$secret" "$ev9")"
+need "payment after expiry: $code $body (expected 410 EXPIRED)" is "$code $(jget 'd["outcome"]')" "410 EXPIRED"
+status_until "$p1" r9 LATE_PAYMENT || why+=("GET r9 after the payment: $code $body (expected kind LATE_PAYMENT)")
+need "GET r9: reason $(jget 'd.get("reason")'), payment_id $(jget 'd.get("payment_id")') (expected refund, pay-r9)" \
+  is "$(jget 'd["reason"]') $(jget 'd["payment_id"]')" "refund pay-r9"
+total_until "$p1" SKU-00000 "$seeded0" ||
+  why+=("availability SKU-00000 after the expiry: $code $body (expected the seeded total $seeded0)")
+end
+
 # ---- 8. the OpenAPI document lists what is served
 begin "openapi-routes: docs/openapi.json lists exactly the routes served, both ways"
 "$HOLDFAST" http --routes >"$work/routes.txt" 2>"$work/routes.err"
@@ -546,6 +567,10 @@ need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work
   is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 2
 need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 1" \
   is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 1
+for k in expired:1 late_payments:1; do
+  need "reconcile counts ${k%:*} $(jget "d['counts']['${k%:*}']" "$(cat "$work/verdict.json")"), expected ${k#*:}" \
+    is "$(jget "d['counts']['${k%:*}']" "$(cat "$work/verdict.json")")" "${k#*:}"
+done
 need "reconcile counts dead letters $(jget 'd["counts"]["dead_letters"]' "$(cat "$work/verdict.json")"), expected 0" \
   is "$(jget 'd["counts"]["dead_letters"]' "$(cat "$work/verdict.json")")" 0
 for f in run f1 f2; do
