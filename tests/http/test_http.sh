@@ -7,7 +7,8 @@
 #   release             release 200 RELEASED, GET RELEASED, availability back to the seeded total
 #   webhook-replay      the same event again (fresh signature): the same answer; another
 #                       payment for it 409; one COMMITTED in the ledger
-#   webhook-forged      wrong secret, body changed, stale, malformed, no header: 401, nothing sent
+#   webhook-forged      wrong secret, body changed, stale, future, malformed, no header: 401,
+#                       counted, nothing sent; the previous secret of a rotation passes
 #   invalid-requests    bad JSON / unknown field / qty 0 / no lines: 422 with an error body;
 #                       the gateway's own rejections 422 REJECTED_INVALID; no dead letters
 #   extend-idempotency  extend moves expires_at_ms; retries with the same key replay the answer
@@ -36,6 +37,7 @@ prefix="ht$$-$(($(date +%s%3N) % 100000))."
 export HOLDFAST_TOPIC_PREFIX=$prefix HOLDFAST_APP_ID=${prefix}app
 work=$(mktemp -d /tmp/hf-http.XXXXXX)
 secret=whsec_test_$(openssl rand -hex 16)
+secret_previous=whsec_prev_$(openssl rand -hex 16) # a rotation under way: both pass
 tolerance_s=300 # webhook_tolerance_s, the default
 reply_timeout_ms=2000 # http_reply_timeout_ms, the default
 checks=0 failures=0
@@ -202,7 +204,7 @@ EOF
 start_front() {
   local name=$1
   printf '%s\n' "$2" >"$work/$name.json"
-  HOLDFAST_WEBHOOK_SECRETS=$secret "$HOLDFAST" http --port 0 --instance "$name" \
+  HOLDFAST_WEBHOOK_SECRETS=$secret,$secret_previous "$HOLDFAST" http --port 0 --instance "$name" \
     --state-dir "$work/state-$name" --config "$work/$name.json" >"$work/$name.log" 2>&1 &
   pid=$! port=
   for _ in $(seq 300); do
@@ -297,7 +299,7 @@ need "ledger holds $(ledger_count r1 COMMITTED) COMMITTED events for r1 (expecte
 end
 
 # ---- 4. forged webhooks
-begin "webhook-forged: wrong secret, body changed, stale, malformed, no header: 401, nothing committed"
+begin "webhook-forged: wrong secret, body changed, stale, future, malformed, no header: 401, nothing sent"
 reserve "$p1" r4 k-r4 SKU-00003 1
 need "reserve r4: $code $body" is "$code" 201
 bad0=$(metric "$p1" holdfast_http_webhook_bad_signatures_total)
@@ -309,19 +311,26 @@ need "body changed after signing: $code $body (expected 401 mismatch)" is "$code
 webhook "$p1" "$ev4" "$(tests/http/sign.sh "$secret" "$ev4" $(($(date +%s) - tolerance_s - 60)))"
 need "timestamp older than webhook_tolerance_s: $code $body (expected 401 stale)" \
   is "$code $(jget 'd["error"]')" "401 stale"
+webhook "$p1" "$ev4" "$(tests/http/sign.sh "$secret" "$ev4" $(($(date +%s) + tolerance_s + 60)))"
+need "timestamp further ahead than webhook_tolerance_s: $code $body (expected 401 future)" \
+  is "$code $(jget 'd["error"]')" "401 future"
 webhook "$p1" "$ev4" "t=soon,v1=zz"
 need "malformed header: $code $body (expected 401 malformed)" is "$code $(jget 'd["error"]')" "401 malformed"
 webhook "$p1" "$ev4" -
 need "no Holdfast-Signature header: $code $body (expected 401 missing)" is "$code $(jget 'd["error"]')" "401 missing"
 bad1=$(metric "$p1" holdfast_http_webhook_bad_signatures_total)
-need "holdfast_http_webhook_bad_signatures_total went $bad0 -> $bad1 (expected +5)" \
-  is "$((${bad1:-0} - ${bad0:-0}))" 5
+need "holdfast_http_webhook_bad_signatures_total went $bad0 -> $bad1 (expected +6)" \
+  is "$((${bad1:-0} - ${bad0:-0}))" 6
 sleep 0.5 # a Commit, had one been sent, is applied in tens of ms
 http "$p1" GET /v1/reservations/r4
 need "GET r4 after the forgeries: $code $body (expected kind HELD)" is "$code $(jget 'd["kind"]')" "200 HELD"
 tail_topic holdfast.requests
 need "holdfast.requests holds $(requests_for r4) records for r4 (expected 1: the Reserve, no Commit)" \
   is "$(requests_for r4)" 1
+# The same event signed with the previous secret of a rotation passes.
+webhook "$p1" "$ev4" "$(tests/http/sign.sh "$secret_previous" "$ev4")"
+need "signed with the previous secret (rotation): $code $body (expected 200 COMMITTED)" \
+  is "$code $(jget 'd["outcome"]')" "200 COMMITTED"
 end
 
 # ---- 5. invalid requests
@@ -573,8 +582,8 @@ for attempt in 1 2 3; do
   sleep 3
 done
 need "reconcile exit $rc: $(head -c 800 "$work/verdict.json") $(cat "$work/reconcile.log")" is "$rc" 0
-need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 2 (r1, r8)" \
-  is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 2
+need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 3 (r1, r4, r8)" \
+  is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 3
 need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 1" \
   is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 1
 for k in expired:1 late_payments:1; do
