@@ -16,8 +16,10 @@
 #   overload            50 concurrent reserves at a front with http_inflight_max 2: 201 or 503 +
 #                       Retry-After; nothing lost (every 201 HELD in the ledger, no 503 sent)
 #   webhook-burst       one event delivered 10 times at once to that front: all 200, one answer
-#   pipeline-stopped    the pipeline SIGSTOPped: 503 + Retry-After within http_reply_timeout_ms
+#   pipeline-stopped    the pipeline SIGSTOPped: reads still answer; a write 503 + Retry-After
+#                       within http_reply_timeout_ms; its retry afterwards gets the answer
 #   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 410, LATE_PAYMENT (refund)
+#   front-restart       a restarted front (same instance and state dir): reservations known, retries replayed
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
 # About a minute. Logs under a temp dir, printed (and kept) on failure.
@@ -516,8 +518,15 @@ need "ledger holds $(ledger_count r8 COMMITTED) COMMITTED events for r8 (expecte
   is "$(ledger_count r8 COMMITTED)" 1
 end
 
-begin "pipeline-stopped: 503 + Retry-After within http_reply_timeout_ms, then the retry gets the answer"
+begin "pipeline-stopped: reads answer; a write 503 + Retry-After within http_reply_timeout_ms; retry answered"
 kill -STOP "$run_pid"
+# Reads are local views: they answer while the pipeline is stopped.
+http "$p1" GET /v1/availability/SKU-00001
+need "availability with the pipeline stopped: $code in $secs s (expected 200 at once)" \
+  python3 -c "import sys; sys.exit(not (sys.argv[1] == '200' and float(sys.argv[2]) < 1))" "$code" "$secs"
+http "$p1" GET /v1/reservations/r1
+need "GET r1 with the pipeline stopped: $code in $secs s (expected 200 at once)" \
+  python3 -c "import sys; sys.exit(not (sys.argv[1] == '200' and float(sys.argv[2]) < 1))" "$code" "$secs"
 reserve "$p1" r7 k-r7 SKU-00005 1
 kill -CONT "$run_pid"
 need "reserve with the pipeline stopped: $code $body (expected 503 timeout)" \
@@ -570,6 +579,21 @@ EOF
 fi
 end
 
+begin "front-restart: a restarted front (same instance, same state dir) knows every reservation"
+stop_pid "$f1_pid"
+f1_pid=
+mv "$work/f1.log" "$work/f1-first.log"
+start_front f1 '{}'
+p1=$port f1_pid=$pid
+http "$p1" GET /v1/reservations/r1
+need "GET r1 after the restart: $code $body (expected 200 COMMITTED)" is "$code $(jget 'd["kind"]')" "200 COMMITTED"
+http "$p1" GET /v1/reservations/r2
+need "GET r2 after the restart: $code $body (expected 200 RELEASED)" is "$code $(jget 'd["kind"]')" "200 RELEASED"
+reserve "$p1" r6 k-r6 SKU-00003 2
+need "reserve r6 retried after the restart: $code $body (expected the first answer $first)" \
+  is "$code $body" "201 $first"
+end
+
 # ---- the whole run reconciles
 begin "reconcile: hfctl reconcile --quiescent 1 PASS, counts as sent"
 for attempt in 1 2 3; do
@@ -592,7 +616,7 @@ for k in expired:1 late_payments:1; do
 done
 need "reconcile counts dead letters $(jget 'd["counts"]["dead_letters"]' "$(cat "$work/verdict.json")"), expected 0" \
   is "$(jget 'd["counts"]["dead_letters"]' "$(cat "$work/verdict.json")")" 0
-for f in run f1 f2; do
+for f in run f1-first f1 f2; do
   need "$f.log has errors: $(grep '"level":"error"' "$work/$f.log" | head -n 3)" \
     lacks '"level":"error"' "$work/$f.log"
 done
