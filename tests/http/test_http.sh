@@ -22,7 +22,7 @@
 #   front-restart       a restarted front (same instance and state dir): reservations known, retries replayed
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
-# About a minute. Logs under a temp dir, printed (and kept) on failure.
+# About 45 s. Logs under a temp dir, printed (and kept) on failure.
 #
 # usage: bash tests/http/test_http.sh   (make test-http; needs build/holdfast, build/hfctl,
 #        build/hfbench, a broker at HOLDFAST_BOOTSTRAP, curl, openssl, python3)
