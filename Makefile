@@ -219,11 +219,18 @@ test-cli: deps-check release
 test-secure: deps-check release
 	@bash tests/secure/test_secure.sh
 
+# HTTP front (tests/http/test_http.sh): `holdfast http` driven with curl against the
+# pipeline on the broker at HOLDFAST_BOOTSTRAP, its own topic prefix; signed webhooks,
+# overload (503 + Retry-After), a stopped pipeline; ends with hfctl reconcile PASS. About 45 s.
+.PHONY: test-http
+test-http: deps-check release
+	@bash tests/http/test_http.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
-test-suite: test-unit test-fuzz-corpus test-cli test-integration test-secure test-docker \
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-secure test-docker \
             test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
