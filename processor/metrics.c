@@ -43,6 +43,7 @@ static _Atomic int64_t partitions[HF_METRICS_STAGES_MAX];
 
 static struct {
     char name[METRICS_NAME_MAX], help[128];
+    const char *type; /* "gauge" or "counter" */
     double (*fn)(void *opaque);
     void *opaque;
 } gauges[HF_METRICS_GAUGES_MAX];
@@ -93,19 +94,32 @@ void metrics_add_partitions(int stage, int64_t delta)
         atomic_fetch_add_explicit(&partitions[stage], delta, memory_order_relaxed);
 }
 
-bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque), void *opaque)
+static bool register_read(const char *type, const char *name, const char *help,
+                          double (*fn)(void *opaque), void *opaque)
 {
     pthread_mutex_lock(&reg_mu);
     bool ok = gauges_count < HF_METRICS_GAUGES_MAX;
     if (ok) {
         snprintf(gauges[gauges_count].name, sizeof gauges[0].name, "%s", name);
         snprintf(gauges[gauges_count].help, sizeof gauges[0].help, "%s", help);
+        gauges[gauges_count].type = type;
         gauges[gauges_count].fn = fn;
         gauges[gauges_count].opaque = opaque;
         gauges_count++;
     }
     pthread_mutex_unlock(&reg_mu);
     return ok;
+}
+
+bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque), void *opaque)
+{
+    return register_read("gauge", name, help, fn, opaque);
+}
+
+bool metrics_counter_read(const char *name, const char *help, double (*fn)(void *opaque),
+                          void *opaque)
+{
+    return register_read("counter", name, help, fn, opaque);
 }
 
 /* ---- rendering */
@@ -170,8 +184,8 @@ size_t metrics_render(char *buf, size_t size)
     render_histograms(&o, stages);
     pthread_mutex_lock(&reg_mu);
     for (size_t g = 0; g < gauges_count; g++)
-        out(&o, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", gauges[g].name, gauges[g].help,
-            gauges[g].name, gauges[g].name, gauges[g].fn(gauges[g].opaque));
+        out(&o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,
+            gauges[g].name, gauges[g].type, gauges[g].name, gauges[g].fn(gauges[g].opaque));
     pthread_mutex_unlock(&reg_mu);
     return o.len;
 }

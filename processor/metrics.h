@@ -49,6 +49,9 @@ void metrics_add_partitions(int stage, int64_t delta);
 /* A gauge read at scrape time: name must be a valid metric name; fn returns the
  * value. Registered once per process; false when the table is full. */
 bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque), void *opaque);
+/* The same for a counter kept elsewhere (a monotonic count: TYPE counter). */
+bool metrics_counter_read(const char *name, const char *help, double (*fn)(void *opaque),
+                          void *opaque);
 
 /* Renders every metric into buf (NUL-terminated, truncated to size); returns the
  * length it needed. */

@@ -7,8 +7,9 @@
  *    "data": {"reservation_id": "r-1", "payment_id": "pay-1"}}
  * becomes a Commit whose idempotency key is the event id, so the provider's
  * retries (at-least-once delivery) get the first answer again. Other event types
- * are acknowledged (200, "ignored") so that the provider stops sending them. A
- * 503 (pipeline busy or slow) makes the provider retry later, which is safe. */
+ * are acknowledged (200, "ignored") so that the provider stops sending them. Any
+ * answer the pipeline gave for good is 200 (the outcome is in the body); a 503
+ * (pipeline busy or slow) makes the provider retry later, which is safe. */
 #include <string.h>
 
 #include "hf_clock.h"
@@ -85,6 +86,14 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
                           sizeof c->reservation_id) &&
          http_take_string(ctx, resp, data, "payment_id", NULL, c->payment_id, sizeof c->payment_id);
     json_decref(body);
-    if (ok)
-        http_forward(ctx, call, resp, &rec, 200);
+    if (!ok)
+        return;
+    http_forward(ctx, call, resp, &rec, 200);
+    /* A provider retries every non-2xx for days and may turn the endpoint off.
+     * Once the pipeline has answered for good (a conflicting payment, a late one
+     * the ledger records as LATE_PAYMENT, an unknown reservation), retrying
+     * cannot change the answer: 200, with the outcome in the body. Only what a
+     * retry may change stays an error: 503 (busy, slow) and 422 (a bad event). */
+    if (resp->status == 404 || resp->status == 409 || resp->status == 410)
+        resp->status = 200;
 }

@@ -83,6 +83,8 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
     http_ctx_t *ctx = opaque;
     atomic_fetch_add(&ctx->requests, 1);
     const char *path = httpd_path(req), *method = httpd_method(req);
+    if (strcmp(method, "HEAD") == 0)
+        method = "GET"; /* libmicrohttpd sends the headers without the body */
     static _Thread_local char allow[64];
     allow[0] = '\0';
     http_call_t call;
@@ -102,8 +104,7 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
         http_error(ctx, resp, 405, "method_not_allowed", "%s is not served on %s (%s is)", method,
                    path, allow);
         resp->allow = allow;
-    }
-    else
+    } else
         http_error(ctx, resp, 404, "no_route", "no route %s %s (docs/openapi.json lists them)",
                    method, path);
 }
@@ -177,6 +178,19 @@ bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const c
             return false;
         }
     }
+    return true;
+}
+
+bool http_path_safe_id(http_ctx_t *ctx, httpd_resp_t *resp, const char *what, const char *id)
+{
+    for (const char *p = id; *p; p++)
+        if (strchr("/?#% ", *p) || (unsigned char)*p < 0x20 || *p == 0x7f) {
+            http_error(ctx, resp, 422, "invalid_field",
+                       "'%s' must not contain '/', '?', '#', '%%', blanks or control characters "
+                       "(it is a path segment of /v1/reservations/{id})",
+                       what);
+            return false;
+        }
     return true;
 }
 
@@ -277,6 +291,8 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
         return;
     }
     int status = http_status_for(req->type, reply.u.reply.outcome, success_status);
+    if (status == 422)
+        atomic_fetch_add(&ctx->invalid, 1);
     if (status == 503) {
         atomic_fetch_add(&ctx->overloaded, 1);
         resp->retry_after_s = ctx->cfg->http_retry_after_s;
@@ -395,17 +411,18 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
         log_warn("http", "routing view not current after %d ms; serving, /readyz says 503",
                  HTTP_VIEW_WAIT_MS);
     if (!err) {
-        metrics_gauge("holdfast_http_requests_total", "HTTP requests received", gauge_u64,
-                      &ctx->requests);
-        metrics_gauge("holdfast_http_overloaded_total", "Requests answered 503 (busy or full)",
-                      gauge_u64, &ctx->overloaded);
-        metrics_gauge("holdfast_http_timeouts_total",
-                      "Requests answered 503 (no reply within http_reply_timeout_ms)", gauge_u64,
-                      &ctx->timeouts);
-        metrics_gauge("holdfast_http_invalid_total", "Requests answered 422", gauge_u64,
-                      &ctx->invalid);
-        metrics_gauge("holdfast_http_webhook_bad_signatures_total",
-                      "Payment webhooks refused 401 (signature)", gauge_u64, &ctx->bad_signatures);
+        metrics_counter_read("holdfast_http_requests_total", "HTTP requests received", gauge_u64,
+                             &ctx->requests);
+        metrics_counter_read("holdfast_http_overloaded_total",
+                             "Requests answered 503 (busy or full)", gauge_u64, &ctx->overloaded);
+        metrics_counter_read("holdfast_http_timeouts_total",
+                             "Requests answered 503 (no reply within http_reply_timeout_ms)",
+                             gauge_u64, &ctx->timeouts);
+        metrics_counter_read("holdfast_http_invalid_total", "Requests answered 422", gauge_u64,
+                             &ctx->invalid);
+        metrics_counter_read("holdfast_http_webhook_bad_signatures_total",
+                             "Payment webhooks refused 401 (signature)", gauge_u64,
+                             &ctx->bad_signatures);
         metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline", gauge_inflight,
                       ctx);
         httpd_opts_t ho = {.bind = cfg->http_bind,

@@ -6,7 +6,7 @@
 #   reserve-commit      reserve 201 HELD, GET HELD, signed webhook 200 COMMITTED, GET COMMITTED
 #   release             release 200 RELEASED, GET RELEASED, availability back to the seeded total
 #   webhook-replay      the same event again (fresh signature): the same answer; another
-#                       payment for it 409; one COMMITTED in the ledger
+#                       payment for it 200 CONFLICT; one COMMITTED in the ledger
 #   webhook-forged      wrong secret, body changed, stale, future, malformed, no header: 401,
 #                       counted, nothing sent; the previous secret of a rotation passes
 #   invalid-requests    bad JSON / unknown field / qty 0 / no lines: 422 with an error body;
@@ -18,7 +18,7 @@
 #   webhook-burst       one event delivered 10 times at once to that front: all 200, one answer
 #   pipeline-stopped    the pipeline SIGSTOPped: reads still answer; a write 503 + Retry-After
 #                       within http_reply_timeout_ms; its retry afterwards gets the answer
-#   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 410, LATE_PAYMENT (refund)
+#   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 200 EXPIRED, LATE_PAYMENT (refund)
 #   front-restart       a restarted front (same instance and state dir): reservations known, retries replayed
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
@@ -284,7 +284,7 @@ total_until "$p1" SKU-00002 "$seeded" ||
 end
 
 # ---- 3. a replayed webhook
-begin "webhook-replay: same event, fresh signature: same answer; another event 409; one COMMITTED"
+begin "webhook-replay: same event, fresh signature: same answer; another event 200 CONFLICT; one COMMITTED"
 webhook "$p1" "$ev1" "$(tests/http/sign.sh "$secret" "$ev1" $(($(date +%s) - 7)))"
 need "replayed evt-r1: $code $body (expected 200 COMMITTED)" is "$code $(jget 'd["outcome"]')" "200 COMMITTED"
 need "replayed evt-r1 answer differs: $body vs first $commit1" is "$body" "$commit1"
@@ -293,8 +293,8 @@ need "replied_at_ms $(jget 'd.get("replied_at_ms")') vs first $(jget 'd.get("rep
 # Another payment for the same reservation (a second event id) is not a second sale.
 ev1b=$(payment_event evt-r1-again r1 pay-r1-again)
 webhook "$p1" "$ev1b" "$(tests/http/sign.sh "$secret" "$ev1b")"
-need "a second payment event for r1: $code $body (expected 409 CONFLICT)" \
-  is "$code $(jget 'd["outcome"]')" "409 CONFLICT"
+need "a second payment event for r1: $code $body (expected 200 CONFLICT: the webhook acknowledges a final answer)" \
+  is "$code $(jget 'd["outcome"]')" "200 CONFLICT"
 tail_topic holdfast.ledger
 need "ledger holds $(ledger_count r1 COMMITTED) COMMITTED events for r1 (expected 1)" \
   is "$(ledger_count r1 COMMITTED)" 1
@@ -360,6 +360,9 @@ need "a SKU in two lines: $code $body (expected 422 REJECTED_INVALID)" \
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad6","lines":[{"sku":"NO-SUCH-SKU","qty":1}]}'
 need "an unknown SKU: $code $body (expected 422 REJECTED_INVALID)" \
   is "$code $(jget 'd["outcome"]')" "422 REJECTED_INVALID"
+inv2=$(metric "$p1" holdfast_http_invalid_total)
+need "holdfast_http_invalid_total went $inv1 -> $inv2 over the gateway's two 422s (expected +2)" \
+  [ "$((${inv2:-0} - ${inv1:-0}))" -eq 2 ]
 reserve "$p1" r5 k-r5 SKU-00003 1
 need "a valid reserve right after: $code $body (expected 201 HELD)" is "$code $(jget 'd["outcome"]')" "201 HELD"
 r5_expires=$(jget 'd["expires_at_ms"]')
@@ -405,8 +408,19 @@ need "unknown action: $code $body (expected 404)" is "$code" 404
 http "$p1" DELETE /v1/reservations/r5
 need "DELETE a reservation: $code $body (expected 405 method_not_allowed)" \
   is "$code $(jget 'd["error"]')" "405 method_not_allowed"
+need "DELETE a reservation: no 'Allow: GET' header (RFC 9110 15.5.6): $hdrs" grep -qix 'Allow: GET' <<<"$hdrs"
 http "$p1" GET /v1/webhooks/payments
 need "GET the webhook: $code (expected 405)" is "$code" 405
+need "GET the webhook: no 'Allow: POST' header: $hdrs" grep -qix 'Allow: POST' <<<"$hdrs"
+http "$p1" HEAD /readyz -I
+need "HEAD /readyz: $code (expected 200, as GET)" is "$code" 200
+http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-slash' \
+  -d '{"reservation_id": "a/b", "lines": [{"sku": "SKU-00001", "qty": 1}]}'
+need "a reservation id with '/' (unreachable as a path segment): $code $body (expected 422)" \
+  is "$code $(jget 'd["error"]')" "422 invalid_field"
+http "$p1" GET /metrics
+need "the front's *_total metrics are not typed counter" \
+  grep -q '^# TYPE holdfast_http_requests_total counter$' <<<"$body"
 head -c $((64 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$work/big.json"
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-big' --data-binary @"$work/big.json"
 need "a body of 64 KiB + 1: $code $body (expected 413)" is "$code" 413
@@ -547,7 +561,8 @@ need "reserve r9 (ttl_ms 1000): $r9_code $r9_reply (expected 201 HELD)" \
 status_until "$p1" r9 EXPIRED || why+=("GET r9: $code $body (expected kind EXPIRED)")
 ev9=$(payment_event evt-r9 r9 pay-r9)
 webhook "$p1" "$ev9" "$(tests/http/sign.sh "$secret" "$ev9")"
-need "payment after expiry: $code $body (expected 410 EXPIRED)" is "$code $(jget 'd["outcome"]')" "410 EXPIRED"
+need "payment after expiry: $code $body (expected 200 EXPIRED: acknowledged, LATE_PAYMENT recorded)" \
+  is "$code $(jget 'd["outcome"]')" "200 EXPIRED"
 status_until "$p1" r9 LATE_PAYMENT || why+=("GET r9 after the payment: $code $body (expected kind LATE_PAYMENT)")
 need "GET r9: reason $(jget 'd.get("reason")'), payment_id $(jget 'd.get("payment_id")') (expected refund, pay-r9)" \
   is "$(jget 'd["reason"]') $(jget 'd["payment_id"]')" "refund pay-r9"
