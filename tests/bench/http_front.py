@@ -135,7 +135,8 @@ def one_rate(rate, n, work_root, broker):
                         "latency_ms": sm["reserve_ms"], "cores": cores}
         pl.wait_still(prefix, pl.IDLE_QUIET_S, pl.IDLE_TIMEOUT_S, "drain")
 
-        conns = CONNECTIONS or max(4, rate // 10)
+        # One thread per connection in the front; stay under http_connections_max.
+        conns = CONNECTIONS or min(200, max(4, rate // 10))
         est_ms = sm["reserve_ms"]["p50"] or 0
         delay_ms = max(0, int(1000 * conns / rate - est_ms))
         pl.log(f"{rate}/s: http (wrk, {conns} connections, {delay_ms} ms pacing) for {SECONDS} s")
