@@ -50,7 +50,7 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->http_bind, sizeof cfg->http_bind, "127.0.0.1");
     cfg->http_port = 8080;
     cfg->http_connections_max = 256;
-    cfg->http_inflight_max = 4096;
+    cfg->http_inflight_max = 192; /* below http_connections_max: the rest get 503 */
     cfg->http_reply_timeout_ms = 2000;
     cfg->http_body_max_bytes = 64 * 1024;
     cfg->http_retry_after_s = 1;

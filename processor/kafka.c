@@ -569,6 +569,11 @@ void kafka_producer_destroy(kafka_producer_t *kp)
     free(kp);
 }
 
+void kafka_producer_poll(kafka_producer_t *kp)
+{
+    rd_kafka_poll(kp->rk, 0);
+}
+
 uint64_t kafka_producer_failed_count(const kafka_producer_t *kp)
 {
     return kp->failed_count;
@@ -873,9 +878,12 @@ int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_
         return err;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(*partitions_out);
     for (int32_t p = 0; p < *partitions_out; p++) {
-        bool known = start_offsets && p < start_offsets_count && start_offsets[p] >= 0;
+        bool given = start_offsets && p < start_offsets_count;
+        bool known = given && (start_offsets[p] >= 0 || start_offsets[p] == KAFKA_OFFSET_END);
         rd_kafka_topic_partition_list_add(l, topic, p)->offset =
-            known ? start_offsets[p] : RD_KAFKA_OFFSET_BEGINNING;
+            !known                                 ? RD_KAFKA_OFFSET_BEGINNING
+            : start_offsets[p] == KAFKA_OFFSET_END ? RD_KAFKA_OFFSET_END
+                                                   : start_offsets[p];
     }
     rd_kafka_resp_err_t kerr = rd_kafka_assign(rd->rk, l);
     rd_kafka_topic_partition_list_destroy(l);

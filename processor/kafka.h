@@ -157,6 +157,10 @@ int kafka_produce(kafka_producer_t *kp, const char *topic, int32_t partition, co
 /* Waits for every queued record (non-transactional producers). */
 int kafka_producer_flush(kafka_producer_t *kp, int timeout_ms, char *errstr,
                          size_t errstr_size) HF_MUST_CHECK;
+/* Serves delivery reports without waiting: a non-transactional producer that
+ * never flushes (a long-running client) calls it regularly, or librdkafka keeps
+ * every delivered message until its report is served. */
+void kafka_producer_poll(kafka_producer_t *kp);
 /* Delivery failures seen since creation. */
 uint64_t kafka_producer_failed_count(const kafka_producer_t *kp);
 
@@ -181,8 +185,9 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
 int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
                         int32_t *partitions_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 /* The same, from start_offsets[p] for each partition p < start_offsets_count
- * whose offset is >= 0 (the beginning for the others): a follower that stores
- * how far it read resumes there. */
+ * whose offset is >= 0 or KAFKA_OFFSET_END (the beginning for the others): a
+ * follower that stores how far it read resumes there, one that only wants what
+ * comes after now starts at the end. */
 int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_t *start_offsets,
                              int32_t start_offsets_count, int timeout_ms, int32_t *partitions_out,
                              char *errstr, size_t errstr_size) HF_MUST_CHECK;

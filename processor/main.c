@@ -352,12 +352,16 @@ static int serve_http(const hf_config_t *cfg)
     }
     log_info("main", "holdfast http listening on http://%s:%d/ (instance %s, against %s)",
              cfg->http_bind, port, cfg->instance_id, cfg->bootstrap);
-    while (!atomic_load(&stop_flag))
-        hf_sleep_ms(100);
+    int rc = 0;
+    while (!atomic_load(&stop_flag) && rc == 0)
+        if (http_api_broken(api))
+            rc = 1; /* cannot send any more: let the supervisor restart the process */
+        else
+            hf_sleep_ms(100);
     http_api_stop(api);
     codec_shutdown();
-    log_info("main", "holdfast http stopped");
-    return 0;
+    log_info("main", "holdfast http stopped (exit %d)", rc);
+    return rc;
 }
 
 int main(int argc, char **argv)

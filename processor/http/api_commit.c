@@ -23,6 +23,7 @@ void api_commit(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_decref(body);
     if (!ok)
         return;
-    snprintf(c->reservation_id, sizeof c->reservation_id, "%s", call->params[0]);
+    if (!http_path_id(ctx, call, resp, c->reservation_id, sizeof c->reservation_id))
+        return;
     http_forward(ctx, call, resp, &rec, 200);
 }

@@ -29,6 +29,7 @@ void api_extend(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (!ok ||
         !http_idempotency_key(ctx, call, resp, NULL, x->idempotency_key, sizeof x->idempotency_key))
         return;
-    snprintf(x->reservation_id, sizeof x->reservation_id, "%s", call->params[0]);
+    if (!http_path_id(ctx, call, resp, x->reservation_id, sizeof x->reservation_id))
+        return;
     http_forward(ctx, call, resp, &rec, 200);
 }

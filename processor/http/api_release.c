@@ -24,6 +24,7 @@ void api_release(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_decref(body);
     if (!ok)
         return;
-    snprintf(r->reservation_id, sizeof r->reservation_id, "%s", call->params[0]);
+    if (!http_path_id(ctx, call, resp, r->reservation_id, sizeof r->reservation_id))
+        return;
     http_forward(ctx, call, resp, &rec, 200);
 }

@@ -19,12 +19,24 @@ void api_status(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         return;
     }
     int err = http_status_get(ctx->status, rid, HTTP_STATUS_WAIT_MS, &rec.u.ledger_event);
+    int64_t stale_ms = http_status_staleness_ms(ctx->status);
+    if (err == HF_ERR_NOTFOUND && (stale_ms < 0 || stale_ms > ctx->cfg->view_stale_max_ms)) {
+        /* Not found in a store that is behind the ledger proves nothing. */
+        http_error(ctx, resp, 503, "not_current",
+                   "the reservation store is %s the ledger; ask again",
+                   stale_ms < 0 ? "still catching up with" : "behind");
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+        return;
+    }
     if (err == HF_ERR_NOTFOUND) {
         http_error(ctx, resp, 404, "not_found", "no reservation '%s' in the ledger", rid);
         return;
     }
     if (err) {
-        http_error(ctx, resp, 500, "store", "reservation store: %s", hf_err_name(err));
+        http_error(ctx, resp, 500, "store",
+                   "reservation store: %s (the front's log says more; restarting it reopens the "
+                   "store)",
+                   hf_err_name(err));
         return;
     }
     http_record_json(ctx, resp, 200, &rec);

@@ -15,6 +15,11 @@
 #include "hf_clock.h"
 #include "http_api_int.h"
 
+/* The event type that becomes a Commit. */
+#define WEBHOOK_PAID         "payment.succeeded"
+/* Room for an ignored event's type in the acknowledgement (longer is cut). */
+#define WEBHOOK_TYPE_LEN_MAX 63
+
 int api_webhook_secrets(const hf_config_t *cfg, webhook_secrets_t *out, char *errstr,
                         size_t errstr_size)
 {
@@ -62,12 +67,15 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         return;
     hf_record_t rec = {.type = HF_REC_COMMIT};
     hf_commit_t *c = &rec.u.commit;
-    char type[64];
+    char type[WEBHOOK_TYPE_LEN_MAX + 1];
     json_t *data = json_object_get(body, "data");
+    json_t *type_v = json_object_get(body, "type");
+    snprintf(type, sizeof type, "%s", json_is_string(type_v) ? json_string_value(type_v) : "");
     bool ok = http_take_string(ctx, resp, body, "id", NULL, c->idempotency_key,
-                               sizeof c->idempotency_key) &&
-              http_take_string(ctx, resp, body, "type", NULL, type, sizeof type);
-    if (ok && strcmp(type, "payment.succeeded") != 0) {
+                               sizeof c->idempotency_key);
+    /* Any type but payment.succeeded (or none) is acknowledged and ignored: a
+     * provider would retry a 4xx for days. */
+    if (ok && (!json_is_string(type_v) || strcmp(json_string_value(type_v), WEBHOOK_PAID) != 0)) {
         json_t *o =
             json_pack("{s:b,s:s,s:s}", "ignored", 1, "id", c->idempotency_key, "type", type);
         resp->status = 200;
@@ -84,6 +92,7 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     ok = ok &&
          http_take_string(ctx, resp, data, "reservation_id", NULL, c->reservation_id,
                           sizeof c->reservation_id) &&
+         http_path_safe_id(ctx, resp, "data.reservation_id", c->reservation_id) &&
          http_take_string(ctx, resp, data, "payment_id", NULL, c->payment_id, sizeof c->payment_id);
     json_decref(body);
     if (!ok)

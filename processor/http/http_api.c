@@ -18,7 +18,9 @@
 #include "trace.h"
 
 /* How long start waits for the routing view and the ledger store. */
-#define HTTP_VIEW_WAIT_MS 30000
+#define HTTP_VIEW_WAIT_MS   30000
+/* An idle keep-alive connection (and its thread) is closed after this. */
+#define HTTP_IDLE_TIMEOUT_S 30
 
 struct http_api {
     http_ctx_t ctx;
@@ -119,6 +121,9 @@ void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *cod
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *c = msg; *c; c++) /* echoed paths may be any bytes; JSON wants UTF-8 */
+        if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20)
+            *c = '?';
     if (status == 422)
         atomic_fetch_add(&ctx->invalid, 1);
     json_t *o = json_pack("{s:s,s:s}", "error", code, "message", msg);
@@ -183,14 +188,29 @@ bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const c
 
 bool http_path_safe_id(http_ctx_t *ctx, httpd_resp_t *resp, const char *what, const char *id)
 {
+    if (strlen(id) > HF_ID_LEN_MAX) {
+        http_error(ctx, resp, 422, "invalid_id", "'%s' is longer than %d bytes", what,
+                   HF_ID_LEN_MAX);
+        return false;
+    }
     for (const char *p = id; *p; p++)
-        if (strchr("/?#% ", *p) || (unsigned char)*p < 0x20 || *p == 0x7f) {
-            http_error(ctx, resp, 422, "invalid_field",
-                       "'%s' must not contain '/', '?', '#', '%%', blanks or control characters "
-                       "(it is a path segment of /v1/reservations/{id})",
+        if (strchr("/?#%| ", *p) || (unsigned char)*p < 0x20 || *p == 0x7f) {
+            http_error(ctx, resp, 422, "invalid_id",
+                       "'%s' must not contain '/', '?', '#', '%%', '|', blanks or control "
+                       "characters (it is a path segment of /v1/reservations/{id}, and '|' "
+                       "separates holdfast's state keys)",
                        what);
             return false;
         }
+    return true;
+}
+
+bool http_path_id(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, char *dst,
+                  size_t dst_size)
+{
+    if (!http_path_safe_id(ctx, resp, "the reservation id in the path", call->params[0]))
+        return false;
+    snprintf(dst, dst_size, "%s", call->params[0]);
     return true;
 }
 
@@ -289,6 +309,9 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
         http_error(ctx, resp, 503, "unavailable", "cannot send to the pipeline: %s", errstr);
         resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
+    case HTTP_BRIDGE_CONFLICT:
+        http_error(ctx, resp, 409, "conflict", "%s", errstr);
+        return;
     }
     int status = http_status_for(req->type, reply.u.reply.outcome, success_status);
     if (status == 422)
@@ -299,6 +322,11 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
     }
     resp->status = status;
     resp->body_owned = client_reply_json(&reply.u.reply);
+    if (status == 201) {
+        static _Thread_local char location[sizeof "/v1/reservations/" + HF_ID_LEN_MAX];
+        snprintf(location, sizeof location, "/v1/reservations/%s", reply.u.reply.reservation_id);
+        resp->location = location;
+    }
 }
 
 /* ---- metrics and health of the front itself */
@@ -339,6 +367,10 @@ void api_healthz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 void api_readyz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
     (void)call;
+    if (http_bridge_broken(ctx->bridge)) {
+        http_error(ctx, resp, 503, "not_ready", "the request producer failed for good: restart");
+        return;
+    }
     int64_t view_ms = view_staleness_ms(ctx->view);
     int64_t ledger_ms = http_status_staleness_ms(ctx->status);
     int64_t max_ms = ctx->cfg->view_stale_max_ms;
@@ -366,6 +398,16 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
                  "http_bind '%s' must be an IPv4 address (127.0.0.1: this host only; 0.0.0.0: "
                  "every interface)",
                  cfg->http_bind);
+        return HF_ERR_CONFIG;
+    }
+    if (cfg->http_inflight_max >= cfg->http_connections_max) {
+        /* Each connection carries one request at a time: with as many slots as
+         * connections the 503 could never come, and the connection past the
+         * limit is refused (reset) instead. */
+        snprintf(errstr, errstr_size,
+                 "http_inflight_max %d must be below http_connections_max %d, so that an "
+                 "overload is answered 503 rather than refused",
+                 cfg->http_inflight_max, cfg->http_connections_max);
         return HF_ERR_CONFIG;
     }
     webhook_secrets_t secrets;
@@ -402,9 +444,14 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
     http_bridge_opts_t bo = {kconf, ctx->reply_topic, cfg->http_inflight_max,
                              cfg->http_reply_retention_ms};
     err = view_new(kconf, topic_name(HF_T_AVAILABILITY), &ctx->view, errstr, errstr_size);
+    /* A stored offset the ledger no longer has (the front was down longer than the
+     * ledger's retention) restarts from the earliest one left, not the end:
+     * applying an event twice is harmless, skipping some is not. */
+    static const char *const ledger_overrides[] = {"auto.offset.reset=earliest", NULL};
+    kafka_conf_t ledger_conf = {kconf->bootstrap, kconf->client_id, ledger_overrides};
     if (!err)
-        err =
-            http_status_new(kconf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr, errstr_size);
+        err = http_status_new(&ledger_conf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr,
+                              errstr_size);
     if (!err)
         err = http_bridge_new(&bo, &ctx->bridge, errstr, errstr_size);
     if (!err && view_wait_ready(ctx->view, HTTP_VIEW_WAIT_MS) != HF_OK)
@@ -429,7 +476,7 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
                            .port = cfg->http_port,
                            .connections_max = cfg->http_connections_max,
                            .body_max_bytes = (size_t)cfg->http_body_max_bytes,
-                           .idle_timeout_s = 30,
+                           .idle_timeout_s = HTTP_IDLE_TIMEOUT_S,
                            .handler = on_http,
                            .opaque = ctx,
                            .name = "http"};
@@ -441,6 +488,11 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
     }
     *out = api;
     return HF_OK;
+}
+
+bool http_api_broken(http_api_t *api)
+{
+    return http_bridge_broken(api->ctx.bridge);
 }
 
 void http_api_stop(http_api_t *api)

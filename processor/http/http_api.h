@@ -8,6 +8,7 @@
 #ifndef HF_HTTP_API_H
 #define HF_HTTP_API_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -24,6 +25,9 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
 int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t **out,
                    int *bound_port, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 void http_api_stop(http_api_t *api); /* accepts NULL */
+/* True once the front can no longer send (its producer failed for good): the
+ * process exits 1 so that its supervisor restarts it. */
+bool http_api_broken(http_api_t *api);
 
 /* Writes "METHOD PATH" per route, one per line (PATH as in the OpenAPI doc:
  * "/v1/reservations/{id}"), for the test that checks docs/openapi.json. */

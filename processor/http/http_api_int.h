@@ -78,10 +78,16 @@ bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const ch
 bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj,
                        const char *const *allowed);
 
-/* Whether id can travel in a URL path segment as it is: no '/', '?', '#', '%',
- * blank or control character (libmicrohttpd decodes the path before routing, so
- * such an id could be created but never reached); false after answering 422. */
+/* Whether id is a reservation id the front can serve: at most HF_ID_LEN_MAX
+ * bytes, no '/', '?', '#', '%', blank or control character (libmicrohttpd
+ * decodes the path before routing, so such an id could be created but never
+ * reached) and no '|' (the gateway's key separator: it dead-letters such a
+ * request without an answer); false after answering 422. */
 bool http_path_safe_id(http_ctx_t *ctx, httpd_resp_t *resp, const char *what, const char *id);
+
+/* The {id} of the path into dst after http_path_safe_id; false after 422. */
+bool http_path_id(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, char *dst,
+                  size_t dst_size);
 
 /* The Idempotency-Key header, else fallback (NULL: required); false after 422. */
 bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,

@@ -11,23 +11,28 @@
 #include <string.h>
 
 #include "codec.h"
+#include "gateway/gateway.h"
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
 #include "log.h"
 #include "topics.h"
 
-/* How long http_bridge_new may take to skip the replies already in the topic. */
+/* How long http_bridge_new may take to position its reader at the topic's end. */
 #define BRIDGE_DRAIN_MS_MAX 30000
 #define BRIDGE_POLL_MS      100
+#define BRIDGE_METADATA_MS  10000 /* topic metadata and the producer's warm-up */
 
 typedef struct {
     hf_id_t rid, ikey;
-    int next; /* chain in the bucket, or in the free list; -1 ends */
+    hf_rec_type_t type; /* the request waited for, and its gateway request hash: */
+    int64_t hash;       /* a different request with the same key may not join */
+    int next;           /* chain in the bucket, or in the free list; -1 ends */
+    int bucket;         /* its bucket while linked, else -1 */
     int waiters;
-    bool done;
+    bool done, failed;
     hf_reply_t reply;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
 } slot_t;
 
 struct http_bridge {
@@ -37,6 +42,7 @@ struct http_bridge {
     pthread_t reader;
     atomic_bool stop;
     atomic_bool drained;
+    atomic_bool broken; /* the producer failed for good (a fatal idempotence error) */
     bool reader_started;
     pthread_mutex_t mu;
     slot_t *slots;
@@ -67,14 +73,25 @@ static int slot_find(const http_bridge_t *b, const char *rid, const char *ikey, 
     return -1;
 }
 
-static void slot_unlink(http_bridge_t *b, int bucket, int idx)
+/* Takes a slot out of its bucket (no new caller finds it); called with mu held. */
+static void slot_unlink(http_bridge_t *b, int idx)
 {
-    int *link = &b->buckets[bucket];
+    slot_t *s = &b->slots[idx];
+    if (s->bucket < 0)
+        return;
+    int *link = &b->buckets[s->bucket];
     while (*link != idx) {
         hf_assert(*link >= 0);
         link = &b->slots[*link].next;
     }
-    *link = b->slots[idx].next;
+    *link = s->next;
+    s->bucket = -1;
+}
+
+/* The last waiter leaves: the slot goes back to the free list; mu held. */
+static void slot_release(http_bridge_t *b, int idx)
+{
+    slot_unlink(b, idx);
     b->slots[idx].next = b->free_head;
     b->free_head = idx;
     b->inflight--;
@@ -108,10 +125,12 @@ static void *reader_main(void *arg)
     http_bridge_t *b = arg;
     int32_t partitions = 0, at_end = 0;
     char errstr[256];
-    if (kafka_partition_count(b->rd, b->reply_topic, 10000, &partitions, errstr, sizeof errstr))
+    if (kafka_partition_count(b->rd, b->reply_topic, BRIDGE_METADATA_MS, &partitions, errstr,
+                              sizeof errstr))
         partitions = 1;
     bool seen_end[HF_PARTITIONS_MAX] = {false};
     while (!atomic_load(&b->stop)) {
+        kafka_producer_poll(b->kp); /* delivery reports: librdkafka frees the sent records */
         kafka_msg_t m;
         int rc = kafka_reader_poll(b->rd, BRIDGE_POLL_MS, &m, errstr, sizeof errstr);
         if (rc < 0) {
@@ -127,8 +146,7 @@ static void *reader_main(void *arg)
         }
         if (rc != 1)
             continue;
-        if (atomic_load(&b->drained))
-            on_reply(b, &m);
+        on_reply(b, &m);
         kafka_msg_release(&m);
     }
     return NULL;
@@ -153,10 +171,15 @@ int http_bridge_new(const http_bridge_opts_t *o, http_bridge_t **out, char *errs
     }
     for (int i = 0; i < b->buckets_count; i++)
         b->buckets[i] = -1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* a clock step must not stretch a wait */
     for (int i = 0; i < b->slots_count; i++) {
-        pthread_cond_init(&b->slots[i].cv, NULL);
+        pthread_cond_init(&b->slots[i].cv, &ca);
         b->slots[i].next = i + 1 < b->slots_count ? i + 1 : -1;
+        b->slots[i].bucket = -1;
     }
+    pthread_condattr_destroy(&ca);
     b->free_head = 0;
 
     char retention[48];
@@ -169,20 +192,25 @@ int http_bridge_new(const http_bridge_opts_t *o, http_bridge_t **out, char *errs
         err = kafka_producer_new(o->kconf, NULL, 0, &b->kp, errstr, errstr_size);
     if (!err) { /* the first request must not wait for librdkafka's topic scan */
         const char *requests = topic_name(HF_T_REQUESTS);
-        err = kafka_producer_warm(b->kp, &requests, 1, 10000, errstr, errstr_size);
+        err = kafka_producer_warm(b->kp, &requests, 1, BRIDGE_METADATA_MS, errstr, errstr_size);
     }
     if (!err)
         err = kafka_reader_new(o->kconf, &b->rd, errstr, errstr_size);
+    /* From the end: what the topic holds answers a previous process's requests. */
+    static const int64_t at_end[HF_PARTITIONS_MAX] = {[0 ... HF_PARTITIONS_MAX - 1] =
+                                                          KAFKA_OFFSET_END};
     int32_t partitions = 0;
     if (!err)
-        err = kafka_reader_follow(b->rd, b->reply_topic, 10000, &partitions, errstr, errstr_size);
+        err = kafka_reader_follow_from(b->rd, b->reply_topic, at_end, HF_PARTITIONS_MAX,
+                                       BRIDGE_METADATA_MS, &partitions, errstr, errstr_size);
     if (!err && partitions > HF_PARTITIONS_MAX) {
         snprintf(errstr, errstr_size, "reply topic %s has %d partitions, at most %d are read",
                  b->reply_topic, partitions, HF_PARTITIONS_MAX);
         err = HF_ERR_LIMIT;
     }
     if (!err && pthread_create(&b->reader, NULL, reader_main, b) != 0) {
-        snprintf(errstr, errstr_size, "cannot start the reply reader thread");
+        snprintf(errstr, errstr_size,
+                 "cannot start the reply reader thread (out of threads? check ulimit -u)");
         err = HF_ERR_IO;
     }
     if (!err) {
@@ -192,7 +220,8 @@ int http_bridge_new(const http_bridge_opts_t *o, http_bridge_t **out, char *errs
             hf_sleep_ms(20);
         if (!atomic_load(&b->drained)) {
             snprintf(errstr, errstr_size,
-                     "reply topic %s: not at its end after %d ms (is the broker up?)",
+                     "reply topic %s: its end not reached in %d ms; check that the broker at "
+                     "bootstrap answers and that this client may read the topic",
                      b->reply_topic, BRIDGE_DRAIN_MS_MAX);
             err = HF_ERR_TIMEOUT;
         }
@@ -267,8 +296,8 @@ static const char *request_keys(const hf_record_t *req, const char **ikey)
     }
 }
 
-static int send_request(http_bridge_t *b, hf_record_t *req, const char *rid,
-                        const char *traceparent, char *errstr, size_t errstr_size)
+static int produce_request(http_bridge_t *b, hf_record_t *req, const char *rid,
+                           const char *traceparent, char *errstr, size_t errstr_size)
 {
     uint8_t buf[HF_INPUT_VALUE_BYTES_MAX];
     size_t len = 0;
@@ -281,16 +310,37 @@ static int send_request(http_bridge_t *b, hf_record_t *req, const char *rid,
                          traceparent ? &tp : NULL, traceparent ? 1 : 0, NULL, errstr, errstr_size);
 }
 
+static int send_request(http_bridge_t *b, hf_record_t *req, const char *rid,
+                        const char *traceparent, char *errstr, size_t errstr_size)
+{
+    int err = produce_request(b, req, rid, traceparent, errstr, errstr_size);
+    if (err == HF_ERR_FATAL && !atomic_exchange(&b->broken, true))
+        log_error("http",
+                  "the request producer failed for good (%s); the front stops so that "
+                  "its supervisor restarts it",
+                  errstr);
+    return err;
+}
+
 http_bridge_result_t http_bridge_call(http_bridge_t *b, hf_record_t *req, const char *traceparent,
                                       int timeout_ms, hf_reply_t *out, char *errstr,
                                       size_t errstr_size)
 {
     const char *ikey = NULL;
     const char *rid = request_keys(req, &ikey);
+    int64_t hash = gw_request_hash(req);
     pthread_mutex_lock(&b->mu);
     int bucket;
     int idx = slot_find(b, rid, ikey, &bucket);
     bool joined = idx >= 0;
+    if (joined && (b->slots[idx].type != req->type || b->slots[idx].hash != hash)) {
+        pthread_mutex_unlock(&b->mu);
+        snprintf(errstr, errstr_size,
+                 "another request with reservation %s and this idempotency key is in flight; "
+                 "a key names one request",
+                 rid);
+        return HTTP_BRIDGE_CONFLICT;
+    }
     if (!joined) {
         if (b->free_head < 0) {
             pthread_mutex_unlock(&b->mu);
@@ -303,8 +353,11 @@ http_bridge_result_t http_bridge_call(http_bridge_t *b, hf_record_t *req, const 
         b->free_head = s->next;
         snprintf(s->rid, sizeof s->rid, "%s", rid);
         snprintf(s->ikey, sizeof s->ikey, "%s", ikey);
-        s->done = false;
+        s->type = req->type;
+        s->hash = hash;
+        s->done = s->failed = false;
         s->waiters = 0;
+        s->bucket = bucket;
         s->next = b->buckets[bucket];
         b->buckets[bucket] = idx;
         b->inflight++;
@@ -313,26 +366,35 @@ http_bridge_result_t http_bridge_call(http_bridge_t *b, hf_record_t *req, const 
     s->waiters++;
     pthread_mutex_unlock(&b->mu);
 
-    http_bridge_result_t result = HTTP_BRIDGE_ANSWERED;
-    if (!joined && send_request(b, req, rid, traceparent, errstr, errstr_size) != HF_OK)
-        result = HTTP_BRIDGE_FAILED;
+    if (!joined && send_request(b, req, rid, traceparent, errstr, errstr_size) != HF_OK) {
+        pthread_mutex_lock(&b->mu); /* the joiners learn it now, and new callers send again */
+        s->failed = true;
+        slot_unlink(b, idx);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&b->mu);
+    }
 
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     int64_t ns = until.tv_nsec + (int64_t)(timeout_ms % 1000) * 1000000;
     until.tv_sec += timeout_ms / 1000 + ns / 1000000000;
     until.tv_nsec = ns % 1000000000;
+    http_bridge_result_t result = HTTP_BRIDGE_ANSWERED;
     pthread_mutex_lock(&b->mu);
-    while (result == HTTP_BRIDGE_ANSWERED && !s->done)
-        if (pthread_cond_timedwait(&s->cv, &b->mu, &until) != 0 && !s->done)
+    while (!s->done && !s->failed)
+        if (pthread_cond_timedwait(&s->cv, &b->mu, &until) != 0 && !s->done && !s->failed) {
             result = HTTP_BRIDGE_TIMEOUT;
-    if (s->done && result != HTTP_BRIDGE_FAILED) {
+            break;
+        }
+    if (s->done)
         *out = s->reply;
-        result = HTTP_BRIDGE_ANSWERED;
-    }
+    else if (s->failed)
+        result = HTTP_BRIDGE_FAILED;
+    if (s->failed && joined)
+        snprintf(errstr, errstr_size, "the request could not be sent to the pipeline");
     if (--s->waiters == 0)
-        slot_unlink(b, bucket, idx);
-    pthread_mutex_unlock(&b->mu);
+        slot_release(b, idx);
+    pthread_mutex_unlock(&b->mu); /* s may be reused from here on */
     if (result == HTTP_BRIDGE_TIMEOUT)
         snprintf(errstr, errstr_size, "no reply for %s within %d ms", rid, timeout_ms);
     return result;
@@ -349,4 +411,9 @@ int http_bridge_inflight(http_bridge_t *b)
 uint64_t http_bridge_unmatched(http_bridge_t *b)
 {
     return atomic_load(&b->unmatched);
+}
+
+bool http_bridge_broken(http_bridge_t *b)
+{
+    return atomic_load(&b->broken);
 }

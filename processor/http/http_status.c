@@ -91,7 +91,11 @@ static void *status_main(void *arg)
             hf_sleep_ms(STATUS_POLL_MS);
             continue;
         }
-        if (rc == 1 && m.partition >= 0 && m.partition < s->partitions) {
+        if (rc == 1 && (m.partition < 0 || m.partition >= s->partitions)) {
+            kafka_msg_release(&m); /* a partition added after the start: not read (docs) */
+            continue;
+        }
+        if (rc == 1) {
             char derr[256];
             if (m.value && codec_decode(m.value, m.value_len, &rec, derr, sizeof derr) == HF_OK &&
                 rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.reservation_id[0]) {

@@ -253,6 +253,8 @@ need "reserve r1 allocations: $(jget 'd.get("allocations")') (expected 2 units o
   is "$(jget 'sum(a["qty"] for a in d["allocations"] if a["sku"] == "SKU-00001")')" 2
 need "reserve r1: Content-Type is not application/json: $hdrs" \
   grep -qi '^content-type: application/json' <<<"$hdrs"
+need "reserve r1: no 'Location: /v1/reservations/r1' header on the 201: $hdrs" \
+  grep -qix 'location: /v1/reservations/r1' <<<"$hdrs"
 http "$p1" GET /v1/reservations/r1
 need "GET r1: $code $body (expected 200 kind HELD)" is "$code $(jget 'd["kind"]')" "200 HELD"
 need "GET r1 allocations: $(jget 'd.get("allocations")')" \
@@ -417,7 +419,33 @@ need "HEAD /readyz: $code (expected 200, as GET)" is "$code" 200
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-slash' \
   -d '{"reservation_id": "a/b", "lines": [{"sku": "SKU-00001", "qty": 1}]}'
 need "a reservation id with '/' (unreachable as a path segment): $code $body (expected 422)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_field"
+  is "$code $(jget 'd["error"]')" "422 invalid_id"
+http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-pipe' \
+  -d '{"reservation_id": "a|b", "lines": [{"sku": "SKU-00001", "qty": 1}]}'
+need "a reservation id with '|' (the gateway dead-letters it unanswered): $code $body (expected 422)" \
+  is "$code $(jget 'd["error"]')" "422 invalid_id"
+# Two different requests under one key at once: one is held, the other is a
+# conflict — never the first one's answer for the second one's lines.
+conc_pids=()
+for v in 1 2; do
+  curl -s -o "$work/conc$v.body" -w '%{http_code}' --max-time 15 -X POST \
+    "http://127.0.0.1:$p1/v1/reservations" -H 'Idempotency-Key: k-conc' \
+    -d "{\"reservation_id\":\"r-conc\",\"lines\":[{\"sku\":\"SKU-0000$v\",\"qty\":$v}]}" \
+    >"$work/conc$v.code" &
+  conc_pids+=($!)
+done
+wait "${conc_pids[@]}" # not a bare wait: the pipeline runs in the background too
+conc="$(cat "$work/conc1.code") $(cat "$work/conc2.code")"
+need "two different reserves under one key at once: $conc (expected one 201 and one 409)" \
+  is "$(tr ' ' '\n' <<<"$conc" | sort | tr '\n' ' ')" "201 409 "
+long_id=$(printf 'r5%.0s' $(seq 40)) # 80 bytes: over HF_ID_LEN_MAX, its first 64 an id of its own
+http "$p1" POST "/v1/reservations/$long_id/release" -d '{}'
+need "release of an 80-byte id: $code $body (expected 422 invalid_id, never a cut id)" \
+  is "$code $(jget 'd["error"]')" "422 invalid_id"
+evp=$(payment_event evt-pipe 'a|b' pay-pipe)
+webhook "$p1" "$evp" "$(tests/http/sign.sh "$secret" "$evp")"
+need "a signed webhook for reservation 'a|b': $code $body (expected 422 invalid_id, not a 503 for ever)" \
+  is "$code $(jget 'd["error"]')" "422 invalid_id"
 http "$p1" GET /metrics
 need "the front's *_total metrics are not typed counter" \
   grep -q '^# TYPE holdfast_http_requests_total counter$' <<<"$body"
