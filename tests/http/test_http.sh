@@ -20,6 +20,7 @@
 #                       within http_reply_timeout_ms; its retry afterwards gets the answer
 #   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 200 EXPIRED, LATE_PAYMENT (refund)
 #   front-restart       a restarted front (same instance and state dir): reservations known, retries replayed
+#   front-kill9         kill -9 of the front under 60 concurrent reserves: each retried, held exactly once
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
 # About 45 s. Logs under a temp dir, printed (and kept) on failure.
@@ -635,6 +636,39 @@ need "GET r2 after the restart: $code $body (expected 200 RELEASED)" is "$code $
 reserve "$p1" r6 k-r6 SKU-00003 2
 need "reserve r6 retried after the restart: $code $body (expected the first answer $first)" \
   is "$code $body" "201 $first"
+end
+
+# ---- kill -9 of the front under load: nothing lost, nothing doubled
+begin "front-kill9: kill -9 of the front under 60 concurrent reserves; each, retried with its key, held once"
+k9_pids=()
+for i in $(seq 60); do
+  curl -s -o /dev/null --max-time 10 -X POST "http://127.0.0.1:$p1/v1/reservations" \
+    -H "Idempotency-Key: k9-$i" \
+    -d "{\"reservation_id\":\"k9-$i\",\"lines\":[{\"sku\":\"SKU-0000$((i % 5 + 1))\",\"qty\":1}]}" &
+  k9_pids+=($!)
+done
+sleep 0.2
+kill -KILL "$f1_pid" 2>/dev/null
+wait "${k9_pids[@]}" 2>/dev/null
+wait "$f1_pid" 2>/dev/null
+f1_pid=
+mv "$work/f1.log" "$work/f1-killed.log"
+start_front f1 '{}'
+p1=$port f1_pid=$pid
+unanswered=()
+for i in $(seq 60); do # what a client does after a dropped connection: the same request again
+  reserve_answered "$p1" "k9-$i" "k9-$i" "SKU-0000$((i % 5 + 1))" 1
+  [ "$code" = 201 ] || unanswered+=("k9-$i:$code")
+done
+need "reserves not held after the retry: ${unanswered[*]:-}" is "${#unanswered[@]}" 0
+sleep 1
+tail_topic holdfast.ledger
+doubled=()
+for i in $(seq 60); do
+  n=$(ledger_count "k9-$i" HELD)
+  [ "$n" = 1 ] || doubled+=("k9-$i:$n")
+done
+need "reservations without exactly one HELD in the ledger: ${doubled[*]:-}" is "${#doubled[@]}" 0
 end
 
 # ---- the whole run reconciles
