@@ -15,6 +15,7 @@
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
+#include "lib/client.h"
 #include "log.h"
 #include "topics.h"
 
@@ -277,25 +278,6 @@ static void stamp(hf_record_t *req, const char *reply_topic)
     }
 }
 
-static const char *request_keys(const hf_record_t *req, const char **ikey)
-{
-    switch (req->type) {
-    case HF_REC_RESERVE:
-        *ikey = req->u.reserve.idempotency_key;
-        return req->u.reserve.reservation_id;
-    case HF_REC_COMMIT:
-        *ikey = req->u.commit.idempotency_key;
-        return req->u.commit.reservation_id;
-    case HF_REC_RELEASE:
-        *ikey = req->u.release.idempotency_key;
-        return req->u.release.reservation_id;
-    default:
-        hf_assert(req->type == HF_REC_EXTEND);
-        *ikey = req->u.extend.idempotency_key;
-        return req->u.extend.reservation_id;
-    }
-}
-
 static int produce_request(http_bridge_t *b, hf_record_t *req, const char *rid,
                            const char *traceparent, char *errstr, size_t errstr_size)
 {
@@ -327,7 +309,8 @@ http_bridge_result_t http_bridge_call(http_bridge_t *b, hf_record_t *req, const 
                                       size_t errstr_size)
 {
     const char *ikey = NULL;
-    const char *rid = request_keys(req, &ikey);
+    const char *rid = client_request_id(req, &ikey); /* a request type: asserted below */
+    hf_assert(rid);
     int64_t hash = gw_request_hash(req);
     pthread_mutex_lock(&b->mu);
     int bucket;
