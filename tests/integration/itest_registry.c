@@ -1,0 +1,298 @@
+/* Confluent framing end to end (docs/SCHEMA_REGISTRY.md): the real `holdfast`
+ * running counter, aggregator and gateway with output_framing "confluent"
+ * against the in-process registry stand-in of tests/lib/fake_registry.h (the
+ * Confluent REST API as documented; no real registry could be run here). It
+ * registers its three subjects at start; the availability, signals and ledger
+ * records it writes start 0x00 + the registered id; the gateway's view decodes
+ * the framed availability (a second reserve routes to the only warehouse with
+ * stock, where an undecoded view would answer "unknown sku"); hfctl reads them
+ * with HOLDFAST_SCHEMA_REGISTRY_URL and says what to set without it; reconcile
+ * passes; a framed input with an id the registry does not know is dead-lettered
+ * naming the id; and an unreachable registry fails the start with exit 1. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "fake_registry.h"
+#include "harness.h"
+#include "lib/client.h"
+#include "registry.h"
+
+#define WAIT_MS 60000
+#define CALL_MS 15000
+#define SKU     "SKU-R"
+
+static struct {
+    harness_t h;
+    fake_registry_t *fake;
+    char url[64];
+    registry_t *reg; /* this process's resolver, so harness_read decodes framed records */
+    hf_client_t *c;
+    pid_t pid;
+    char cfg[1024];
+    long ids[3]; /* availability, signals, ledger */
+} w;
+
+static long subject_id(hf_topic_id_t t)
+{
+    char subject[160];
+    snprintf(subject, sizeof subject, "%s-value", topic_name(t));
+    return fake_registry_subject_id(w.fake, subject);
+}
+
+static int setup(void **state)
+{
+    char errstr[256], wpath[512], cwd[256];
+    harness_init(&w.h, "registry");
+    w.fake = fake_registry_start(w.url, sizeof w.url);
+    assert_int_equal(registry_new(w.url, 5000, &w.reg, errstr, sizeof errstr), HF_OK);
+    codec_set_id_resolver(registry_resolve, w.reg);
+    snprintf(wpath, sizeof wpath, "%s/warehouses.json", w.h.workdir);
+    FILE *f = fopen(wpath, "w");
+    assert_non_null(f);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    /* W1 New York (never stocked), W3 Los Angeles. */
+    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0},"
+          "{\"id\":\"W3\",\"lat\":34.05,\"lon\":-118.24,\"cost_per_unit\":1.0}]}",
+          f);
+    fclose(f);
+    snprintf(
+        w.cfg, sizeof w.cfg,
+        "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000, \"signal_dwell_ms\": 0, "
+        "\"output_framing\": \"confluent\", \"schema_registry_url\": \"%s\"}",
+        cwd, wpath, w.url);
+    w.pid = harness_start_with(&w.h, "s1", "counter,aggregator,gateway", w.cfg);
+    assert_int_equal(client_new(w.h.bootstrap, NULL, &w.c, errstr, sizeof errstr), HF_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    client_destroy(w.c);
+    if (w.pid > 0)
+        assert_int_equal(harness_stop(w.pid), 0);
+    codec_set_id_resolver(NULL, NULL);
+    registry_destroy(w.reg);
+    fake_registry_stop(w.fake);
+    harness_cleanup(&w.h);
+    return 0;
+}
+
+/* ---- reading the framed topics */
+
+typedef struct {
+    long id;          /* the id every record must carry */
+    size_t framed;    /* records that start 0x00 + id */
+    size_t other;     /* records that do not */
+    hf_record_t last; /* of SKU / any ledger event */
+    bool sold_out;
+} seen_t;
+
+static void seen_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    seen_t *s = opaque;
+    const uint8_t *b = msg->value;
+    bool framed = msg->value_len > 5 && b[0] == 0x00 &&
+                  (((long)b[1] << 24) | ((long)b[2] << 16) | ((long)b[3] << 8) | b[4]) == s->id;
+    if (framed)
+        s->framed++;
+    else
+        s->other++;
+    s->last = *rec;
+    if (rec->type == HF_REC_SIGNAL && rec->u.signal.kind == HF_SIGNAL_SOLD_OUT)
+        s->sold_out = true;
+}
+
+static seen_t seen_on(hf_topic_id_t t, long id)
+{
+    seen_t s = {.id = id};
+    harness_read(&w.h, t, seen_fn, &s);
+    return s;
+}
+
+static void wait_total(int64_t total)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    seen_t s = seen_on(HF_T_AVAILABILITY, w.ids[0]);
+    while (!(s.framed && s.last.u.availability.total == total) && harness_now_ms() < deadline) {
+        harness_sleep_ms(200);
+        s = seen_on(HF_T_AVAILABILITY, w.ids[0]);
+    }
+    assert_int_equal(s.other, 0);
+    assert_int_equal(s.last.u.availability.total, total);
+}
+
+static hf_reply_t reserve(const char *rid, int64_t qty)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
+    q->lines_count = 1;
+    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, SKU);
+    q->lines[0].qty = qty;
+    q->ship_to = (hf_geo_t){40.73, -73.99}; /* Manhattan: W1 is nearest, and empty */
+    q->ttl_ms = 600000;
+    q->sent_at_ms = harness_now_ms();
+    hf_reply_t rep;
+    char errstr[256] = "";
+    if (client_call(w.c, &r, CALL_MS, 3, &rep, errstr, sizeof errstr) != HF_OK)
+        fail_msg("client_call: %s", errstr);
+    return rep;
+}
+
+static void expect_held_at_w3(const hf_reply_t *rep)
+{
+    if (rep->outcome != HF_REPLY_HELD)
+        fail_msg("reserve answered %d: %s", (int)rep->outcome, rep->message);
+    assert_int_equal(rep->allocations_count, 1);
+    assert_string_equal(rep->allocations[0].warehouse_id, "W3");
+}
+
+static void test_outputs_are_framed_with_the_registered_ids_and_still_read(void **state)
+{
+    char key[128], out[16384];
+    /* registered at start, before anything was consumed */
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (subject_id(HF_T_LEDGER) < 0 && harness_now_ms() < deadline)
+        harness_sleep_ms(100);
+    w.ids[0] = subject_id(HF_T_AVAILABILITY);
+    w.ids[1] = subject_id(HF_T_SIGNALS);
+    w.ids[2] = subject_id(HF_T_LEDGER);
+    assert_true(w.ids[0] > 0 && w.ids[1] > 0 && w.ids[2] > 0);
+    assert_int_equal(subject_id(HF_T_STOCK_LEVELS), -1);
+
+    hf_record_t f = harness_feed("W3", SKU, HF_FEED_RECEIVE, 10, 1);
+    harness_send(&w.h, HF_T_STOCK_FEED, harness_pair(key, "W3", SKU), &f);
+    harness_flush(&w.h);
+    wait_total(10);
+
+    /* The view knows SKU only from the framed availability: without it the
+     * gateway would answer "unknown sku". */
+    hf_reply_t r1 = reserve("r1", 2);
+    expect_held_at_w3(&r1);
+    wait_total(8);
+    hf_reply_t r2 = reserve("r2", 3);
+    expect_held_at_w3(&r2);
+    wait_total(5);
+    hf_reply_t r3 = reserve("r3", 5); /* the last units: SOLD_OUT */
+    expect_held_at_w3(&r3);
+    wait_total(0);
+
+    seen_t ledger = seen_on(HF_T_LEDGER, w.ids[2]);
+    assert_true(ledger.framed >= 3);
+    assert_int_equal(ledger.other, 0);
+    deadline = harness_now_ms() + WAIT_MS;
+    seen_t sig = seen_on(HF_T_SIGNALS, w.ids[1]);
+    while (!sig.sold_out && harness_now_ms() < deadline) {
+        harness_sleep_ms(200);
+        sig = seen_on(HF_T_SIGNALS, w.ids[1]);
+    }
+    assert_true(sig.sold_out);
+    assert_true(sig.framed >= 1);
+    assert_int_equal(sig.other, 0);
+    /* the records the counter writes for holdfast alone keep single-object */
+    seen_t levels = seen_on(HF_T_STOCK_LEVELS, -1);
+    assert_true(levels.other >= 1);
+
+    /* hfctl with the registry reads them; without it, it says what to set */
+    setenv("HOLDFAST_SCHEMA_REGISTRY_URL", w.url, 1);
+    assert_int_equal(harness_run_tool(&w.h, "hfctl", "availability --sku " SKU, out, sizeof out),
+                     0);
+    if (!strstr(out, "\"total\":0"))
+        fail_msg("hfctl availability: %s", out);
+    int rc = harness_run_tool(&w.h, "hfctl", "reconcile --quiescent 1 2>&1", out, sizeof out);
+    print_message("reconcile: %s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "PASS"));
+    unsetenv("HOLDFAST_SCHEMA_REGISTRY_URL");
+    rc = harness_run_tool(&w.h, "hfctl", "availability --sku " SKU " 2>&1", out, sizeof out);
+    assert_int_equal(rc, 1);
+    if (!strstr(out, "no schema registry is configured") ||
+        !strstr(out, "HOLDFAST_SCHEMA_REGISTRY_URL"))
+        fail_msg("hfctl availability without a registry: %s", out);
+}
+
+/* A framed input whose id the registry does not know: a dead letter naming it. */
+typedef struct {
+    char reasons[4096];
+} dead_t;
+
+static void dead_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    dead_t *d = opaque;
+    size_t used = strlen(d->reasons);
+    snprintf(d->reasons + used, sizeof d->reasons - used, "[%s] ", rec->u.dead_letter.reason);
+}
+
+static void test_a_framed_input_with_an_unknown_id_is_dead_lettered_naming_it(void **state)
+{
+    static uint8_t buf[HF_RECORD_LEN_MAX];
+    char errstr[256];
+    size_t len = 0;
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    snprintf(r.u.reserve.reservation_id, sizeof r.u.reserve.reservation_id, "rx");
+    snprintf(r.u.reserve.idempotency_key, sizeof r.u.reserve.idempotency_key, "k-rx");
+    r.u.reserve.lines_count = 1;
+    snprintf(r.u.reserve.lines[0].sku, sizeof r.u.reserve.lines[0].sku, SKU);
+    r.u.reserve.lines[0].qty = 1;
+    r.u.reserve.ttl_ms = 60000;
+    r.u.reserve.sent_at_ms = harness_now_ms();
+    assert_int_equal(codec_encode_confluent(&r, 999, buf, sizeof buf, &len, errstr, sizeof errstr),
+                     HF_OK);
+    harness_send_raw(&w.h, HF_T_REQUESTS, "rx", buf, len);
+    harness_flush(&w.h);
+    dead_t d = {{0}};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!strstr(d.reasons, "schema id 999") && harness_now_ms() < deadline) {
+        harness_sleep_ms(200);
+        d.reasons[0] = '\0';
+        harness_read(&w.h, HF_T_DEAD_LETTERS, dead_fn, &d);
+    }
+    print_message("dead letters: %s\n", d.reasons);
+    assert_non_null(strstr(d.reasons, "schema id 999"));
+}
+
+static void test_an_unreachable_registry_fails_the_start_with_exit_1(void **state)
+{
+    char cfg[512], log_path[600], line[2048];
+    snprintf(
+        cfg, sizeof cfg,
+        "{\"output_framing\": \"confluent\", \"schema_registry_url\": \"http://127.0.0.1:1\"}");
+    pid_t pid = harness_start_with(&w.h, "s2", "aggregator", cfg);
+    snprintf(log_path, sizeof log_path, "%s/s2.log", w.h.workdir);
+    bool said = false;
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!said && harness_now_ms() < deadline) {
+        harness_sleep_ms(200);
+        FILE *f = fopen(log_path, "r");
+        while (f && fgets(line, sizeof line, f))
+            said = said || strstr(line, "Start the registry or correct schema_registry_url");
+        if (f)
+            fclose(f);
+    }
+    assert_true(said);
+    assert_int_equal(harness_stop(pid), 1); /* it had exited: the status is its own */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_outputs_are_framed_with_the_registered_ids_and_still_read),
+        cmocka_unit_test(test_a_framed_input_with_an_unknown_id_is_dead_lettered_naming_it),
+        cmocka_unit_test(test_an_unreachable_registry_fails_the_start_with_exit_1),
+    };
+    return cmocka_run_group_tests_name("registry", tests, setup, teardown);
+}
