@@ -95,6 +95,15 @@ int framing_start(const hf_config_t *cfg, bool registers, char *errstr, size_t e
     return HF_OK;
 }
 
+int framing_start_from_env(char *errstr, size_t errstr_size)
+{
+    static hf_config_t cfg; /* large; the tools call this once */
+    config_defaults(&cfg);
+    config_apply_env(&cfg);
+    int err = config_check(&cfg, errstr, errstr_size);
+    return err ? err : framing_start(&cfg, false, errstr, errstr_size);
+}
+
 void framing_stop(void)
 {
     codec_set_id_resolver(NULL, NULL);

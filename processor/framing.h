@@ -25,6 +25,9 @@
  * be final (topics_set_prefix). */
 int framing_start(const hf_config_t *cfg, bool registers, char *errstr,
                   size_t errstr_size) HF_MUST_CHECK;
+/* For the tools (hfctl, hfbench): framing_start of a reader, the URL from
+ * HOLDFAST_SCHEMA_REGISTRY_URL; nothing when it is unset. */
+int framing_start_from_env(char *errstr, size_t errstr_size) HF_MUST_CHECK;
 /* Removes the resolver and the client; after every decoding thread stopped. */
 void framing_stop(void);
 

@@ -114,6 +114,7 @@ static void usage(FILE *out)
             "HOLDFAST_APP_ID,\n"
             "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n"
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (Confluent framing: docs/SCHEMA_REGISTRY.md)\n"
             "settings: docs/CONFIGURATION.md\n",
             stages_names());
 }

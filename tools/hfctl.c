@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "codec.h"
-#include "config.h"
 #include "counter/counter.h"
 #include "framing.h"
 #include "gateway/gateway.h"
@@ -785,23 +784,12 @@ static int group_usage(const char *group, bool asked)
     return asked ? 0 : 2;
 }
 
-/* With HOLDFAST_SCHEMA_REGISTRY_URL, records framed with a Confluent schema id
- * decode too (tail, availability, reconcile): the codec's id resolver. */
-static int start_registry(cli_t *c)
-{
-    static hf_config_t cfg;
-    config_defaults(&cfg);
-    config_apply_env(&cfg);
-    int err = config_check(&cfg, c->errstr, sizeof c->errstr);
-    if (!err)
-        err = framing_start(&cfg, false, c->errstr, sizeof c->errstr);
-    return err;
-}
-
 static int run_command(cli_t *c, const command_t *cmd, const char *shown_name)
 {
     if (kafka_client_config_from_env(c->errstr, sizeof c->errstr) != HF_OK ||
-        codec_init(c->errstr, sizeof c->errstr) != HF_OK || start_registry(c) != HF_OK) {
+        codec_init(c->errstr, sizeof c->errstr) != HF_OK ||
+        /* Confluent-framed records decode too (tail, availability, reconcile). */
+        framing_start_from_env(c->errstr, sizeof c->errstr) != HF_OK) {
         fprintf(stderr, "hfctl: %s\n", c->errstr);
         return 1;
     }
