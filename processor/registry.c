@@ -86,11 +86,11 @@ void registry_destroy(registry_t *r)
     free(r);
 }
 
-uint64_t registry_requests(const registry_t *r)
+uint64_t registry_requests(registry_t *r)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&r->lock);
+    pthread_mutex_lock(&r->lock);
     uint64_t n = r->requests;
-    pthread_mutex_unlock((pthread_mutex_t *)&r->lock);
+    pthread_mutex_unlock(&r->lock);
     return n;
 }
 

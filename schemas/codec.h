@@ -35,7 +35,9 @@ int codec_encode(const hf_record_t *rec, uint8_t *buf, size_t buf_size, size_t *
 #define CODEC_CONFLUENT_HEADER_LEN 5
 
 /* Encodes rec like codec_encode, framed with schema_id instead of the single-object
- * header. The caller got schema_id by registering codec_canonical_form(rec->type). */
+ * header (5 bytes shorter). The caller got schema_id by registering
+ * codec_canonical_form(rec->type). buf must have room for the single-object form,
+ * which is built first and then moved (HF_ERR_LIMIT otherwise). */
 int codec_encode_confluent(const hf_record_t *rec, uint32_t schema_id, uint8_t *buf,
                            size_t buf_size, size_t *len_out, char *errstr,
                            size_t errstr_size) HF_MUST_CHECK;

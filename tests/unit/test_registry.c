@@ -142,9 +142,16 @@ static void test_an_error_status_carries_the_registrys_message(void **state)
         fail_msg("errstr: %s", errstr);
     assert_int_equal(registry_resolve(f->r, 3, &fp, errstr, sizeof errstr), HF_ERR_IO);
     fake_registry_fail_with(f->fake, 0);
-    /* a body without a schema is the registry's 422, passed on */
+    /* "string" is an Avro schema but not the object the fake takes: its 422, passed on */
+    assert_int_equal(registry_register(f->r, "x-value", "\"string\"", &id, errstr, sizeof errstr),
+                     HF_ERR_IO);
+    if (!strstr(errstr, "answered 422") || !strstr(errstr, "invalid"))
+        fail_msg("errstr: %s", errstr);
+    /* text that is no schema at all is refused before anything is sent */
+    size_t before = fake_registry_requests(f->fake);
     assert_int_equal(registry_register(f->r, "x-value", "not json", &id, errstr, sizeof errstr),
-                     HF_ERR_CONFIG); /* refused before sending: not a schema */
+                     HF_ERR_CONFIG);
+    assert_int_equal(fake_registry_requests(f->fake), before);
 }
 
 static void test_an_unreachable_registry_is_an_io_error_naming_the_url(void **state)
