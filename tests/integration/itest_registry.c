@@ -7,8 +7,10 @@
  * the framed availability (a second reserve routes to the only warehouse with
  * stock, where an undecoded view would answer "unknown sku"); hfctl reads them
  * with HOLDFAST_SCHEMA_REGISTRY_URL and says what to set without it; reconcile
- * passes; a framed input with an id the registry does not know is dead-lettered
- * naming the id; and an unreachable registry fails the start with exit 1. */
+ * passes; `holdfast http` serves the reservation and the availability from the
+ * framed topics; a framed input with an id the registry does not know is
+ * dead-lettered naming the id; and an unreachable registry fails the start with
+ * exit 1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +21,14 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "codec.h"
 #include "fake_registry.h"
@@ -265,6 +275,107 @@ static void test_a_framed_input_with_an_unknown_id_is_dead_lettered_naming_it(vo
     assert_non_null(strstr(d.reasons, "schema id 999"));
 }
 
+/* ---- the HTTP front (`holdfast http`): its reservation store follows the
+ * ledger and its view the availability topic, both framed here */
+
+typedef struct {
+    char data[8192];
+    size_t len;
+} body_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *opaque)
+{
+    body_t *b = opaque;
+    size_t k = size * n;
+    if (b->len + k >= sizeof b->data)
+        return 0;
+    memcpy(b->data + b->len, p, k);
+    b->len += k;
+    b->data[b->len] = '\0';
+    return k;
+}
+
+static long http_get(int port, const char *path, body_t *b)
+{
+    char url[256];
+    long status = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    b->len = 0;
+    b->data[0] = '\0';
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static pid_t start_http(int port)
+{
+    char cfg_path[600], log_path[600], state_dir[600], port_arg[16], app_id[96];
+    snprintf(cfg_path, sizeof cfg_path, "%s/h1.json", w.h.workdir);
+    snprintf(log_path, sizeof log_path, "%s/h1.log", w.h.workdir);
+    snprintf(state_dir, sizeof state_dir, "%s/state-h1", w.h.workdir);
+    snprintf(port_arg, sizeof port_arg, "%d", port);
+    snprintf(app_id, sizeof app_id, "%sapp", w.h.prefix);
+    FILE *f = fopen(cfg_path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"schema_registry_url\": \"%s\"}", w.url);
+    fclose(f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+        }
+        setenv("HOLDFAST_TOPIC_PREFIX", w.h.prefix, 1);
+        setenv("HOLDFAST_APP_ID", app_id, 1);
+        setenv("HOLDFAST_BOOTSTRAP", w.h.bootstrap, 1);
+        execl(w.h.holdfast_bin, w.h.holdfast_bin, "http", "--config", cfg_path, "--instance", "h1",
+              "--state-dir", state_dir, "--port", port_arg, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void test_the_http_front_reads_the_framed_ledger_and_availability(void **state)
+{
+    static body_t b;
+    int port = free_port();
+    pid_t pid = start_http(port);
+    long status = 0;
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while ((status = http_get(port, "/v1/reservations/r1", &b)) != 200 &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(300);
+    print_message("GET /v1/reservations/r1: %ld %s\n", status, b.data);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(b.data, "\"reservation_id\":\"r1\""));
+    assert_non_null(strstr(b.data, "HELD"));
+    assert_int_equal(http_get(port, "/v1/availability/" SKU, &b), 200);
+    if (!strstr(b.data, "\"total\":0"))
+        fail_msg("GET /v1/availability/%s: %s", SKU, b.data);
+    assert_int_equal(harness_stop(pid), 0);
+}
+
 static void test_an_unreachable_registry_fails_the_start_with_exit_1(void **state)
 {
     char cfg[512], log_path[600], line[2048];
@@ -292,6 +403,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_outputs_are_framed_with_the_registered_ids_and_still_read),
         cmocka_unit_test(test_a_framed_input_with_an_unknown_id_is_dead_lettered_naming_it),
+        cmocka_unit_test(test_the_http_front_reads_the_framed_ledger_and_availability),
         cmocka_unit_test(test_an_unreachable_registry_fails_the_start_with_exit_1),
     };
     return cmocka_run_group_tests_name("registry", tests, setup, teardown);
