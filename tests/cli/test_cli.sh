@@ -104,28 +104,11 @@ bad_setting() {
 printf '{"SKU-1": {"low": 5, "high": 2}}\n' >"$cfgdir/overrides-inverted.json"
 bad_setting late-policy counter,aggregator,gateway '{"late_payment_policy": "refnd"}' \
   "late_payment_policy: 'refnd' is not one of refund, rereserve"
-bad_setting warehouses gateway '{"warehouses_file": "/nonexistent/warehouses.json"}' \
-  "warehouses_file: "
-bad_setting campaigns gateway '{"campaign_ttls": "flash=5m"}' "campaign_ttls: "
-bad_setting campaigns-shape gateway '{"campaign_ttls": "flash"}' "campaign_ttls: 'flash' is not name=ms"
-bad_setting overrides-missing aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
-  "signal_overrides_file: "
-bad_setting overrides-inverted aggregator "{\"signal_overrides_file\": \"$cfgdir/overrides-inverted.json\"}" \
-  "signal_overrides_file $cfgdir/overrides-inverted.json: SKU 'SKU-1' needs"
-bad_setting retentions gateway '{"reservation_retention_ms": 1000, "idempotency_retention_ms": 2000}' \
-  "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000"
 bad_setting framing aggregator '{"output_framing": "avro"}' "output_framing 'avro' must be"
 bad_setting framing-no-registry gateway '{"output_framing": "confluent"}' \
   "output_framing 'confluent' needs schema_registry_url"
 bad_setting registry-url counter '{"schema_registry_url": "sr:8081"}' \
   "schema_registry_url 'sr:8081' must start with http://"
-bad_setting stage-name counter,gatewy '{}' "stages: unknown stage 'gatewy'"
-bad_setting stage-twice counter,gateway,counter '{}' "stages: 'counter' is listed twice"
-# The gateway's init (the routing view, waiting up to 15 s for a broker) runs
-# after the other stages' whatever the order of --stages: the aggregator's bad
-# file is found at once.
-bad_setting stages-order gateway,aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
-  "aggregator: signal_overrides_file: "
 # A registry that does not answer is not a bad setting: exit 1, before any state
 # dir, saying what to do (docs/SCHEMA_REGISTRY.md).
 printf '{"output_framing": "confluent", "schema_registry_url": "http://127.0.0.1:1"}\n' \
@@ -136,6 +119,23 @@ if HOLDFAST_BOOTSTRAP=127.0.0.1:1 expect_exit 1 timeout -k 2 20 "$bin/holdfast" 
     fail "registry down: stderr does not say what to do: ${err:0:300}"
   [ ! -e "$cfgdir/state-registry-down" ] || fail "registry down: a state dir was made"
 fi
+bad_setting warehouses gateway '{"warehouses_file": "/nonexistent/warehouses.json"}' \
+  "warehouses_file: "
+bad_setting campaigns gateway '{"campaign_ttls": "flash=5m"}' "campaign_ttls: "
+bad_setting campaigns-shape gateway '{"campaign_ttls": "flash"}' "campaign_ttls: 'flash' is not name=ms"
+bad_setting overrides-missing aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
+  "signal_overrides_file: "
+bad_setting overrides-inverted aggregator "{\"signal_overrides_file\": \"$cfgdir/overrides-inverted.json\"}" \
+  "signal_overrides_file $cfgdir/overrides-inverted.json: SKU 'SKU-1' needs"
+bad_setting retentions gateway '{"reservation_retention_ms": 1000, "idempotency_retention_ms": 2000}' \
+  "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000"
+bad_setting stage-name counter,gatewy '{}' "stages: unknown stage 'gatewy'"
+bad_setting stage-twice counter,gateway,counter '{}' "stages: 'counter' is listed twice"
+# The gateway's init (the routing view, waiting up to 15 s for a broker) runs
+# after the other stages' whatever the order of --stages: the aggregator's bad
+# file is found at once.
+bad_setting stages-order gateway,aggregator '{"signal_overrides_file": "/nonexistent/overrides.json"}' \
+  "aggregator: signal_overrides_file: "
 rm -rf "$cfgdir"
 
 # Every option hfctl's handlers read is declared in some command's table (hf_cli

@@ -59,13 +59,13 @@ DEBIAN12_KNOWN = {
 }
 # pkg-config name (Makefile PKGS) -> (Debian 12 -dev package, Debian 12 runtime library)
 PC_TO_DEB = {
+    "libcurl": ("libcurl4-openssl-dev", "libcurl4"),
     "rdkafka": ("librdkafka-dev", "librdkafka1"),
     "rocksdb": ("librocksdb-dev", "librocksdb7.8"),
     "avro-c": ("libavro-dev", "libavro23"),
     "jansson": ("libjansson-dev", "libjansson4"),
     "libmicrohttpd": ("libmicrohttpd-dev", "libmicrohttpd12"),
     "libcrypto": ("libssl-dev", "libssl3"),
-    "libcurl": ("libcurl4-openssl-dev", "libcurl4"),
 }
 # Kafka settings a single broker needs for consumer groups and transactions.
 SINGLE_NODE = {
