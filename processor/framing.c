@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "codec.h"
+#include "hf_clock.h"
+#include "hf_limits.h"
 #include "log.h"
 #include "registry.h"
 #include "topics.h"
@@ -110,6 +112,21 @@ void framing_stop(void)
     registry_destroy(g_registry);
     g_registry = NULL;
     g_outs_count = 0;
+}
+
+int framing_decode_waiting(const uint8_t *bytes, size_t len, hf_record_t *rec,
+                           const atomic_bool *stop, char *errstr, size_t errstr_size)
+{
+    int err = codec_decode(bytes, len, rec, errstr, errstr_size);
+    for (int64_t wait_ms = 100; err == HF_ERR_IO && !atomic_load(stop);) {
+        log_warn("framing", "%s; asking again in %lld ms (the record is not skipped)", errstr,
+                 (long long)wait_ms);
+        hf_sleep_ms(wait_ms);
+        wait_ms = wait_ms * 2 > HF_REGISTRY_RETRY_WAIT_MAX_MS ? HF_REGISTRY_RETRY_WAIT_MAX_MS
+                                                              : wait_ms * 2;
+        err = codec_decode(bytes, len, rec, errstr, errstr_size);
+    }
+    return err;
 }
 
 static const framing_out_t *find_out(const char *topic, hf_rec_type_t type)

@@ -10,6 +10,7 @@
 #ifndef HF_FRAMING_H
 #define HF_FRAMING_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,15 @@ void framing_stop(void);
  * was registered by framing_start, single-object otherwise. */
 int framing_encode(const char *topic, const hf_record_t *rec, uint8_t *buf, size_t buf_size,
                    size_t *len_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
+/* codec_decode for a follower that must not skip a record (the routing view, the
+ * HTTP front's ledger store): while the registry cannot be reached (HF_ERR_IO) it
+ * logs, waits and asks again (100 ms doubling up to HF_REGISTRY_RETRY_WAIT_MAX_MS)
+ * until the registry answers or *stop is set; any other outcome is codec_decode's.
+ * A skipped record would never be read again; a follower that waits goes stale,
+ * which its readers see (routing degrades, /readyz says so). */
+int framing_decode_waiting(const uint8_t *bytes, size_t len, hf_record_t *rec,
+                           const atomic_bool *stop, char *errstr, size_t errstr_size);
 
 /* The id topic's records are framed with; false when they are not framed. */
 bool framing_schema_id(const char *topic, uint32_t *id_out);

@@ -8,7 +8,8 @@
  * stock, where an undecoded view would answer "unknown sku"); hfctl reads them
  * with HOLDFAST_SCHEMA_REGISTRY_URL and says what to set without it; reconcile
  * passes; `holdfast http` serves the reservation and the availability from the
- * framed topics; a framed input with an id the registry does not know is
+ * framed topics, and waits out a registry outage rather than skip a record; a
+ * framed input with an id the registry does not know is
  * dead-lettered naming the id; and an unreachable registry fails the start with
  * exit 1. */
 #include <setjmp.h>
@@ -326,12 +327,12 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static pid_t start_http(int port)
+static pid_t start_http(const char *instance, int port)
 {
     char cfg_path[600], log_path[600], state_dir[600], port_arg[16], app_id[96];
-    snprintf(cfg_path, sizeof cfg_path, "%s/h1.json", w.h.workdir);
-    snprintf(log_path, sizeof log_path, "%s/h1.log", w.h.workdir);
-    snprintf(state_dir, sizeof state_dir, "%s/state-h1", w.h.workdir);
+    snprintf(cfg_path, sizeof cfg_path, "%s/%s.json", w.h.workdir, instance);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", w.h.workdir, instance);
+    snprintf(state_dir, sizeof state_dir, "%s/state-%s", w.h.workdir, instance);
     snprintf(port_arg, sizeof port_arg, "%d", port);
     snprintf(app_id, sizeof app_id, "%sapp", w.h.prefix);
     FILE *f = fopen(cfg_path, "w");
@@ -349,8 +350,8 @@ static pid_t start_http(int port)
         setenv("HOLDFAST_TOPIC_PREFIX", w.h.prefix, 1);
         setenv("HOLDFAST_APP_ID", app_id, 1);
         setenv("HOLDFAST_BOOTSTRAP", w.h.bootstrap, 1);
-        execl(w.h.holdfast_bin, w.h.holdfast_bin, "http", "--config", cfg_path, "--instance", "h1",
-              "--state-dir", state_dir, "--port", port_arg, (char *)NULL);
+        execl(w.h.holdfast_bin, w.h.holdfast_bin, "http", "--config", cfg_path, "--instance",
+              instance, "--state-dir", state_dir, "--port", port_arg, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -360,7 +361,7 @@ static void test_the_http_front_reads_the_framed_ledger_and_availability(void **
 {
     static body_t b;
     int port = free_port();
-    pid_t pid = start_http(port);
+    pid_t pid = start_http("h1", port);
     long status = 0;
     int64_t deadline = harness_now_ms() + WAIT_MS;
     while ((status = http_get(port, "/v1/reservations/r1", &b)) != 200 &&
@@ -369,6 +370,48 @@ static void test_the_http_front_reads_the_framed_ledger_and_availability(void **
     print_message("GET /v1/reservations/r1: %ld %s\n", status, b.data);
     assert_int_equal(status, 200);
     assert_non_null(strstr(b.data, "\"reservation_id\":\"r1\""));
+    assert_non_null(strstr(b.data, "HELD"));
+    assert_int_equal(http_get(port, "/v1/availability/" SKU, &b), 200);
+    if (!strstr(b.data, "\"total\":0"))
+        fail_msg("GET /v1/availability/%s: %s", SKU, b.data);
+    assert_int_equal(harness_stop(pid), 0);
+}
+
+static bool log_says(const char *instance, const char *needle)
+{
+    char path[600], line[4096];
+    snprintf(path, sizeof path, "%s/%s.log", w.h.workdir, instance);
+    bool said = false;
+    FILE *f = fopen(path, "r");
+    while (f && !said && fgets(line, sizeof line, f))
+        said = strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return said;
+}
+
+/* A follower meeting a framed record while the registry does not answer waits
+ * for it instead of skipping the record: a skipped ledger or availability record
+ * would never be read again (the front would answer 404 for ever). */
+static void test_followers_wait_for_an_unreachable_registry_instead_of_skipping(void **state)
+{
+    static body_t b;
+    fake_registry_fail_with(w.fake, 503);
+    int port = free_port();
+    pid_t pid = start_http("h2", port);
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!log_says("h2", "asking again") && harness_now_ms() < deadline)
+        harness_sleep_ms(100);
+    assert_true(log_says("h2", "answered 503"));
+    harness_sleep_ms(1000); /* a few more refused attempts */
+    fake_registry_fail_with(w.fake, 0);
+    long status = 0;
+    deadline = harness_now_ms() + WAIT_MS;
+    while ((status = http_get(port, "/v1/reservations/r1", &b)) != 200 &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(300);
+    print_message("after the outage, GET /v1/reservations/r1: %ld %s\n", status, b.data);
+    assert_int_equal(status, 200);
     assert_non_null(strstr(b.data, "HELD"));
     assert_int_equal(http_get(port, "/v1/availability/" SKU, &b), 200);
     if (!strstr(b.data, "\"total\":0"))
@@ -404,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_outputs_are_framed_with_the_registered_ids_and_still_read),
         cmocka_unit_test(test_a_framed_input_with_an_unknown_id_is_dead_lettered_naming_it),
         cmocka_unit_test(test_the_http_front_reads_the_framed_ledger_and_availability),
+        cmocka_unit_test(test_followers_wait_for_an_unreachable_registry_instead_of_skipping),
         cmocka_unit_test(test_an_unreachable_registry_fails_the_start_with_exit_1),
     };
     return cmocka_run_group_tests_name("registry", tests, setup, teardown);
