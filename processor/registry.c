@@ -171,9 +171,13 @@ static int http_call(registry_t *r, const char *path, const char *body, long *st
     }
     struct curl_slist *headers =
         curl_slist_append(NULL, "Accept: application/vnd.schemaregistry.v1+json");
-    if (body)
+    if (body) {
         headers =
             curl_slist_append(headers, "Content-Type: application/vnd.schemaregistry.v1+json");
+        /* libcurl would send "Expect: 100-continue" for a body over 1 KiB (our larger
+         * schemas) and wait up to a second for a server that ignores it. */
+        headers = curl_slist_append(headers, "Expect:");
+    }
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, r->timeout_ms);
