@@ -138,6 +138,6 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * ledger store) asks an unreachable registry again after 100 ms, doubling up to
  * this: a restarted registry is noticed within seconds, and an outage costs one
  * request per 5 s per follower. */
-#define HF_REGISTRY_RETRY_WAIT_MAX_MS 5000
+#define HF_REGISTRY_RETRY_WAIT_MAX_MS  5000
 
 #endif
