@@ -9,7 +9,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libmicrohttpd-dev libssl-dev \
+      build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what `make release` reads: the Makefile and the sources under these directories
@@ -26,7 +26,7 @@ RUN make -j"$(nproc)" release
 FROM debian:12-slim AS runtime
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      librdkafka1 librocksdb7.8 libavro23 libjansson4 libmicrohttpd12 libssl3 \
+      librdkafka1 librocksdb7.8 libavro23 libjansson4 libmicrohttpd12 libssl3 libcurl4 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/holdfast --shell /usr/sbin/nologin holdfast \
  && mkdir -p /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports \

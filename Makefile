@@ -3,7 +3,7 @@
 # broker-backed integration tests. Dependencies come from pkg-config (see deps-check).
 
 CC      ?= cc
-PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto
+PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto libcurl
 BUILD   ?= build
 SAN_BUILD := $(BUILD)/san
 

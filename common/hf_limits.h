@@ -131,4 +131,19 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_WEBHOOK_SECRET_LEN_MIN     16
 #define HF_WEBHOOK_SECRET_LEN_MAX     256
 
+/* Schema registry client (processor/registry.c). Ids it remembers (id ->
+ * fingerprint): holdfast registers three subjects, and a topic another system
+ * also writes brings a few versions more; 64 is many times that, and a full
+ * cache forgets its oldest id (asked again on its next record). A registry answer
+ * holds one schema, ours are under 4 KiB; 256 KiB leaves room for other systems'
+ * and bounds what a broken server can make the client buffer. */
+#define HF_REGISTRY_URL_LEN_MAX        255 /* a config string (HF_CONFIG_STR_MAX) */
+#define HF_REGISTRY_IDS_MAX            64
+#define HF_REGISTRY_RESPONSE_BYTES_MAX (256 * 1024)
+/* A follower that must not skip a record (the routing view, the HTTP front's
+ * ledger store) asks an unreachable registry again after 100 ms, doubling up to
+ * this: a restarted registry is noticed within seconds, and an outage costs one
+ * request per 5 s per follower. */
+#define HF_REGISTRY_RETRY_WAIT_MAX_MS  5000
+
 #endif

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ void config_defaults(hf_config_t *cfg)
     cfg->http_retry_after_s = 1;
     cfg->http_reply_retention_ms = 3600 * 1000;
     cfg->webhook_tolerance_s = 300;
+    snprintf(cfg->output_framing, sizeof cfg->output_framing, "single-object");
+    cfg->schema_registry_timeout_ms = 5000;
 }
 
 static void copy_env(char *dst, size_t dst_size, const char *name)
@@ -75,6 +78,8 @@ void config_apply_env(hf_config_t *cfg)
     copy_env(cfg->kafka_config_file, sizeof cfg->kafka_config_file, "HOLDFAST_KAFKA_CONFIG");
     copy_env(cfg->kafka_overrides, sizeof cfg->kafka_overrides, "HOLDFAST_KAFKA_OVERRIDES");
     copy_env(cfg->webhook_secrets, sizeof cfg->webhook_secrets, "HOLDFAST_WEBHOOK_SECRETS");
+    copy_env(cfg->schema_registry_url, sizeof cfg->schema_registry_url,
+             "HOLDFAST_SCHEMA_REGISTRY_URL");
 }
 
 typedef struct {
@@ -143,6 +148,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(http_reply_retention_ms, 60000, 604800000),
     STR_FIELD(webhook_secrets),
     INT_FIELD(webhook_tolerance_s, 1, 86400),
+    STR_FIELD(schema_registry_url),
+    STR_FIELD(output_framing),
+    INT_FIELD(schema_registry_timeout_ms, 100, 60000),
 };
 
 static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr,
@@ -173,6 +181,33 @@ static int config_set(hf_config_t *cfg, const char *key, json_t *v, char *errstr
     }
     snprintf(errstr, errstr_size, "unknown config key '%s'", key);
     return HF_ERR_CONFIG;
+}
+
+static int check_registry(const hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    bool confluent = strcmp(cfg->output_framing, "confluent") == 0;
+    if (!confluent && strcmp(cfg->output_framing, "single-object") != 0) {
+        snprintf(errstr, errstr_size,
+                 "output_framing '%s' must be 'single-object' (Avro single-object encoding, the "
+                 "default) or 'confluent' (Confluent Schema Registry wire format)",
+                 cfg->output_framing);
+        return HF_ERR_CONFIG;
+    }
+    const char *url = cfg->schema_registry_url;
+    if (url[0] && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        snprintf(errstr, errstr_size,
+                 "schema_registry_url '%s' must start with http:// or https:// "
+                 "(e.g. http://127.0.0.1:8081)",
+                 url);
+        return HF_ERR_CONFIG;
+    }
+    if (confluent && !url[0]) {
+        snprintf(errstr, errstr_size,
+                 "output_framing 'confluent' needs schema_registry_url (the registry that "
+                 "hands out the schema ids)");
+        return HF_ERR_CONFIG;
+    }
+    return HF_OK;
 }
 
 int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
@@ -211,7 +246,7 @@ int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
                  cfg->signal_high_watermark, cfg->signal_low_watermark);
         return HF_ERR_CONFIG;
     }
-    return HF_OK;
+    return check_registry(cfg, errstr, errstr_size);
 }
 
 int config_load_file(hf_config_t *cfg, const char *path, char *errstr, size_t errstr_size)

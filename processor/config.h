@@ -74,6 +74,12 @@ typedef struct hf_config {
      * (rotation); env HOLDFAST_WEBHOOK_SECRETS overrides; empty: webhooks refused. */
     char webhook_secrets[HF_CONFIG_STR_MAX];
     int webhook_tolerance_s; /* a signature's timestamp may be this far from now */
+    /* Confluent Schema Registry (docs/SCHEMA_REGISTRY.md): its base URL (empty:
+     * none; env HOLDFAST_SCHEMA_REGISTRY_URL overrides), the framing of the
+     * availability, signals and ledger topics, and the timeout of one request. */
+    char schema_registry_url[HF_CONFIG_STR_MAX];
+    char output_framing[16]; /* "single-object" (default) or "confluent" */
+    int schema_registry_timeout_ms;
 } hf_config_t;
 
 void config_defaults(hf_config_t *cfg);
@@ -83,7 +89,7 @@ int config_load_file(hf_config_t *cfg, const char *path, char *errstr,
                      size_t errstr_size) HF_MUST_CHECK;
 /* Environment overrides (HOLDFAST_BOOTSTRAP, HOLDFAST_STATE_DIR, HOLDFAST_INSTANCE,
  * HOLDFAST_TOPIC_PREFIX, HOLDFAST_APP_ID, HOLDFAST_KAFKA_CONFIG,
- * HOLDFAST_KAFKA_OVERRIDES, HOLDFAST_WEBHOOK_SECRETS). */
+ * HOLDFAST_KAFKA_OVERRIDES, HOLDFAST_WEBHOOK_SECRETS, HOLDFAST_SCHEMA_REGISTRY_URL). */
 void config_apply_env(hf_config_t *cfg);
 /* Rules between settings (config_load_file applies them, and `holdfast run`
  * again at start whatever set them); HF_ERR_CONFIG naming the keys otherwise.

@@ -16,6 +16,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "framing.h"
 #include "kafka.h"
 #include "hf_cli.h"
 #include "hf_limits.h"
@@ -114,6 +115,7 @@ static void usage(FILE *out)
             "HOLDFAST_APP_ID,\n"
             "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n"
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (Confluent framing: docs/SCHEMA_REGISTRY.md)\n"
             "settings: docs/CONFIGURATION.md\n",
             stages_names());
 }
@@ -293,6 +295,8 @@ static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_co
         if (err == HF_ERR_CONFIG)
             err = HF_ERR_CORRUPT;
     }
+    if (!err) /* before build_envs: the gateway's view decodes from there on */
+        err = framing_start(cfg, true, errstr, errstr_size);
     if (!err)
         err = build_envs(cfg, stages, *stages_count, errstr, errstr_size);
     if (!err)
@@ -330,8 +334,15 @@ static int serve_http(const hf_config_t *cfg)
         log_error("main", "%s", errstr);
         return 1;
     }
+    /* Reads only (the view, the ledger store): the resolver, nothing registered. */
+    if (framing_start(cfg, false, errstr, sizeof errstr) != HF_OK) {
+        log_error("main", "%s", errstr);
+        codec_shutdown();
+        return 1;
+    }
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         log_error("main", "state dir %s: %s", cfg->state_dir, strerror(errno));
+        framing_stop();
         codec_shutdown();
         return 1;
     }
@@ -347,6 +358,7 @@ static int serve_http(const hf_config_t *cfg)
             fprintf(stderr, "holdfast: %s\n", errstr);
         else
             log_error("main", "%s", errstr);
+        framing_stop();
         codec_shutdown();
         return err == HF_ERR_CONFIG ? 2 : 1;
     }
@@ -359,6 +371,7 @@ static int serve_http(const hf_config_t *cfg)
         else
             hf_sleep_ms(100);
     http_api_stop(api);
+    framing_stop();
     codec_shutdown();
     log_info("main", "holdfast http stopped (exit %d)", rc);
     return rc;
@@ -398,6 +411,7 @@ int main(int argc, char **argv)
         else
             log_error("main", "%s", errstr);
         close_stages(stages, stages_count);
+        framing_stop();
         codec_shutdown();
         return err == HF_ERR_CONFIG ? 2 : 1;
     }
@@ -430,6 +444,7 @@ int main(int argc, char **argv)
     }
     metrics_stop(); /* before the environments its gauges read go */
     close_stages(stages, stages_count);
+    framing_stop();
     codec_shutdown();
     log_info("main", "holdfast stopped (exit %d)", rc);
     return rc;

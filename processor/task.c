@@ -13,6 +13,7 @@
 
 #include "admit.h"
 #include "codec.h"
+#include "framing.h"
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
@@ -367,7 +368,8 @@ int stage_emit_to(stage_ctx_t *ctx, const char *topic, const char *key, size_t k
 {
     task_t *t = ctx->t;
     size_t len = 0;
-    int err = codec_encode(rec, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
+    int err =
+        framing_encode(topic, rec, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
     if (err) {
         log_error("task", "output %s for %s does not encode: %s", hf_rec_type_name(rec->type),
                   topic, t->errstr);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "codec.h"
+#include "framing.h"
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "log.h"
@@ -154,7 +155,8 @@ static void handle_msg(view_t *v, const kafka_msg_t *msg)
     char errstr[256];
     if (!msg->value) /* a tombstone: the SKU left the catalog */
         return;
-    if (codec_decode(msg->value, msg->value_len, &v->rec, errstr, sizeof errstr) != HF_OK ||
+    if (framing_decode_waiting(msg->value, msg->value_len, &v->rec, &v->stop, errstr,
+                               sizeof errstr) != HF_OK ||
         v->rec.type != HF_REC_AVAILABILITY) {
         log_warn("view", "skipping undecodable availability record at %d/%lld: %s", msg->partition,
                  (long long)msg->offset, errstr);

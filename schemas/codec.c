@@ -54,6 +54,14 @@ static pthread_once_t g_tls_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_tls_key;
 static _Thread_local codec_tls_t *t_tls;
 
+/* The id resolver of Confluent-framed records (codec.h), swapped as one pair. */
+typedef struct {
+    codec_id_resolver_fn fn;
+    void *opaque;
+} codec_resolver_t;
+static pthread_mutex_t g_resolver_lock = PTHREAD_MUTEX_INITIALIZER;
+static codec_resolver_t g_resolver;
+
 /* ---- per-thread state */
 
 static void tls_free(codec_tls_t *tls)
@@ -386,12 +394,86 @@ int codec_encode(const hf_record_t *rec, uint8_t *buf, size_t buf_size, size_t *
     return HF_OK;
 }
 
+int codec_encode_confluent(const hf_record_t *rec, uint32_t schema_id, uint8_t *buf,
+                           size_t buf_size, size_t *len_out, char *errstr, size_t errstr_size)
+{
+    int err = codec_encode(rec, buf, buf_size, len_out, errstr, errstr_size);
+    if (err)
+        return err;
+    /* The same body behind the shorter header: move it 5 bytes towards the front. */
+    size_t body_len = *len_out - CODEC_HEADER_LEN;
+    memmove(buf + CODEC_CONFLUENT_HEADER_LEN, buf + CODEC_HEADER_LEN, body_len);
+    buf[0] = CODEC_CONFLUENT_MAGIC;
+    for (int i = 0; i < 4; i++)
+        buf[1 + i] = (uint8_t)(schema_id >> (8 * (3 - i)));
+    *len_out = CODEC_CONFLUENT_HEADER_LEN + body_len;
+    return HF_OK;
+}
+
+void codec_set_id_resolver(codec_id_resolver_fn fn, void *opaque)
+{
+    pthread_mutex_lock(&g_resolver_lock);
+    g_resolver = (codec_resolver_t){fn, fn ? opaque : NULL};
+    pthread_mutex_unlock(&g_resolver_lock);
+}
+
 /* ---- decode */
 
+/* The fingerprint a Confluent header stands for, through the installed resolver. */
+static int confluent_fingerprint(const uint8_t *bytes, size_t len, uint64_t *fp, char *errstr,
+                                 size_t errstr_size)
+{
+    if (len < CODEC_CONFLUENT_HEADER_LEN) {
+        codec_errf(errstr, errstr_size,
+                   "record of %zu bytes is shorter than the %d-byte Confluent header", len,
+                   CODEC_CONFLUENT_HEADER_LEN);
+        return HF_ERR_DECODE;
+    }
+    uint32_t id = ((uint32_t)bytes[1] << 24) | ((uint32_t)bytes[2] << 16) |
+                  ((uint32_t)bytes[3] << 8) | bytes[4];
+    pthread_mutex_lock(&g_resolver_lock);
+    codec_resolver_t r = g_resolver;
+    pthread_mutex_unlock(&g_resolver_lock);
+    if (!r.fn) {
+        codec_errf(errstr, errstr_size,
+                   "Confluent-framed record with schema id %" PRIu32
+                   ", but no schema registry is configured to resolve it (set "
+                   "schema_registry_url, or HOLDFAST_SCHEMA_REGISTRY_URL for hfctl)",
+                   id);
+        return HF_ERR_UNKNOWN_SCHEMA;
+    }
+    char why[256] = "";
+    int err = r.fn(r.opaque, id, fp, why, sizeof why);
+    if (err)
+        codec_errf(errstr, errstr_size, "schema id %" PRIu32 ": %s", id,
+                   why[0] ? why : hf_err_str(err));
+    return err;
+}
+
+/* The entry of the writer schema named by the header, and the header's length. */
 static int find_entry(const codec_registry_t *reg, const uint8_t *bytes, size_t len, size_t *idx,
-                      char *errstr, size_t errstr_size)
+                      size_t *header_len, char *errstr, size_t errstr_size)
 {
     uint64_t fp = 0;
+    if (len > 0 && bytes[0] == CODEC_CONFLUENT_MAGIC) {
+        int err = confluent_fingerprint(bytes, len, &fp, errstr, errstr_size);
+        if (err)
+            return err;
+        for (size_t i = 0; i < reg->entries_count; i++) {
+            if (reg->entries[i].fingerprint == fp) {
+                *idx = i;
+                *header_len = CODEC_CONFLUENT_HEADER_LEN;
+                return HF_OK;
+            }
+        }
+        codec_errf(errstr, errstr_size,
+                   "schema id %u is registered with a schema this build does not know "
+                   "(fingerprint %016" PRIx64 ")",
+                   ((unsigned)bytes[1] << 24) | ((unsigned)bytes[2] << 16) |
+                       ((unsigned)bytes[3] << 8) | bytes[4],
+                   fp);
+        return HF_ERR_UNKNOWN_SCHEMA;
+    }
     if (len < CODEC_HEADER_LEN) {
         codec_errf(errstr, errstr_size, "record of %zu bytes is shorter than the %d-byte header",
                    len, CODEC_HEADER_LEN);
@@ -399,8 +481,9 @@ static int find_entry(const codec_registry_t *reg, const uint8_t *bytes, size_t 
     }
     if (bytes[0] != CODEC_MAGIC_0 || bytes[1] != CODEC_MAGIC_1) {
         codec_errf(errstr, errstr_size,
-                   "not Avro single-object encoding: magic %02x %02x, want c3 01", bytes[0],
-                   bytes[1]);
+                   "neither Avro single-object encoding nor Confluent framing: magic %02x %02x, "
+                   "want c3 01 or 00",
+                   bytes[0], bytes[1]);
         return HF_ERR_DECODE;
     }
     for (int i = 7; i >= 0; i--)
@@ -408,6 +491,7 @@ static int find_entry(const codec_registry_t *reg, const uint8_t *bytes, size_t 
     for (size_t i = 0; i < reg->entries_count; i++) {
         if (reg->entries[i].fingerprint == fp) {
             *idx = i;
+            *header_len = CODEC_HEADER_LEN;
             return HF_OK;
         }
     }
@@ -428,14 +512,14 @@ static int decode(const codec_registry_t *reg, const uint8_t *bytes, size_t len,
                   char *errstr, size_t errstr_size)
 {
     char detail[384];
-    size_t idx = 0;
-    int err = find_entry(reg, bytes, len, &idx, errstr, errstr_size);
+    size_t idx = 0, header_len = 0;
+    int err = find_entry(reg, bytes, len, &idx, &header_len, errstr, errstr_size);
     if (err)
         return err;
     const codec_entry_t *e = &reg->entries[idx];
     const char *name = e->plan->rd->name;
-    const uint8_t *body = bytes + CODEC_HEADER_LEN;
-    size_t body_len = len - CODEC_HEADER_LEN;
+    const uint8_t *body = bytes + header_len;
+    size_t body_len = len - header_len;
     if ((err = codec_validate_body(e->writer, name, body, body_len, errstr, errstr_size)))
         return err;
     codec_tls_t *tls = tls_get(reg);

@@ -24,7 +24,36 @@ void codec_shutdown(void);
 int codec_encode(const hf_record_t *rec, uint8_t *buf, size_t buf_size, size_t *len_out,
                  char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
-/* Decodes single-object bytes into *rec. HF_ERR_DECODE for bad magic, truncated or
+/* Confluent Schema Registry framing (docs/SCHEMA_REGISTRY.md), the optional
+ * encoding of the topics other systems consume: 0x00, the 4-byte big-endian id
+ * the registry gave the writer schema, then the same Avro binary body. The codec
+ * knows no registry: a process that reads such records installs a resolver that
+ * turns an id into the CRC-64-AVRO fingerprint of the schema registered under it
+ * (processor/registry.h), and the fingerprint then selects the schema exactly as
+ * in a single-object header. */
+#define CODEC_CONFLUENT_MAGIC      0x00
+#define CODEC_CONFLUENT_HEADER_LEN 5
+
+/* Encodes rec like codec_encode, framed with schema_id instead of the single-object
+ * header (5 bytes shorter). The caller got schema_id by registering
+ * codec_canonical_form(rec->type). buf must have room for the single-object form,
+ * which is built first and then moved (HF_ERR_LIMIT otherwise). */
+int codec_encode_confluent(const hf_record_t *rec, uint32_t schema_id, uint8_t *buf,
+                           size_t buf_size, size_t *len_out, char *errstr,
+                           size_t errstr_size) HF_MUST_CHECK;
+
+/* id -> fingerprint of the schema registered under it. HF_OK, or an error with
+ * errstr saying why (HF_ERR_UNKNOWN_SCHEMA: the registry has no such id; HF_ERR_IO:
+ * the registry did not answer). Called from any decoding thread. */
+typedef int (*codec_id_resolver_fn)(void *opaque, uint32_t schema_id, uint64_t *fingerprint_out,
+                                    char *errstr, size_t errstr_size);
+/* Installs (fn non-NULL) or removes (NULL) the process's resolver. Set it before
+ * the threads that decode start, and remove it only after they stopped. Without
+ * one, a Confluent-framed record fails to decode with HF_ERR_UNKNOWN_SCHEMA naming
+ * its id. */
+void codec_set_id_resolver(codec_id_resolver_fn fn, void *opaque);
+
+/* Decodes single-object bytes (or Confluent-framed ones, see above) into *rec. HF_ERR_DECODE for bad magic, truncated or
  * malformed body, strings or arrays beyond their bounds (hf_limits.h);
  * HF_ERR_UNKNOWN_SCHEMA for a fingerprint this build does not know. errstr says
  * which field and why, fit for a dead-letter reason. Never reads past len. */

@@ -16,7 +16,7 @@ declare -A why=(
   [http]="HTTP load runs of holdfast http (make bench-http)"
 )
 declare -A pkgs=(
-  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev"
+  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev"
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck"
   [kafka]="openjdk-17-jre-headless maven"

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "codec.h"
+#include "framing.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
 #include "hf_version.h"
@@ -1108,7 +1109,8 @@ static void usage(FILE *out)
             "       hfbench --help | --version\n"
             "  seed   %s\n  run    %s\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
-            "     HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md)\n",
+            "     HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md),\n"
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed outputs)\n",
             "Feeds stock for a catalog and waits until the routing view shows every pair.",
             "Drives a flash sale or a steady load and reports latency and outcomes.");
 }
@@ -1174,7 +1176,8 @@ int main(int argc, char **argv)
     int exit_code = parse_command_line(argc, argv, &o, &a);
     if (exit_code >= 0)
         return exit_code;
-    if (kafka_client_config_from_env(errstr, sizeof errstr) || codec_init(errstr, sizeof errstr)) {
+    if (kafka_client_config_from_env(errstr, sizeof errstr) || codec_init(errstr, sizeof errstr) ||
+        framing_start_from_env(errstr, sizeof errstr)) { /* reads framed outputs too */
         fprintf(stderr, "hfbench: %s\n", errstr);
         return 1;
     }

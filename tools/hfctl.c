@@ -3,7 +3,8 @@
  * command prints JSON lines on stdout and says what to do on stderr when
  * something is wrong. `hfctl --help` lists the commands, `hfctl COMMAND --help`
  * a command's options. Environment: HOLDFAST_BOOTSTRAP, HOLDFAST_TOPIC_PREFIX,
- * HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md). */
+ * HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md),
+ * HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed records: docs/SCHEMA_REGISTRY.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "codec.h"
 #include "counter/counter.h"
+#include "framing.h"
 #include "gateway/gateway.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
@@ -757,6 +759,7 @@ static void usage(FILE *out)
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
             "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (resolves Confluent-framed records)\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
             "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
@@ -803,11 +806,14 @@ static int group_usage(const char *group, bool asked)
 static int run_command(cli_t *c, const command_t *cmd, const char *shown_name)
 {
     if (kafka_client_config_from_env(c->errstr, sizeof c->errstr) != HF_OK ||
-        codec_init(c->errstr, sizeof c->errstr) != HF_OK) {
+        codec_init(c->errstr, sizeof c->errstr) != HF_OK ||
+        /* Confluent-framed records decode too (tail, availability, reconcile). */
+        framing_start_from_env(c->errstr, sizeof c->errstr) != HF_OK) {
         fprintf(stderr, "hfctl: %s\n", c->errstr);
         return 1;
     }
     int err = cmd->run(c);
+    framing_stop();
     if (err && c->errstr[0])
         fprintf(stderr, "hfctl %s: %s: %s\n", shown_name, hf_err_name(err), c->errstr);
     if (err == HF_OK)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "framing.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
 #include "log.h"
@@ -97,7 +98,9 @@ static void *status_main(void *arg)
         }
         if (rc == 1) {
             char derr[256];
-            if (m.value && codec_decode(m.value, m.value_len, &rec, derr, sizeof derr) == HF_OK &&
+            if (m.value &&
+                framing_decode_waiting(m.value, m.value_len, &rec, &s->stop, derr, sizeof derr) ==
+                    HF_OK &&
                 rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.reservation_id[0]) {
                 if (apply_event(s, m.partition, &rec.u.ledger_event) != HF_OK)
                     log_warn("http", "ledger %s[%d]@%lld: not stored", s->topic, m.partition,

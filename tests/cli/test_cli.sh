@@ -108,6 +108,21 @@ bad_setting() {
 printf '{"SKU-1": {"low": 5, "high": 2}}\n' >"$cfgdir/overrides-inverted.json"
 bad_setting late-policy counter,aggregator,gateway '{"late_payment_policy": "refnd"}' \
   "late_payment_policy: 'refnd' is not one of refund, rereserve"
+bad_setting framing aggregator '{"output_framing": "avro"}' "output_framing 'avro' must be"
+bad_setting framing-no-registry gateway '{"output_framing": "confluent"}' \
+  "output_framing 'confluent' needs schema_registry_url"
+bad_setting registry-url counter '{"schema_registry_url": "sr:8081"}' \
+  "schema_registry_url 'sr:8081' must start with http://"
+# A registry that does not answer is not a bad setting: exit 1, before any state
+# dir, saying what to do (docs/SCHEMA_REGISTRY.md).
+printf '{"output_framing": "confluent", "schema_registry_url": "http://127.0.0.1:1"}\n' \
+  >"$cfgdir/cfg-registry-down.json"
+if HOLDFAST_BOOTSTRAP=127.0.0.1:1 expect_exit 1 timeout -k 2 20 "$bin/holdfast" run \
+  --config "$cfgdir/cfg-registry-down.json" --stages aggregator --state-dir "$cfgdir/state-registry-down"; then
+  grep -qF "Start the registry or correct schema_registry_url" <<<"$err" ||
+    fail "registry down: stderr does not say what to do: ${err:0:300}"
+  [ ! -e "$cfgdir/state-registry-down" ] || fail "registry down: a state dir was made"
+fi
 bad_setting warehouses gateway '{"warehouses_file": "/nonexistent/warehouses.json"}' \
   "warehouses_file: "
 bad_setting campaigns gateway '{"campaign_ttls": "flash=5m"}' "campaign_ttls: "

@@ -54,10 +54,12 @@ DEBIAN12_KNOWN = {
     "build-essential", "pkg-config", "make", "gcc", "libc6-dev",
     "librdkafka-dev", "librocksdb-dev", "libavro-dev", "libjansson-dev", "libcmocka-dev",
     "librdkafka1", "librocksdb7.8", "libavro23", "libjansson4", "libcmocka0",
+    "libmicrohttpd-dev", "libmicrohttpd12", "libssl-dev", "libssl3", "libcurl4-openssl-dev", "libcurl4",
     "ca-certificates", "tini", "bash", "python3", "python3-yaml",
 }
 # pkg-config name (Makefile PKGS) -> (Debian 12 -dev package, Debian 12 runtime library)
 PC_TO_DEB = {
+    "libcurl": ("libcurl4-openssl-dev", "libcurl4"),
     "rdkafka": ("librdkafka-dev", "librdkafka1"),
     "rocksdb": ("librocksdb-dev", "librocksdb7.8"),
     "avro-c": ("libavro-dev", "libavro23"),
@@ -942,7 +944,7 @@ MUTATIONS = [
     ("dockerfile", sub("COPY state/ state/\n", ""), "dockerfile.build_make_release", "state/ sources not copied"),
     ("dockerfile", sub("COPY schemas/ schemas/", "COPY schemas/ avro/"), "dockerfile.build_make_release", "schemas copied elsewhere"),
     ("dockerfile", sub(" librocksdb-dev ", " "), "dockerfile.build_packages", "-dev package missing"),
-    ("makefile", sub("PKGS    := rdkafka rocksdb avro-c jansson", "PKGS    := rdkafka rocksdb avro-c jansson libcurl"), "dockerfile.build_packages", "new pkg-config dependency"),
+    ("makefile", sub("PKGS    := rdkafka rocksdb avro-c jansson", "PKGS    := rdkafka rocksdb avro-c jansson libzstd"), "dockerfile.build_packages", "new pkg-config dependency"),
     ("dockerfile", sub("librdkafka1 librocksdb7.8 libavro23 libjansson4", "librdkafka1 librocksdb7.8 libjansson4"), "dockerfile.runtime_packages", "runtime lib missing"),
     ("dockerfile", sub("librdkafka1 librocksdb7.8 libavro23 libjansson4", "librdkafka1 librocksdb7.8 libavro23 libjansson4 libjansson-dev"), "dockerfile.runtime_packages", "-dev in runtime"),
     ("dockerfile", sub(" /src/build/hfbench ", " "), "dockerfile.runtime_binaries", "binary not copied"),

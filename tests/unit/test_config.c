@@ -85,6 +85,27 @@ static void test_reservations_outlive_their_idempotency_records(void **state)
                    "reservation_retention_ms 1000 must be at least idempotency_retention_ms 2000");
 }
 
+static void test_registry_settings_are_checked_naming_the_key(void **state)
+{
+    hf_config_t cfg;
+    config_defaults(&cfg);
+    assert_string_equal(cfg.output_framing, "single-object");
+    assert_string_equal(cfg.schema_registry_url, "");
+    assert_int_equal(load("{\"output_framing\": \"confluent\", \"schema_registry_url\": "
+                          "\"http://127.0.0.1:8081\"}",
+                          &cfg),
+                     HF_OK);
+    assert_string_equal(cfg.output_framing, "confluent");
+    assert_int_equal(load("{\"schema_registry_url\": \"https://sr.example:443/base/\"}", &cfg),
+                     HF_OK);
+    expect_refused("{\"output_framing\": \"avro\"}", "output_framing 'avro' must be");
+    expect_refused("{\"output_framing\": \"confluent\"}",
+                   "output_framing 'confluent' needs schema_registry_url");
+    expect_refused("{\"schema_registry_url\": \"127.0.0.1:8081\"}",
+                   "schema_registry_url '127.0.0.1:8081' must start with http://");
+    expect_refused("{\"schema_registry_timeout_ms\": 10}", "schema_registry_timeout_ms");
+}
+
 /* The gateway's settings as its init reads them (gateway_env_configure is the
  * part before any Kafka client). */
 static int gateway_with(const char *json, gateway_env_t *env)
@@ -196,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_settings_are_applied_and_typos_or_bounds_refused_by_name),
         cmocka_unit_test(test_a_hold_must_outlive_the_gateways_resends),
         cmocka_unit_test(test_reservations_outlive_their_idempotency_records),
+        cmocka_unit_test(test_registry_settings_are_checked_naming_the_key),
         cmocka_unit_test(test_gateway_settings_are_checked_by_its_init_naming_the_key),
         cmocka_unit_test(test_signal_overrides_are_loaded_and_checked_by_the_aggregators_init),
     };
