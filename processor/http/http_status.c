@@ -141,7 +141,8 @@ int http_status_new(const kafka_conf_t *kconf, const char *topic, const char *di
     for (int32_t p = 0; !err && p < HF_PARTITIONS_MAX; p++) {
         int64_t next = -1, unused = -1;
         err = state_get_offsets(s->st, p, &next, &unused, NULL);
-        s->next_offset[p] = next;
+        /* -1: never stored, so the whole partition (-1 would mean its end). */
+        s->next_offset[p] = next >= 0 ? next : KAFKA_OFFSET_BEGINNING;
     }
     if (!err)
         err = kafka_reader_follow_from(s->rd, topic, s->next_offset, HF_PARTITIONS_MAX, 10000,

@@ -44,7 +44,7 @@ secret_previous=whsec_prev_$(openssl rand -hex 16) # a rotation under way: both 
 tolerance_s=300 # webhook_tolerance_s, the default
 reply_timeout_ms=2000 # http_reply_timeout_ms, the default
 checks=0 failures=0
-run_pid= f1_pid= f2_pid=
+run_pid= f1_pid= f2_pid= f3_pid=
 
 # ---- reporting: a check is begin NAME, any number of need WHAT CMD..., end.
 begin() { cur=$1 why=() began=$SECONDS; }
@@ -80,6 +80,7 @@ stop_pid() {
 }
 cleanup() {
   local rc=$?
+  stop_pid "$f3_pid"
   stop_pid "$f2_pid"
   stop_pid "$f1_pid"
   stop_pid "$run_pid"
@@ -636,6 +637,15 @@ need "GET r2 after the restart: $code $body (expected 200 RELEASED)" is "$code $
 reserve "$p1" r6 k-r6 SKU-00003 2
 need "reserve r6 retried after the restart: $code $body (expected the first answer $first)" \
   is "$code $body" "201 $first"
+# A new front (its own instance, an empty store) reads the whole ledger, not
+# only what comes after its start.
+start_front f3 '{}'
+f3_pid=$pid
+http "$port" GET /v1/reservations/r1
+need "GET r1 from a front started after it was committed: $code $body (expected 200 COMMITTED)" \
+  is "$code $(jget 'd["kind"]')" "200 COMMITTED"
+stop_pid "$f3_pid"
+f3_pid=
 end
 
 # ---- kill -9 of the front under load: nothing lost, nothing doubled
