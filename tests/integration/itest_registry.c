@@ -37,9 +37,10 @@
 #include "lib/client.h"
 #include "registry.h"
 
-#define WAIT_MS 60000
-#define CALL_MS 15000
-#define SKU     "SKU-R"
+#define WAIT_MS    60000
+#define CALL_MS    15000
+#define SKU        "SKU-R"
+#define FRONTS_MAX 4 /* holdfast http processes one run starts */
 
 static struct {
     harness_t h;
@@ -50,6 +51,7 @@ static struct {
     pid_t pid;
     char cfg[1024];
     long ids[3]; /* availability, signals, ledger */
+    pid_t fronts[FRONTS_MAX];
 } w;
 
 static long subject_id(hf_topic_id_t t)
@@ -87,6 +89,11 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    for (size_t i = 0; i < FRONTS_MAX; i++)
+        if (w.fronts[i] > 0) { /* a test failed while its front ran */
+            kill(w.fronts[i], SIGKILL);
+            waitpid(w.fronts[i], NULL, 0);
+        }
     client_destroy(w.c);
     if (w.pid > 0)
         assert_int_equal(harness_stop(w.pid), 0);
@@ -354,7 +361,21 @@ static pid_t start_http(const char *instance, int port)
               instance, "--state-dir", state_dir, "--port", port_arg, (char *)NULL);
         _exit(127);
     }
+    for (size_t i = 0; i < FRONTS_MAX; i++)
+        if (w.fronts[i] <= 0) { /* stopped by the teardown if a test fails first */
+            w.fronts[i] = pid;
+            break;
+        }
     return pid;
+}
+
+/* Stops a front start_http started (SIGTERM, its exit status) and forgets it. */
+static int stop_http(pid_t pid)
+{
+    for (size_t i = 0; i < FRONTS_MAX; i++)
+        if (w.fronts[i] == pid)
+            w.fronts[i] = 0;
+    return harness_stop(pid);
 }
 
 static void test_the_http_front_reads_the_framed_ledger_and_availability(void **state)
@@ -374,7 +395,7 @@ static void test_the_http_front_reads_the_framed_ledger_and_availability(void **
     assert_int_equal(http_get(port, "/v1/availability/" SKU, &b), 200);
     if (!strstr(b.data, "\"total\":0"))
         fail_msg("GET /v1/availability/%s: %s", SKU, b.data);
-    assert_int_equal(harness_stop(pid), 0);
+    assert_int_equal(stop_http(pid), 0);
 }
 
 static bool log_says(const char *instance, const char *needle)
@@ -416,7 +437,7 @@ static void test_followers_wait_for_an_unreachable_registry_instead_of_skipping(
     assert_int_equal(http_get(port, "/v1/availability/" SKU, &b), 200);
     if (!strstr(b.data, "\"total\":0"))
         fail_msg("GET /v1/availability/%s: %s", SKU, b.data);
-    assert_int_equal(harness_stop(pid), 0);
+    assert_int_equal(stop_http(pid), 0);
 }
 
 static void test_an_unreachable_registry_fails_the_start_with_exit_1(void **state)
