@@ -135,9 +135,12 @@ def one_rate(rate, n, work_root, broker):
                         "latency_ms": sm["reserve_ms"], "cores": cores}
         pl.wait_still(prefix, pl.IDLE_QUIET_S, pl.IDLE_TIMEOUT_S, "drain")
 
-        # One thread per connection in the front; stay under http_connections_max.
-        conns = CONNECTIONS or min(200, max(4, rate // 10))
+        # wrk is closed-loop: enough connections to carry the rate at the Kafka
+        # run's median latency, each paced by a delay; never more than 3/4 of the
+        # front's http_inflight_max (192), or the connections past it get instant
+        # 503s and loop on them.
         est_ms = sm["reserve_ms"]["p50"] or 0
+        conns = CONNECTIONS or min(144, max(4, -(-rate * (est_ms + 30) // 1000)))
         delay_ms = max(0, int(1000 * conns / rate - est_ms))
         pl.log(f"{rate}/s: http (wrk, {conns} connections, {delay_ms} ms pacing) for {SECONDS} s")
         # Warm-up, not measured (hfbench has its own): the first requests after an
