@@ -13,7 +13,7 @@ declare -A why=(
   [kafka]="run the local Kafka broker from Maven Central jars"
   [python]="test and tooling scripts"
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
-  [http]="HTTP load runs of holdfast http (make bench-http)"
+  [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
 )
 declare -A pkgs=(
   [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev"
@@ -22,7 +22,7 @@ declare -A pkgs=(
   [kafka]="openjdk-17-jre-headless maven"
   [python]="python3 python3-yaml"
   [plot]="gnuplot-nox"
-  [http]="wrk"
+  [http]="wrk curl openssl"
 )
 
 groups=("$@")
