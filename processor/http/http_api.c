@@ -450,8 +450,8 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
     static const char *const ledger_overrides[] = {"auto.offset.reset=earliest", NULL};
     kafka_conf_t ledger_conf = {kconf->bootstrap, kconf->client_id, ledger_overrides};
     if (!err)
-        err = http_status_new(&ledger_conf, topic_name(HF_T_LEDGER), dir, &ctx->status, errstr,
-                              errstr_size);
+        err = http_status_new(&ledger_conf, topic_name(HF_T_LEDGER), dir,
+                              cfg->reservation_retention_ms, &ctx->status, errstr, errstr_size);
     if (!err)
         err = http_bridge_new(&bo, &ctx->bridge, errstr, errstr_size);
     if (!err && view_wait_ready(ctx->view, HTTP_VIEW_WAIT_MS) != HF_OK)

@@ -12,14 +12,21 @@
 
 #include "codec.h"
 #include "framing.h"
+#include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
 #include "log.h"
 #include "state.h"
 
-#define STATUS_POLL_MS      100
-#define STATUS_BATCH_MAX    500 /* ledger records per store write */
-#define STATUS_WAIT_STEP_MS 10
+#define STATUS_POLL_MS               100
+#define STATUS_BATCH_MAX             500 /* ledger records per store write */
+#define STATUS_WAIT_STEP_MS          10
+/* The retention sweep: rows read per partition per pass (bounded work on the
+ * reader thread), and how often a pass runs (a quarter of the retention, within
+ * these bounds). */
+#define STATUS_SWEEP_SCAN_MAX        4096
+#define STATUS_SWEEP_INTERVAL_MIN_MS 100
+#define STATUS_SWEEP_INTERVAL_MAX_MS 10000
 
 struct http_status {
     state_t *st;
@@ -33,7 +40,61 @@ struct http_status {
     bool started;
     atomic_bool stop;
     atomic_llong current_at_ms;
+    int64_t retention_ms;              /* an ended reservation's row is deleted this long after */
+    int64_t next_sweep_ms;             /* monotonic */
+    char (*doomed)[HF_ID_LEN_MAX + 1]; /* STATUS_SWEEP_SCAN_MAX ids a pass deletes */
+    struct {                           /* where each partition's sweep goes on from */
+        char key[HF_ID_LEN_MAX + 1];
+        size_t len;
+    } cursor[HF_PARTITIONS_MAX];
 };
+
+static bool ended(hf_ledger_kind_t k)
+{
+    return k == HF_LEDGER_COMMITTED || k == HF_LEDGER_RELEASED || k == HF_LEDGER_EXPIRED ||
+           k == HF_LEDGER_REJECTED || k == HF_LEDGER_LATE_PAYMENT;
+}
+
+/* One bounded pass of the retention sweep over every partition: rows of
+ * reservations that ended more than retention_ms ago go, as the gateway forgets
+ * them after the same reservation_retention_ms. Deletes go through the buffer,
+ * written with the next flush. */
+static void sweep(http_status_t *s)
+{
+    static _Thread_local hf_record_t rec;
+    char(*doomed)[HF_ID_LEN_MAX + 1] = s->doomed;
+    int64_t cutoff_ms = hf_wall_ms() - s->retention_ms;
+    for (int32_t p = 0; p < s->partitions; p++) {
+        state_iter_t *it = state_iter_new(s->st, NULL, p, "", 0, false);
+        if (!it)
+            return;
+        if (s->cursor[p].len)
+            state_iter_start_after(it, p, s->cursor[p].key, s->cursor[p].len);
+        size_t scanned = 0, n = 0;
+        const void *k, *v;
+        size_t klen, vlen;
+        char derr[256];
+        while (scanned < STATUS_SWEEP_SCAN_MAX && state_iter_next(it, &k, &klen, &v, &vlen)) {
+            scanned++;
+            if (klen > HF_ID_LEN_MAX)
+                continue; /* not a row of ours (offsets are kept apart by state.c) */
+            memcpy(s->cursor[p].key, k, klen);
+            s->cursor[p].len = klen;
+            if (codec_decode(v, vlen, &rec, derr, sizeof derr) == HF_OK &&
+                rec.type == HF_REC_LEDGER_EVENT && ended(rec.u.ledger_event.kind) &&
+                rec.u.ledger_event.at_ms < cutoff_ms) {
+                memcpy(doomed[n], k, klen);
+                doomed[n++][klen] = '\0';
+            }
+        }
+        state_iter_destroy(it);
+        if (scanned < STATUS_SWEEP_SCAN_MAX)
+            s->cursor[p].len = 0; /* at the end: the next pass starts over */
+        for (size_t i = 0; i < n; i++)
+            if (state_del(s->buf, p, doomed[i], strlen(doomed[i])) != HF_OK)
+                break;
+    }
+}
 
 /* Merges event e into what the store holds for its reservation: the newest
  * event wins, but a settling event without allocations keeps the ones held. */
@@ -116,6 +177,14 @@ static void *status_main(void *arg)
             seen_end[m.partition] = true;
             at_end++;
         }
+        if (hf_mono_ms() >= s->next_sweep_ms) {
+            sweep(s);
+            int64_t every_ms = s->retention_ms / 4;
+            every_ms = every_ms < STATUS_SWEEP_INTERVAL_MIN_MS   ? STATUS_SWEEP_INTERVAL_MIN_MS
+                       : every_ms > STATUS_SWEEP_INTERVAL_MAX_MS ? STATUS_SWEEP_INTERVAL_MAX_MS
+                                                                 : every_ms;
+            s->next_sweep_ms = hf_mono_ms() + every_ms;
+        }
         flush(s); /* before current_at: a reader told "current" finds what was read */
         batched = 0;
         if (at_end >= s->partitions && (rc == 2 || rc == 0))
@@ -126,11 +195,18 @@ static void *status_main(void *arg)
 }
 
 int http_status_new(const kafka_conf_t *kconf, const char *topic, const char *dir,
-                    http_status_t **out, char *errstr, size_t errstr_size)
+                    int64_t retention_ms, http_status_t **out, char *errstr, size_t errstr_size)
 {
+    hf_assert(retention_ms > 0);
     http_status_t *s = calloc(1, sizeof *s);
     if (!s)
         return HF_ERR_NOMEM;
+    s->retention_ms = retention_ms;
+    s->doomed = malloc(STATUS_SWEEP_SCAN_MAX * sizeof *s->doomed);
+    if (!s->doomed) {
+        free(s);
+        return HF_ERR_NOMEM;
+    }
     snprintf(s->topic, sizeof s->topic, "%s", topic);
     atomic_init(&s->current_at_ms, -1);
     int err = state_open(dir, NULL, &s->st, errstr, errstr_size);
@@ -175,6 +251,7 @@ void http_status_destroy(http_status_t *s)
     kafka_reader_destroy(s->rd);
     state_buf_destroy(s->buf);
     state_close(s->st);
+    free(s->doomed);
     free(s);
 }
 

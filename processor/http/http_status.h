@@ -20,9 +20,13 @@
 typedef struct http_status http_status_t;
 
 /* Opens (creating) the store in dir and starts following topic from where the
- * store left off. */
+ * store left off. The row of a reservation that ended (committed, released,
+ * expired, rejected, paid late) more than retention_ms ago is deleted by a
+ * bounded sweep on the reader thread (the gateway's reservation_retention_ms:
+ * it forgets the reservation then too). */
 int http_status_new(const kafka_conf_t *kconf, const char *topic, const char *dir,
-                    http_status_t **out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+                    int64_t retention_ms, http_status_t **out, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
 void http_status_destroy(http_status_t *s); /* accepts NULL */
 
 /* The latest ledger state of rid: HF_OK with *out, HF_ERR_NOTFOUND when the

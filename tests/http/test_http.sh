@@ -19,7 +19,8 @@
 #   pipeline-stopped    the pipeline SIGSTOPped: reads still answer; a write 503 + Retry-After
 #                       within http_reply_timeout_ms; its retry afterwards gets the answer
 #   expiry-late-payment a 1 s hold expires; GET EXPIRED; its payment 200 EXPIRED, LATE_PAYMENT (refund)
-#   front-restart       a restarted front (same instance and state dir): reservations known, retries replayed
+#   front-restart       a restarted front (same instance and state dir): reservations known, retries
+#                       replayed; a new front reads the whole ledger; ended reservations expire
 #   front-kill9         kill -9 of the front under 60 concurrent reserves: each retried, held exactly once
 #   openapi-routes      docs/openapi.json lists exactly the routes `holdfast http --routes` serves
 #   reconcile           hfctl reconcile --quiescent 1 PASS over everything above
@@ -644,6 +645,22 @@ f3_pid=$pid
 http "$port" GET /v1/reservations/r1
 need "GET r1 from a front started after it was committed: $code $body (expected 200 COMMITTED)" \
   is "$code $(jget 'd["kind"]')" "200 COMMITTED"
+stop_pid "$f3_pid"
+f3_pid=
+# Bounded: with a 2 s reservation_retention_ms, the rows of ended reservations go
+# (the gateway forgets them after the same time); a held one stays.
+start_front f3 '{"reservation_retention_ms": 2000, "idempotency_retention_ms": 1000}'
+f3_pid=$pid
+for _ in $(seq 50); do
+  http "$port" GET /v1/reservations/r1
+  [ "$code" = 404 ] && break
+  sleep 0.2
+done
+need "GET r1 (committed long ago) from a front keeping ended reservations 2 s: $code $body (expected 404 once swept)" \
+  is "$code" 404
+http "$port" GET /v1/reservations/r5
+need "GET r5 (still held) from that front: $code $body (expected 200 HELD: only ended ones go)" \
+  is "$code $(jget 'd["kind"]')" "200 HELD"
 stop_pid "$f3_pid"
 f3_pid=
 end
