@@ -19,7 +19,7 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->state_dir, sizeof cfg->state_dir, "./.state");
     snprintf(cfg->stages, sizeof cfg->stages, "counter");
     cfg->threads_per_stage = 1;
-    cfg->batch_records_max = 500;
+    cfg->batch_records_max = 2000;
     cfg->batch_time_max_ms = 20;
     cfg->idle_poll_ms = 100;
     cfg->transaction_timeout_ms = 10000;
@@ -34,6 +34,10 @@ void config_defaults(hf_config_t *cfg)
     cfg->aggregator_commit_interval_ms = 100;
     cfg->counter_commit_interval_ms = 0;
     cfg->gateway_commit_interval_ms = 0;
+    cfg->counter_txn_period_max_ms = 25;
+    cfg->counter_txn_period_full_records_s = 6000;
+    cfg->gateway_txn_period_max_ms = 25;
+    cfg->gateway_txn_period_full_records_s = 12000;
     snprintf(cfg->warehouses_file, sizeof cfg->warehouses_file, "config/warehouses.json");
     cfg->ttl_default_ms = 15 * 60 * 1000;
     cfg->hold_max_factor_pct = 200;
@@ -122,6 +126,10 @@ static const config_field_t config_fields[] = {
     INT_FIELD(aggregator_commit_interval_ms, 0, 5000),
     INT_FIELD(counter_commit_interval_ms, 0, 1000),
     INT_FIELD(gateway_commit_interval_ms, 0, 1000),
+    INT_FIELD(counter_txn_period_max_ms, 0, 1000),
+    INT_FIELD(counter_txn_period_full_records_s, 2, 10000000),
+    INT_FIELD(gateway_txn_period_max_ms, 0, 1000),
+    INT_FIELD(gateway_txn_period_full_records_s, 2, 10000000),
     STR_FIELD(signal_overrides_file),
     STR_FIELD(warehouses_file),
     INT_FIELD(ttl_default_ms, 1000, 86400000),

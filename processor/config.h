@@ -41,9 +41,15 @@ typedef struct hf_config {
     int signal_low_watermark;
     int signal_high_watermark;
     int signal_dwell_ms;
-    int aggregator_commit_interval_ms;             /* least time between aggregator transactions */
-    int counter_commit_interval_ms;                /* ... counter transactions (0: none) */
-    int gateway_commit_interval_ms;                /* ... gateway transactions (0: none) */
+    int aggregator_commit_interval_ms; /* least time between aggregator transactions */
+    int counter_commit_interval_ms;    /* ... counter transactions (0: none) */
+    int gateway_commit_interval_ms;    /* ... gateway transactions (0: none) */
+    /* Under load a stage starts a transaction at most every *_txn_period_max_ms
+     * (pacing.h), reached at *_txn_period_full_records_s input records/s. */
+    int counter_txn_period_max_ms;
+    int counter_txn_period_full_records_s;
+    int gateway_txn_period_max_ms;
+    int gateway_txn_period_full_records_s;
     char signal_overrides_file[HF_CONFIG_STR_MAX]; /* JSON {sku: {low, high, dwell_ms}} */
     /* Gateway (reservations, idempotency, routing). */
     char warehouses_file[HF_CONFIG_STR_MAX]; /* JSON warehouses: id, lat, lon, cost */

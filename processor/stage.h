@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "hf_err.h"
+#include "pacing.h"
 #include "records.h"
 #include "state.h"
 #include "topics.h"
@@ -69,10 +70,11 @@ typedef struct {
     /* Called about every tick_interval_ms per owned partition (timers); may be NULL. */
     int (*tick)(stage_ctx_t *ctx);
     int tick_interval_ms;
-    /* Least time between two transactions that carry records, from the
-     * configuration; NULL: none. A stage whose outputs tolerate some delay
-     * gathers longer instead, and the broker writes fewer transaction markers. */
-    int (*commit_interval_ms)(const struct hf_config *cfg);
+    /* How long the task waits between two transactions that carry records,
+     * from the configuration (pacing.h: a floor, and a gap that grows with the
+     * input rate); NULL: no wait. Fewer, larger transactions cost the broker
+     * and librdkafka less per record. */
+    void (*pacing)(const struct hf_config *cfg, pacing_conf_t *out);
     /* Rebuilds derived state on restore; NULL: the stage has none. Called for
      * every changelog record restored into ctx's partition, before it is applied
      * (so stage_get still sees the value it replaces); rec is the decoded value,

@@ -20,6 +20,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
+#include "pacing.h"
 #include "topics.h"
 #include "trace.h"
 
@@ -111,7 +112,8 @@ struct task {
     uint8_t dlbuf[HF_RECORD_LEN_MAX + 1024]; /* an encoded DeadLetter */
     stage_ctx_t ctx;
     int64_t next_tick_ms;
-    int64_t commit_interval_ms; /* the stage's least time between transactions */
+    pacing_t pacing;       /* the wait between transactions, from the input rate */
+    int64_t last_begin_ms; /* when the last committed transaction began */
     int64_t last_commit_ms;
     int64_t age_refreshed_ms; /* last time every owned partition was marked current */
     task_stats_t stats;
@@ -666,11 +668,15 @@ static int commit_batch(task_t *t)
     }
     if (err)
         return err;
-    log_debug("task",
-              "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms",
-              t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0),
-              (long long)(t2 - t1), (long long)(hf_wall_ms() - t2));
+    log_debug(
+        "task",
+        "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms; "
+        "period %d ms at %.0f records/s",
+        t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0), (long long)(t2 - t1),
+        (long long)(hf_wall_ms() - t2), pacing_period_ms(&t->pacing),
+        pacing_rate_records_s(&t->pacing));
     t->stats.transactions++;
+    t->last_begin_ms = t0;
     t->last_commit_ms = hf_wall_ms();
     metrics_add(t->metrics, HF_M_TXNS, 1);
     metrics_observe_commit_ms(t->metrics, t->last_commit_ms - t0);
@@ -940,14 +946,15 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
 
 /* Appends what the consumer has to t->msgs: waits for the first record (bounded by
  * idle_poll_ms), then takes whatever else is already there without waiting — or,
- * for a stage with a commit interval, goes on gathering until that much time has
- * passed since its last transaction. */
+ * while the stage's pacing asks for a wait (pacing.h: a configured floor after
+ * the last commit, a period since the last transaction began under load), goes
+ * on gathering until then. */
 static int gather(task_t *t)
 {
     const hf_config_t *cfg = t->o.cfg;
     size_t max = (size_t)cfg->batch_records_max;
     int64_t started = hf_wall_ms();
-    int64_t ready_at_ms = t->last_commit_ms + t->commit_interval_ms;
+    int64_t ready_at_ms = pacing_ready_at_ms(&t->pacing, t->last_begin_ms, t->last_commit_ms);
     while (t->msgs_count < max) {
         int timeout = t->msgs_count == 0 ? cfg->idle_poll_ms : 0;
         if (t->msgs_count == 0 && t->def->tick) {
@@ -1044,6 +1051,7 @@ static int task_step(task_t *t)
     batch_reset(t);
     size_t applied = 0;
     err = apply_batch(t, &applied);
+    pacing_observe(&t->pacing, t->ctx.now_ms, (int64_t)applied);
     if (err == HF_OK && applied == 0 && t->outs_count == 0 && t->written_count == 0)
         return HF_OK; /* idle */
     if (err == HF_OK)
@@ -1088,7 +1096,10 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     t->o = *opts;
     t->def = opts->def;
     t->metrics = metrics_stage(t->def->name);
-    t->commit_interval_ms = t->def->commit_interval_ms ? t->def->commit_interval_ms(opts->cfg) : 0;
+    pacing_conf_t pacing = {0};
+    if (t->def->pacing)
+        t->def->pacing(opts->cfg, &pacing);
+    pacing_init(&t->pacing, &pacing);
     t->st = opts->st;
     t->ctx.t = t;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);

@@ -139,9 +139,11 @@ static int aggregator_tick(stage_ctx_t *ctx)
 /* The availability view and signals tolerate a tenth of a second; fewer
  * aggregator transactions leave the broker to the reserve path (measured:
  * 40 -> 5 transactions/s, reserve p50 at 20/s 37 -> 20 ms; docs/PERFORMANCE.md). */
-static int aggregator_commit_interval_ms(const hf_config_t *cfg)
+static void aggregator_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 {
-    return cfg ? cfg->aggregator_commit_interval_ms : 0;
+    out->floor_ms = cfg->aggregator_commit_interval_ms;
+    out->period_max_ms = 0;
+    out->full_records_s = 0;
 }
 
 static const stage_def_t aggregator_def = {
@@ -156,7 +158,7 @@ static const stage_def_t aggregator_def = {
     .batch_end = aggregator_batch_end,
     .tick = aggregator_tick,
     .tick_interval_ms = AGG_TICK_INTERVAL_MS,
-    .commit_interval_ms = aggregator_commit_interval_ms,
+    .pacing = aggregator_pacing,
 };
 
 const stage_def_t *aggregator_stage(void)

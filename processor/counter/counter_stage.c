@@ -188,10 +188,13 @@ static int counter_reindex(stage_ctx_t *ctx, const char *key, size_t key_len,
     return HF_OK;
 }
 
-/* Least time between two counter transactions (config; 0: none). */
-static int counter_commit_interval_ms(const hf_config_t *cfg)
+/* Time between two counter transactions: the configured floor, and a period
+ * that grows with the input rate (pacing.h). */
+static void counter_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 {
-    return cfg ? cfg->counter_commit_interval_ms : 0;
+    out->floor_ms = cfg->counter_commit_interval_ms;
+    out->period_max_ms = cfg->counter_txn_period_max_ms;
+    out->full_records_s = cfg->counter_txn_period_full_records_s;
 }
 
 static const stage_def_t counter_def = {
@@ -207,7 +210,7 @@ static const stage_def_t counter_def = {
     .tick = counter_tick,
     .tick_interval_ms = 1000,
     .reindex = counter_reindex,
-    .commit_interval_ms = counter_commit_interval_ms,
+    .pacing = counter_pacing,
     .reindex_tags = "H", /* hold records */
     .local_tags = "O",   /* the open-hold index */
 };

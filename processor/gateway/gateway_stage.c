@@ -19,10 +19,13 @@ static const stage_handler_t gateway_handlers[] = {
     {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, gateway_on_counter_result},
 };
 
-/* Least time between two gateway transactions (config; 0: none). */
-static int gateway_commit_interval_ms(const hf_config_t *cfg)
+/* Time between two gateway transactions: the configured floor, and a period
+ * that grows with the input rate (pacing.h). */
+static void gateway_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 {
-    return cfg ? cfg->gateway_commit_interval_ms : 0;
+    out->floor_ms = cfg->gateway_commit_interval_ms;
+    out->period_max_ms = cfg->gateway_txn_period_max_ms;
+    out->full_records_s = cfg->gateway_txn_period_full_records_s;
 }
 
 static const stage_def_t gateway_def = {
@@ -37,7 +40,7 @@ static const stage_def_t gateway_def = {
     .tick = gateway_tick,
     .tick_interval_ms = 250,
     .reindex = gateway_reindex,
-    .commit_interval_ms = gateway_commit_interval_ms,
+    .pacing = gateway_pacing,
     .reindex_tags = "RI", /* reservations, idempotency records */
     .local_tags = "T",    /* the timer index */
     .on_misrouted = gw_on_misrouted,
