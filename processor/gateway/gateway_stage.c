@@ -39,7 +39,7 @@ static const stage_def_t gateway_def = {
     .reindex = gateway_reindex,
     .commit_interval_ms = gateway_commit_interval_ms,
     .reindex_tags = "RI", /* reservations, idempotency records */
-    .local_tags = "T",    /* the timer index */
+    .local_tags = "TC",   /* the timer index and the sweeper's cursor */
     .on_misrouted = gw_on_misrouted,
 };
 

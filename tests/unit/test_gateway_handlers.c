@@ -2057,6 +2057,70 @@ static void test_one_tick_fires_more_due_timers_than_one_batch_holds(void **stat
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), N);
 }
 
+/* Two reservation ids whose records land in the same partition. */
+static void same_partition_ids(const char *stem, char *a, char *b, size_t size)
+{
+    snprintf(a, size, "%s0", stem);
+    for (int i = 1; i < 1000; i++) {
+        snprintf(b, size, "%s%d", stem, i);
+        if (fake_stage_partition_of(a) == fake_stage_partition_of(b))
+            return;
+    }
+    fail_msg("no two ids of stem %s share a partition", stem);
+}
+
+/* The sweeper resumes where its last tick stopped (gw_state.c, key C): a timer
+ * armed later but due before that point — the clock went back, or a restore
+ * re-armed an old one — still fires. */
+static void test_sweeper_fires_a_timer_armed_before_where_it_stopped(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    char first[16], second[16];
+    same_partition_ids("cur", first, second, sizeof first);
+    fx->now_ms = T0 + 60000;
+    hf_reply_t a = reserve_held(fx, first, "SKU-A", 1, 1000);
+    size_t from = fx->emits_count;
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx); /* fires first's expiry: the cursor is past it */
+    assert_int_equal(ledger_count(fx, from, first, HF_LEDGER_EXPIRED), 1);
+    fx->now_ms = T0; /* the clock went back a minute */
+    hf_reply_t b = reserve_held(fx, second, "SKU-A", 1, 1000);
+    assert_true(b.expires_at_ms < a.expires_at_ms); /* its timer sorts before the cursor */
+    fx->now_ms = b.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, second, HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(load_rs(fx, second).status, HF_RES_EXPIRED);
+}
+
+/* A tick whose transaction aborts fires again: the cursor it moved is rolled
+ * back with the timers it deleted. */
+static void test_sweeper_fires_again_after_an_aborted_tick(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t a = reserve_held(fx, "ab1", "SKU-A", 1, 1000);
+    hf_reply_t b = reserve_held(fx, "ab2", "SKU-A", 1, 5000);
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx); /* ab1 expires: the cursor moves past its timer */
+    size_t from = fx->emits_count;
+    fx->now_ms = b.expires_at_ms;
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++) {
+        fx->partition = p;
+        assert_int_equal(gateway_stage()->tick(fx), HF_OK);
+    }
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+    state_buf_clear(fx->buf); /* the transaction aborted, as task.c abort_batch does */
+    fx->written_count = 0;
+    fx->emits_count = from;
+    assert_int_equal(load_rs(fx, "ab2").status, HF_RES_HELD);
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(load_rs(fx, "ab2").status, HF_RES_EXPIRED);
+    fx_tick(fx); /* and once only */
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+}
+
 static void test_sweeper_resends_overdue_holds_with_the_same_attempt(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -2547,6 +2611,8 @@ int main(void)
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
         T(test_restore_rebuilds_the_timer_index_from_the_records),
+        T(test_sweeper_fires_a_timer_armed_before_where_it_stopped),
+        T(test_sweeper_fires_again_after_an_aborted_tick),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
         T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
