@@ -305,6 +305,10 @@ int gw_load(stage_ctx_t *ctx, const char *reservation_id,
 /* Stores rs (updated_at_ms now); an ended one also arms its forget timer. */
 int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
+/* Deletes a timer that can no longer fire usefully (the transition that made
+ * it stale is being stored): the same tombstone its firing would leave, without
+ * the reservation read and decoded to find out it is stale. */
+int gw_timer_del(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
 /* The sweeper's cursor of the current partition (see gw_state.c): *found and
  * the last timer key fired (key_out, GW_KEY_MAX bytes) when one of this process
  * run is kept; gw_sweep_mark keeps key, a timer key just fired, in the batch. */

@@ -140,3 +140,10 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)
      * local only; not empty: an empty value reads as a tombstone. */
     return stage_put_local(ctx, key, len, "t", 1);
 }
+
+int gw_timer_del(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)
+{
+    char key[GW_KEY_MAX];
+    size_t len = gw_timer_key(key, due_ms, kind, ref);
+    return stage_del_local(ctx, key, len);
+}

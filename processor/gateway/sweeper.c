@@ -4,8 +4,10 @@
  * not come back in time (same attempt: the counter answers a duplicate with its
  * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of the
  * retention of an idempotency record or of an ended reservation. Each timer is
- * checked against the state when it fires, so timers made stale by a commit or
- * an extension cost nothing.
+ * checked against the state when it fires, so a timer left stale is harmless;
+ * the common transitions (held, committed, released, extended) delete the
+ * timers they make stale (gw_timer_del) rather than leave each to be read,
+ * decoded and dropped here.
  *
  * Memory: as everywhere in the gateway but the load-shedding observations
  * (shed.c, per-thread state, not scratch) and the sweeper cursor's two

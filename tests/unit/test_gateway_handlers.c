@@ -2121,6 +2121,64 @@ static void test_sweeper_fires_again_after_an_aborted_tick(void **state)
     assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
 }
 
+/* How many timers of `kind` the index holds for reservation rid. */
+static int timers_of(stage_ctx_t *fx, const char *rid, char kind)
+{
+    fx->partition = fake_stage_partition_of(rid);
+    state_iter_t *it = stage_iter(fx, "T", 1, false);
+    assert_non_null(it);
+    const void *k, *v;
+    size_t klen, vlen;
+    int n = 0;
+    while (state_iter_next(it, &k, &klen, &v, &vlen)) {
+        int64_t due = 0;
+        char got = 0, ref[GW_KEY_MAX];
+        assert_true(gw_timer_parse(k, klen, &due, &got, ref, sizeof ref));
+        n += got == kind && strcmp(ref, rid) == 0;
+    }
+    state_iter_destroy(it);
+    return n;
+}
+
+/* A transition deletes the timers it makes stale (nothing is left for the
+ * sweeper to read, decode and drop): HELD ends the wait for results, a commit
+ * or a release ends the hold, an extension moves the expiry. */
+static void test_transitions_delete_the_timers_they_make_stale(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("st1", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_PENDING), 1);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "st1").status, HF_RES_HELD);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_PENDING), 0);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 1);
+    hf_record_t x = extend_rec("st1", "x", 60000);
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_HELD);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 1); /* the new one only */
+    hf_record_t c = commit_rec("st1", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 0);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_FORGET), 1);
+
+    reserve_held(fx, "st2", "SKU-A", 1, 0);
+    hf_record_t rl = release_rec("st2", "r");
+    assert_int_equal(call(fx, &rl).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_EXPIRY), 0);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_PENDING), 0);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_FORGET), 1);
+
+    hf_record_t p = reserve_rec("st3", "k", "SKU-A", 1, 0); /* released while PENDING */
+    assert_int_equal(fx_apply(fx, &p), HF_OK);
+    hf_record_t pr = release_rec("st3", "r");
+    assert_int_equal(fx_apply(fx, &pr), HF_OK);
+    assert_int_equal(load_rs(fx, "st3").status, HF_RES_RELEASED);
+    assert_int_equal(timers_of(fx, "st3", GW_TIMER_PENDING), 0);
+    settle(fx); /* the late Hold answers change nothing */
+    assert_int_equal(load_rs(fx, "st3").status, HF_RES_RELEASED);
+}
+
 static void test_sweeper_resends_overdue_holds_with_the_same_attempt(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -2613,6 +2671,7 @@ int main(void)
         T(test_restore_rebuilds_the_timer_index_from_the_records),
         T(test_sweeper_fires_a_timer_armed_before_where_it_stopped),
         T(test_sweeper_fires_again_after_an_aborted_tick),
+        T(test_transitions_delete_the_timers_they_make_stale),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
         T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
