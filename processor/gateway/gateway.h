@@ -50,6 +50,11 @@ const stage_def_t *gateway_stage(void);
  *   an EXPIRED reservation for a payment that came late (late_payment.c). It
  *   never changes the reservation's status: the original stays EXPIRED. */
 bool gw_res_terminal(hf_res_status_t status);
+/* Whether payments of rs may have been flagged for refund (P keys): only an
+ * EXPIRED reservation (a late payment, a failed re-reservation) or one a stock
+ * shortfall RELEASED is ever passed to gw_flag_refund, and terminal states
+ * never move. The sweeper forgets any other without scanning for markers. */
+bool gw_res_may_flag_refund(const hf_reservation_state_t *rs);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 

@@ -2572,6 +2572,14 @@ test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refu
     hf_record_t c6 = commit_rec("f6", "c", "pay-6");
     assert_int_equal(call(fx, &c6).outcome, HF_REPLY_CONFLICT);
     assert_int_equal(ledger_total(fx, from, "f6"), 0);
+    /* The refund marker goes with its reservation when the retention ends. */
+    assert_int_equal(refund_markers(fx, "f5"), 1);
+    fx->now_ms += RES_RETENTION_MS + 1;
+    fx_tick(fx);
+    hf_reservation_state_t gone;
+    fx->partition = fake_stage_partition_of("f5");
+    assert_int_equal(gw_load(fx, "f5", &gone), HF_ERR_NOTFOUND);
+    assert_int_equal(refund_markers(fx, "f5"), 0);
 }
 
 /* ======================================================================
