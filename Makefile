@@ -42,7 +42,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 .SECONDARY:
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
-        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway \
+        test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
         bench-pipeline test-bench-pipeline help
 all: deps-check release
 
@@ -159,6 +159,23 @@ bench-gateway: deps-check release $(SAN_BUILD)/tests/bench_gateway
 
 bench-aggregator: deps-check release $(SAN_BUILD)/tests/bench_aggregator
 	@LSAN_OPTIONS=use_unaligned=1 HOLDFAST_BIN=$(BUILD)/holdfast $(SAN_BUILD)/tests/bench_aggregator
+
+# The gateway's instructions per reservation lifecycle (tests/bench/bench_gateway_cpu.c):
+# the real handlers over the fake stage, release (-O2) objects, counted by callgrind
+# (only handlers, ticks and batch writes are collected). BENCH_N (default 20000);
+# BENCH_VALGRIND=0 prints wall-clock figures instead.
+BENCH_N ?= 20000
+BENCH_VALGRIND ?= 1
+.PHONY: bench-gateway-cpu
+$(BUILD)/bench_gateway_cpu: $(BUILD)/obj/tests/bench/bench_gateway_cpu.o $(BUILD)/obj/tests/unit/fake/fake_stage.o $(BUILD)/libhf.a
+	$(CC) -o $@ $^ $(PKG_LIBS) -lcmocka
+bench-gateway-cpu: deps-check $(BUILD)/bench_gateway_cpu
+	@if [ "$(BENCH_VALGRIND)" = 1 ]; then \
+	  valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=$(BUILD)/callgrind.gwcpu.out \
+	    $(BUILD)/bench_gateway_cpu $(BENCH_N) 2>$(BUILD)/callgrind.gwcpu.log && \
+	  ir=$$(callgrind_annotate $(BUILD)/callgrind.gwcpu.out 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$$1); print $$1}') && \
+	  echo "  collected Ir $$ir: $$((ir / $(BENCH_N))) instructions per lifecycle (callgrind_annotate $(BUILD)/callgrind.gwcpu.out)"; \
+	else $(BUILD)/bench_gateway_cpu $(BENCH_N); fi
 
 # The full pipeline at a ladder of rates, the broker's ceiling beside it, an overload
 # run; A/B over several holdfast builds (tests/bench/pipeline.py, docs/PERFORMANCE.md).

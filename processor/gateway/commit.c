@@ -17,6 +17,8 @@ static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, gw_request_t *req
 {
     hf_reservation_state_t *rs = &req->rs;
     int err = gw_commit_holds(ctx, rs);
+    if (!err) /* sold: its expiry timer is stale */
+        err = gw_timer_del(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
     if (err)
         return err;
     rs->status = HF_RES_COMMITTED;

@@ -1,6 +1,6 @@
 /* What happens on Extend: a HELD reservation gets a later expires_at_ms, never
  * beyond its hold deadline (max total hold time, fixed when it was created). The
- * old expiry timer stays in the index and is ignored when it fires. */
+ * old expiry timer is deleted with the change. */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,8 +29,10 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
         if (next < want)
             msg = "extended up to the maximum hold time";
         if (next > rs->expires_at_ms) {
+            err = gw_timer_del(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
             rs->expires_at_ms = next;
-            err = gw_store(ctx, rs);
+            if (!err)
+                err = gw_store(ctx, rs);
             if (!err)
                 err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
             if (err)

@@ -50,6 +50,11 @@ const stage_def_t *gateway_stage(void);
  *   an EXPIRED reservation for a payment that came late (late_payment.c). It
  *   never changes the reservation's status: the original stays EXPIRED. */
 bool gw_res_terminal(hf_res_status_t status);
+/* Whether payments of rs may have been flagged for refund (P keys): only an
+ * EXPIRED reservation (a late payment, a failed re-reservation) or one a stock
+ * shortfall RELEASED is ever passed to gw_flag_refund, and terminal states
+ * never move. The sweeper forgets any other without scanning for markers. */
+bool gw_res_may_flag_refund(const hf_reservation_state_t *rs);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
@@ -119,6 +124,8 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
  *                                                 Extend; a Reserve's answer is in R)
  *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
  *   P<reservation_id>|<payment_id>             -> "" (payment flagged for refund)
+ *   C                                          -> run id be64 + the last timer key
+ *                                                 the sweeper fired (local, gw_state.c)
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
  * (ref = reservation_id), 'I' idempotency retention (ref = rid|key), 'F' forget
  * an ended reservation after the retention (ref = reservation_id). A timer is
@@ -128,6 +135,7 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
 #define GW_TIMER_PENDING     'P'
 #define GW_TIMER_IDEMPOTENCY 'I'
 #define GW_TIMER_FORGET      'F'
+#define GW_SWEEP_CURSOR_KEY  "C"
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
 size_t gw_payment_key(char *out, const char *reservation_id, const char *payment_id);
@@ -302,6 +310,15 @@ int gw_load(stage_ctx_t *ctx, const char *reservation_id,
 /* Stores rs (updated_at_ms now); an ended one also arms its forget timer. */
 int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
 int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
+/* Deletes a timer that can no longer fire usefully (the transition that made
+ * it stale is being stored): the same tombstone its firing would leave, without
+ * the reservation read and decoded to find out it is stale. */
+int gw_timer_del(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
+/* The sweeper's cursor of the current partition (see gw_state.c): *found and
+ * the last timer key fired (key_out, GW_KEY_MAX bytes) when one of this process
+ * run is kept; gw_sweep_mark keeps key, a timer key just fired, in the batch. */
+int gw_sweep_resume(stage_ctx_t *ctx, char *key_out, size_t *len_out, bool *found) HF_MUST_CHECK;
+int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len) HF_MUST_CHECK;
 
 /* ---- saga (saga.c) */
 

@@ -15,6 +15,12 @@ bool gw_res_terminal(hf_res_status_t status)
            status == HF_RES_REJECTED;
 }
 
+bool gw_res_may_flag_refund(const hf_reservation_state_t *rs)
+{
+    return rs->status == HF_RES_EXPIRED ||
+           (rs->status == HF_RES_RELEASED && strcmp(rs->reason, GW_REASON_SHORTFALL) == 0);
+}
+
 const char *gw_check_id(const char *id, const char *what)
 {
     if (!id[0])

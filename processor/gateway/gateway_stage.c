@@ -42,7 +42,7 @@ static const stage_def_t gateway_def = {
     .reindex = gateway_reindex,
     .pacing = gateway_pacing,
     .reindex_tags = "RI", /* reservations, idempotency records */
-    .local_tags = "T",    /* the timer index */
+    .local_tags = "TC",   /* the timer index and the sweeper's cursor */
     .on_misrouted = gw_on_misrouted,
 };
 

@@ -165,6 +165,8 @@ static route_result_t reroute_line(const gateway_env_t *env, const hf_reservatio
 int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
 {
     int err = gw_release_holds(ctx, rs, "rollback");
+    if (!err && rs->result_deadline_ms != 0) /* no result is awaited any more */
+        err = gw_timer_del(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
     if (err)
         return err;
     rs->status = HF_RES_REJECTED;
@@ -182,16 +184,22 @@ int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why
 
 int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
+    /* Every result is in: the lost-result timer of this round is stale. */
+    int err = rs->result_deadline_ms == 0
+                  ? HF_OK
+                  : gw_timer_del(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
+    if (err)
+        return err;
     rs->status = HF_RES_HELD;
     rs->result_deadline_ms = 0;
-    int err = gw_end(ctx, rs,
-                     &(gw_end_t){.store = true,
-                                 .reserve = true,
-                                 .reserve_outcome = HF_REPLY_HELD,
-                                 .reserve_message = "",
-                                 .ledger = true,
-                                 .ledger_kind = HF_LEDGER_HELD,
-                                 .ledger_reason = ""});
+    err = gw_end(ctx, rs,
+                 &(gw_end_t){.store = true,
+                             .reserve = true,
+                             .reserve_outcome = HF_REPLY_HELD,
+                             .reserve_message = "",
+                             .ledger = true,
+                             .ledger_kind = HF_LEDGER_HELD,
+                             .ledger_reason = ""});
     return err ? err : gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
 }
 

@@ -4,11 +4,14 @@
  * not come back in time (same attempt: the counter answers a duplicate with its
  * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of the
  * retention of an idempotency record or of an ended reservation. Each timer is
- * checked against the state when it fires, so timers made stale by a commit or
- * an extension cost nothing.
+ * checked against the state when it fires, so a timer left stale is harmless;
+ * the common transitions (held, committed, released, extended) delete the
+ * timers they make stale (gw_timer_del) rather than leave each to be read,
+ * decoded and dropped here.
  *
  * Memory: as everywhere in the gateway but the load-shedding observations
- * (shed.c, per-thread state, not scratch), nothing is allocated, static or
+ * (shed.c, per-thread state, not scratch) and the sweeper cursor's two
+ * process-wide atomics (gw_state.c), nothing is allocated, static or
  * thread-local — records and key batches live on the stack of the call that
  * uses them. A task thread gets HF_TASK_STACK_BYTES (8 MiB); the deepest
  * gateway chain, the tick's, takes about 110 KB (gcc -fcallgraph-info=su, -O2;
@@ -117,8 +120,8 @@ static int fire_forget(stage_ctx_t *ctx, const hf_reservation_state_t *rs, int64
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, rs->reservation_id);
     int err = stage_del(ctx, key, len);
-    if (err)
-        return err;
+    if (err || !gw_res_may_flag_refund(rs))
+        return err; /* the prefix scan below is the dearest step of a tick: skip it */
     /* Its refund markers go with it ("P<rid>|": '|' ends the id, so no other
      * reservation's keys share the prefix). */
     int n = snprintf(key, sizeof key, "P%s|", rs->reservation_id);
@@ -174,18 +177,23 @@ int gateway_tick(stage_ctx_t *ctx)
     int64_t now_ms = stage_now_ms(ctx);
     gw_due_timer_t due[GW_SWEEP_BATCH_MAX], last;
     size_t fired = 0, count = 0, want = 0;
-    int err = HF_OK;
-    do {
+    /* Where the previous tick stopped (gw_state.c): the timers before it are
+     * fired, and their tombstones need not be walked again. */
+    bool resume = false;
+    int err = gw_sweep_resume(ctx, last.key, &last.len, &resume);
+    while (err == HF_OK) {
         want = HF_SWEEP_TIMERS_MAX - fired < GW_SWEEP_BATCH_MAX ? HF_SWEEP_TIMERS_MAX - fired
                                                                 : GW_SWEEP_BATCH_MAX;
-        err = collect_due(ctx, now_ms, fired ? &last : NULL, due, want, &count);
+        err = collect_due(ctx, now_ms, resume || fired ? &last : NULL, due, want, &count);
         for (size_t i = 0; err == HF_OK && i < count; i++)
             err = fire(ctx, &due[i], now_ms);
         if (count > 0)
             last = due[count - 1];
         fired += count;
-    } while (err == HF_OK && count == want && fired < HF_SWEEP_TIMERS_MAX);
-    return err;
+        if (count != want || fired >= HF_SWEEP_TIMERS_MAX)
+            break;
+    }
+    return err == HF_OK && fired > 0 ? gw_sweep_mark(ctx, last.key, last.len) : err;
 }
 
 /* Restore: the timer index is derived state (stage_put_local), so it is rebuilt

@@ -2057,6 +2057,128 @@ static void test_one_tick_fires_more_due_timers_than_one_batch_holds(void **stat
     assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), N);
 }
 
+/* Two reservation ids whose records land in the same partition. */
+static void same_partition_ids(const char *stem, char *a, char *b, size_t size)
+{
+    snprintf(a, size, "%s0", stem);
+    for (int i = 1; i < 1000; i++) {
+        snprintf(b, size, "%s%d", stem, i);
+        if (fake_stage_partition_of(a) == fake_stage_partition_of(b))
+            return;
+    }
+    fail_msg("no two ids of stem %s share a partition", stem);
+}
+
+/* The sweeper resumes where its last tick stopped (gw_state.c, key C): a timer
+ * armed later but due before that point — the clock went back, or a restore
+ * re-armed an old one — still fires. */
+static void test_sweeper_fires_a_timer_armed_before_where_it_stopped(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    char first[16], second[16];
+    same_partition_ids("cur", first, second, sizeof first);
+    fx->now_ms = T0 + 60000;
+    hf_reply_t a = reserve_held(fx, first, "SKU-A", 1, 1000);
+    size_t from = fx->emits_count;
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx); /* fires first's expiry: the cursor is past it */
+    assert_int_equal(ledger_count(fx, from, first, HF_LEDGER_EXPIRED), 1);
+    fx->now_ms = T0; /* the clock went back a minute */
+    hf_reply_t b = reserve_held(fx, second, "SKU-A", 1, 1000);
+    assert_true(b.expires_at_ms < a.expires_at_ms); /* its timer sorts before the cursor */
+    fx->now_ms = b.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, second, HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(load_rs(fx, second).status, HF_RES_EXPIRED);
+}
+
+/* A tick whose transaction aborts fires again: the cursor it moved is rolled
+ * back with the timers it deleted. */
+static void test_sweeper_fires_again_after_an_aborted_tick(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t a = reserve_held(fx, "ab1", "SKU-A", 1, 1000);
+    hf_reply_t b = reserve_held(fx, "ab2", "SKU-A", 1, 5000);
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx); /* ab1 expires: the cursor moves past its timer */
+    size_t from = fx->emits_count;
+    fx->now_ms = b.expires_at_ms;
+    for (int32_t p = 0; p < FAKE_STAGE_PARTITIONS; p++) {
+        fx->partition = p;
+        assert_int_equal(gateway_stage()->tick(fx), HF_OK);
+    }
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+    state_buf_clear(fx->buf); /* the transaction aborted, as task.c abort_batch does */
+    fx->written_count = 0;
+    fx->emits_count = from;
+    assert_int_equal(load_rs(fx, "ab2").status, HF_RES_HELD);
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(load_rs(fx, "ab2").status, HF_RES_EXPIRED);
+    fx_tick(fx); /* and once only */
+    assert_int_equal(ledger_count(fx, from, "ab2", HF_LEDGER_EXPIRED), 1);
+}
+
+/* How many timers of `kind` the index holds for reservation rid. */
+static int timers_of(stage_ctx_t *fx, const char *rid, char kind)
+{
+    fx->partition = fake_stage_partition_of(rid);
+    state_iter_t *it = stage_iter(fx, "T", 1, false);
+    assert_non_null(it);
+    const void *k, *v;
+    size_t klen, vlen;
+    int n = 0;
+    while (state_iter_next(it, &k, &klen, &v, &vlen)) {
+        int64_t due = 0;
+        char got = 0, ref[GW_KEY_MAX];
+        assert_true(gw_timer_parse(k, klen, &due, &got, ref, sizeof ref));
+        n += got == kind && strcmp(ref, rid) == 0;
+    }
+    state_iter_destroy(it);
+    return n;
+}
+
+/* A transition deletes the timers it makes stale (nothing is left for the
+ * sweeper to read, decode and drop): HELD ends the wait for results, a commit
+ * or a release ends the hold, an extension moves the expiry. */
+static void test_transitions_delete_the_timers_they_make_stale(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("st1", "k", "SKU-A", 1, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_PENDING), 1);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "st1").status, HF_RES_HELD);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_PENDING), 0);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 1);
+    hf_record_t x = extend_rec("st1", "x", 60000);
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_HELD);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 1); /* the new one only */
+    hf_record_t c = commit_rec("st1", "c", "pay");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_EXPIRY), 0);
+    assert_int_equal(timers_of(fx, "st1", GW_TIMER_FORGET), 1);
+
+    reserve_held(fx, "st2", "SKU-A", 1, 0);
+    hf_record_t rl = release_rec("st2", "r");
+    assert_int_equal(call(fx, &rl).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_EXPIRY), 0);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_PENDING), 0);
+    assert_int_equal(timers_of(fx, "st2", GW_TIMER_FORGET), 1);
+
+    hf_record_t p = reserve_rec("st3", "k", "SKU-A", 1, 0); /* released while PENDING */
+    assert_int_equal(fx_apply(fx, &p), HF_OK);
+    hf_record_t pr = release_rec("st3", "r");
+    assert_int_equal(fx_apply(fx, &pr), HF_OK);
+    assert_int_equal(load_rs(fx, "st3").status, HF_RES_RELEASED);
+    assert_int_equal(timers_of(fx, "st3", GW_TIMER_PENDING), 0);
+    settle(fx); /* the late Hold answers change nothing */
+    assert_int_equal(load_rs(fx, "st3").status, HF_RES_RELEASED);
+}
+
 static void test_sweeper_resends_overdue_holds_with_the_same_attempt(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -2450,6 +2572,14 @@ test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refu
     hf_record_t c6 = commit_rec("f6", "c", "pay-6");
     assert_int_equal(call(fx, &c6).outcome, HF_REPLY_CONFLICT);
     assert_int_equal(ledger_total(fx, from, "f6"), 0);
+    /* The refund marker goes with its reservation when the retention ends. */
+    assert_int_equal(refund_markers(fx, "f5"), 1);
+    fx->now_ms += RES_RETENTION_MS + 1;
+    fx_tick(fx);
+    hf_reservation_state_t gone;
+    fx->partition = fake_stage_partition_of("f5");
+    assert_int_equal(gw_load(fx, "f5", &gone), HF_ERR_NOTFOUND);
+    assert_int_equal(refund_markers(fx, "f5"), 0);
 }
 
 /* ======================================================================
@@ -2547,6 +2677,9 @@ int main(void)
         T(test_sweeper_rolls_back_after_result_retries_max),
         T(test_sweeper_forgets_idempotency_records_after_retention),
         T(test_restore_rebuilds_the_timer_index_from_the_records),
+        T(test_sweeper_fires_a_timer_armed_before_where_it_stopped),
+        T(test_sweeper_fires_again_after_an_aborted_tick),
+        T(test_transitions_delete_the_timers_they_make_stale),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
         T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
