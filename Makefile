@@ -166,7 +166,6 @@ bench-aggregator: deps-check release $(SAN_BUILD)/tests/bench_aggregator
 # BENCH_VALGRIND=0 prints wall-clock figures instead.
 BENCH_N ?= 20000
 BENCH_VALGRIND ?= 1
-.PHONY: bench-gateway-cpu
 $(BUILD)/bench_gateway_cpu: $(BUILD)/obj/tests/bench/bench_gateway_cpu.o $(BUILD)/obj/tests/unit/fake/fake_stage.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS) -lcmocka
 bench-gateway-cpu: deps-check $(BUILD)/bench_gateway_cpu

@@ -1,3 +1,5 @@
+/* The transaction pacing of a task (pacing.h): the input rate, smoothed over
+ * windows, and the period and wait it leads to. */
 #include "pacing.h"
 
 #include "hf_assert.h"
@@ -34,7 +36,7 @@ void pacing_observe(pacing_t *p, int64_t now_ms, int64_t records)
 {
     hf_assert(records >= 0);
     if (p->window_start_ms < 0 || now_ms < p->window_start_ms) {
-        /* First call, or the wall clock stepped back: start a window here. */
+        /* First call, or a clock that stepped back: start a window here. */
         p->window_start_ms = now_ms;
         p->window_records = records;
         return;
@@ -65,6 +67,11 @@ int64_t pacing_ready_at_ms(const pacing_t *p, int64_t last_begin_ms, int64_t las
 int pacing_period_ms(const pacing_t *p)
 {
     return p->period_ms;
+}
+
+int pacing_wait_max_ms(const pacing_t *p)
+{
+    return p->conf.floor_ms + p->conf.period_max_ms;
 }
 
 double pacing_rate_records_s(const pacing_t *p)

@@ -19,7 +19,11 @@
  * 0; it grows linearly to period_max_ms at full_records_s and stays there. The
  * input rate is measured over windows of PACING_WINDOW_MS and smoothed, so a
  * burst lengthens the period within about a window and an idle stage drops it
- * as fast. */
+ * as fast.
+ *
+ * Times are on the monotonic clock. The rate is per task: with
+ * threads_per_stage N, each task sees about 1/N of its stage's input, so the
+ * thresholds are per thread. */
 #ifndef HF_PACING_H
 #define HF_PACING_H
 
@@ -50,6 +54,8 @@ void pacing_observe(pacing_t *p, int64_t now_ms, int64_t records);
 int64_t pacing_ready_at_ms(const pacing_t *p, int64_t last_begin_ms, int64_t last_commit_end_ms);
 /* The current period (0 at low load). */
 int pacing_period_ms(const pacing_t *p);
+/* The longest wait pacing can ask for: floor_ms + period_max_ms. */
+int pacing_wait_max_ms(const pacing_t *p);
 /* The smoothed input rate (records/s) the gap was derived from. */
 double pacing_rate_records_s(const pacing_t *p);
 

@@ -112,8 +112,10 @@ struct task {
     uint8_t dlbuf[HF_RECORD_LEN_MAX + 1024]; /* an encoded DeadLetter */
     stage_ctx_t ctx;
     int64_t next_tick_ms;
-    pacing_t pacing;       /* the wait between transactions, from the input rate */
-    int64_t last_begin_ms; /* when the last committed transaction began */
+    pacing_t pacing; /* the wait between transactions, from the input rate */
+    /* When the last committed transaction began and when its commit ended, on
+     * the monotonic clock: a wall clock stepping back must not hold a batch. */
+    int64_t last_begin_ms;
     int64_t last_commit_ms;
     int64_t age_refreshed_ms; /* last time every owned partition was marked current */
     task_stats_t stats;
@@ -645,16 +647,16 @@ static int write_state(task_t *t)
 
 static int commit_batch(task_t *t)
 {
-    int64_t t0 = hf_wall_ms();
+    int64_t t0 = hf_mono_ms();
     int err = kafka_txn_begin(t->kp, t->errstr, sizeof t->errstr);
     if (!err)
         err = produce_outputs(t);
     if (!err)
         err = produce_changelog(t);
-    int64_t t1 = hf_wall_ms();
+    int64_t t1 = hf_mono_ms();
     if (!err)
         err = send_offsets(t);
-    int64_t t2 = hf_wall_ms();
+    int64_t t2 = hf_mono_ms();
     if (!err) {
         err = kafka_txn_commit(t->kp, t->errstr, sizeof t->errstr);
         if (err && err != HF_ERR_ABORTABLE && err != HF_ERR_FATAL) {
@@ -673,11 +675,11 @@ static int commit_batch(task_t *t)
         "%s txn: %zu outputs %zu changelog; produce %lld ms, offsets %lld ms, commit %lld ms; "
         "period %d ms at %.0f records/s",
         t->def->name, t->outs_count, t->written_count, (long long)(t1 - t0), (long long)(t2 - t1),
-        (long long)(hf_wall_ms() - t2), pacing_period_ms(&t->pacing),
+        (long long)(hf_mono_ms() - t2), pacing_period_ms(&t->pacing),
         pacing_rate_records_s(&t->pacing));
     t->stats.transactions++;
     t->last_begin_ms = t0;
-    t->last_commit_ms = hf_wall_ms();
+    t->last_commit_ms = hf_mono_ms();
     metrics_add(t->metrics, HF_M_TXNS, 1);
     metrics_observe_commit_ms(t->metrics, t->last_commit_ms - t0);
     err = write_state(t);
@@ -953,7 +955,7 @@ static int gather(task_t *t)
 {
     const hf_config_t *cfg = t->o.cfg;
     size_t max = (size_t)cfg->batch_records_max;
-    int64_t started = hf_wall_ms();
+    int64_t started = hf_mono_ms();
     int64_t ready_at_ms = pacing_ready_at_ms(&t->pacing, t->last_begin_ms, t->last_commit_ms);
     while (t->msgs_count < max) {
         int timeout = t->msgs_count == 0 ? cfg->idle_poll_ms : 0;
@@ -961,9 +963,11 @@ static int gather(task_t *t)
             int64_t until_tick = t->next_tick_ms - hf_wall_ms();
             timeout = until_tick < 0 ? 0 : until_tick < timeout ? (int)until_tick : timeout;
         }
-        int64_t until_ready = ready_at_ms - hf_wall_ms();
+        int64_t until_ready = ready_at_ms - hf_mono_ms();
         if (t->msgs_count > 0 && until_ready > 0)
-            timeout = (int)until_ready;
+            timeout = (int)(until_ready < pacing_wait_max_ms(&t->pacing)
+                                ? until_ready
+                                : pacing_wait_max_ms(&t->pacing));
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
         if (t->revoked) {
@@ -976,19 +980,20 @@ static int gather(task_t *t)
             release_msgs(t, t->msgs_count);
             if (rc == 1)
                 t->msgs[t->msgs_count++] = current;
-            started = hf_wall_ms();
+            started = hf_mono_ms();
             continue;
         }
         if (rc < 0) {
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
             return rc == HF_ERR_FATAL ? rc : HF_OK;
         }
-        if (rc == 0 && !(t->msgs_count > 0 && hf_wall_ms() < ready_at_ms))
+        if (rc == 0 && !(t->msgs_count > 0 && hf_mono_ms() < ready_at_ms))
             break;
         if (rc == 0)
             continue;
         t->msgs_count++;
-        if (hf_wall_ms() - started >= cfg->batch_time_max_ms && hf_wall_ms() >= ready_at_ms)
+        int64_t now_ms = hf_mono_ms();
+        if (now_ms - started >= cfg->batch_time_max_ms && now_ms >= ready_at_ms)
             break;
     }
     return HF_OK;
@@ -1051,9 +1056,18 @@ static int task_step(task_t *t)
     batch_reset(t);
     size_t applied = 0;
     err = apply_batch(t, &applied);
-    pacing_observe(&t->pacing, t->ctx.now_ms, (int64_t)applied);
-    if (err == HF_OK && applied == 0 && t->outs_count == 0 && t->written_count == 0)
-        return HF_OK; /* idle */
+    pacing_observe(&t->pacing, hf_mono_ms(), (int64_t)applied);
+    if (err == HF_OK && applied == 0 && t->outs_count == 0 && t->written_count == 0) {
+        /* Idle, but a tick may have left local writes (derived state: timers it
+         * fired, the gateway's sweep cursor). They need no transaction; write them
+         * now, so no buffer outlives this step into a revoke and reassignment. */
+        if (state_buf_count(t->buf) == 0)
+            return HF_OK;
+        err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+        if (err)
+            log_error("task", "%s: writing local state failed: %s", t->def->name, t->errstr);
+        return err ? HF_ERR_FATAL : HF_OK;
+    }
     if (err == HF_OK)
         err = commit_batch(t);
     if (err == HF_OK) {

@@ -93,7 +93,9 @@ struct state_iter {
     uint8_t upper[STATE_KEY_LEN_MAX];
     uint8_t after[STATE_KEY_LEN_MAX];
     /* The current entry is copied so that its pointers survive writes to the
-     * buffer between two state_iter_next calls (a scan that deletes as it goes). */
+     * buffer between two state_iter_next calls (a scan that deletes as it goes).
+     * state_iter_new zeroes only the fields before key: a field added must go
+     * above it (or be set there). */
     uint8_t key[HF_STATE_KEY_LEN_MAX];
     uint8_t val[HF_RECORD_LEN_MAX];
 };

@@ -9,7 +9,7 @@ set -euo pipefail
 declare -A why=(
   [build]="compile and unit-test the processor"
   [clang]="libFuzzer harnesses and sanitizer builds"
-  [lint]="make format-check and make lint"
+  [lint]="make format-check and make lint (valgrind: the callgrind client header bench_gateway_cpu.c includes, and make bench-gateway-cpu)"
   [kafka]="run the local Kafka broker from Maven Central jars"
   [python]="test and tooling scripts"
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
@@ -18,7 +18,7 @@ declare -A why=(
 declare -A pkgs=(
   [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev"
   [clang]="clang-14 libclang-rt-14-dev"
-  [lint]="clang-format-14 clang-tidy-14 cppcheck"
+  [lint]="clang-format-14 clang-tidy-14 cppcheck valgrind"
   [kafka]="openjdk-17-jre-headless maven"
   [python]="python3 python3-yaml"
   [plot]="gnuplot-nox"

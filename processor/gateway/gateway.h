@@ -27,6 +27,7 @@
 #ifndef HF_GATEWAY_H
 #define HF_GATEWAY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,9 +67,17 @@ typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 #define GW_LATE_REFUNDED    "refund"
 #define GW_LATE_REBOOKED    "rereserved"
 
+/* The sweeper cursor's bookkeeping (gw_state.c): the one part of the
+ * environment the tasks change, shared by them, atomics only. */
+typedef struct {
+    uint64_t run_id;                  /* this process run's, never 0; set before any task */
+    atomic_int_fast64_t fired_max_ms; /* the largest due time a cursor of this run named */
+} gw_sweep_t;
+
 /* What the gateway needs from the outside world: built once per process by the
  * stage's init (gateway_env_new, in main before any task starts), or filled by
- * a unit test and handed to the fake stage. Read-only once built. */
+ * a unit test and handed to the fake stage. Read-only once built, but for what
+ * sweep points at. */
 typedef struct {
     route_config_t routes;
     int64_t ttl_default_ms;
@@ -96,6 +105,8 @@ typedef struct {
     /* Whether a reply topic exists (metadata, cached); NULL: assume it does. */
     bool (*topic_exists)(void *topics_opaque, const char *topic);
     void *topics_opaque;
+    /* The sweeper's cursor; NULL: none, every tick scans from the first timer. */
+    gw_sweep_t *sweep;
 } gateway_env_t;
 
 /* The environment of ctx's stage (stage_env): the one gateway_env_new built

@@ -5,10 +5,12 @@
  * setting fails `holdfast run` at start naming its key; every gateway task of
  * the process then shares it through its context (gateway_env). Unit tests
  * fill a gateway_env_t themselves and hand it to the fake stage. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "config.h"
@@ -49,6 +51,7 @@ typedef struct {
  * and handles behind it, which it owns. */
 typedef struct {
     gateway_env_t env; /* first: gateway_env_new hands out &world->env */
+    gw_sweep_t sweep;
     view_t *view;
     reply_topics_t topics;
     bool topics_mu_ready;
@@ -251,6 +254,21 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
     return HF_OK;
 }
 
+/* A run id no other run of this state directory shares: 64 random bits (a
+ * cursor of another run, left in the store by a restart, is ignored). */
+static int sweep_init(gw_sweep_t *sw, char *errstr, size_t errstr_size)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
+        snprintf(errstr, errstr_size, "gateway: getrandom for the sweeper's run id: %s",
+                 strerror(errno));
+        return HF_ERR_IO;
+    }
+    sw->run_id = id | 1; /* never 0 */
+    atomic_init(&sw->fired_max_ms, 0);
+    return HF_OK;
+}
+
 int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t errstr_size)
 {
     *env_out = NULL;
@@ -261,7 +279,10 @@ int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t
     }
     /* Settings first: a bad one fails the start before any Kafka client exists. */
     int err = gateway_env_configure(cfg, &w->env, errstr, errstr_size);
+    if (!err)
+        err = sweep_init(&w->sweep, errstr, errstr_size);
     if (!err) {
+        w->env.sweep = &w->sweep;
         pthread_mutex_init(&w->topics.mu, NULL);
         w->topics_mu_ready = true;
         err = world_start(cfg, w, errstr, errstr_size);

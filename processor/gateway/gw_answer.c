@@ -139,10 +139,12 @@ int gw_end_holds(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t s
     hf_assert(!gw_res_terminal(rs->status));
     int err = gw_release_holds(ctx, rs, reason);
     /* Its timers go stale with it: the lost-result one, and the expiry of a
-     * HELD one ended otherwise (an expiry firing has deleted its own). */
+     * HELD one (when the expiry timer fired, it has deleted itself already and
+     * this delete is the same tombstone again; an expiry found lazily by a
+     * later request leaves it behind otherwise). */
     if (!err && rs->result_deadline_ms != 0)
         err = gw_timer_del(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
-    if (!err && rs->status == HF_RES_HELD && status != HF_RES_EXPIRED)
+    if (!err && rs->status == HF_RES_HELD)
         err = gw_timer_del(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
     if (err)
         return err;

@@ -145,6 +145,8 @@ int gw_refund_flagged(stage_ctx_t *ctx, const char *reservation_id, const char *
 int gw_flag_refund(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const char *payment_id,
                    const hf_hold_ref_t *returned)
 {
+    /* The sweeper forgets any other reservation without looking for markers. */
+    hf_assert(gw_res_may_flag_refund(rs));
     bool flagged = false;
     int err = gw_refund_flagged(ctx, rs->reservation_id, payment_id, &flagged);
     if (err || flagged)

@@ -6,8 +6,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "gateway.h"
 #include "hf_assert.h"
@@ -21,37 +19,22 @@
  *
  * Why no live timer can hide before it: timers fire in key order, every timer
  * up to the cursor was fired (deleted), and a timer armed later with a due time
- * at or before any cursor this process wrote (gw_fired_max_ms, the largest due
- * time of them) deletes the cursor of its partition in its own batch
+ * at or before any cursor this process wrote (sweep->fired_max_ms, the largest
+ * due time of them) deletes the cursor of its partition in its own batch
  * (gw_timer_add) — a restore re-arming old timers, or a clock that went back.
  * Every other timer is due after the cursor's, so its key sorts after it. A
- * cursor of another process run (a restart: gw_fired_max_ms starts at 0 again)
- * carries another run id and is ignored. */
-static atomic_int_fast64_t gw_fired_max_ms;
-static atomic_uint_fast64_t gw_run_id;
+ * cursor of another process run (a restart: fired_max_ms starts at 0 again)
+ * carries another run id (env->sweep, gateway_env_new) and is ignored. An env
+ * without sweep keeps no cursor. */
 
 enum { GW_CURSOR_RUN_LEN = 8 };
-
-static uint64_t run_id(void)
-{
-    uint64_t id = atomic_load(&gw_run_id);
-    if (id != 0)
-        return id;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    /* Start time and pid: two runs of one state directory never share both. */
-    uint64_t fresh =
-        ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40);
-    fresh |= 1; /* never 0, the "not yet" value */
-    uint_fast64_t expected = 0;
-    if (atomic_compare_exchange_strong(&gw_run_id, &expected, fresh))
-        return fresh;
-    return expected;
-}
 
 int gw_sweep_resume(stage_ctx_t *ctx, char *key_out, size_t *len_out, bool *found)
 {
     *found = false;
+    gw_sweep_t *sweep = gateway_env(ctx)->sweep;
+    if (!sweep)
+        return HF_OK;
     state_iter_t *it = stage_iter(ctx, GW_SWEEP_CURSOR_KEY, 1, false);
     if (!it)
         return HF_ERR_NOMEM;
@@ -65,7 +48,7 @@ int gw_sweep_resume(stage_ctx_t *ctx, char *key_out, size_t *len_out, bool *foun
         for (int i = 0; vlen > GW_CURSOR_RUN_LEN && i < GW_CURSOR_RUN_LEN; i++)
             id = (id << 8) | b[i];
         size_t tlen = vlen > GW_CURSOR_RUN_LEN ? vlen - GW_CURSOR_RUN_LEN : 0;
-        if (id == run_id() && tlen > 0 && tlen < GW_KEY_MAX) {
+        if (id == sweep->run_id && tlen > 0 && tlen < GW_KEY_MAX) {
             memcpy(key_out, b + GW_CURSOR_RUN_LEN, tlen);
             *len_out = tlen;
             *found = true;
@@ -81,14 +64,17 @@ int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len)
     int64_t due_ms = 0;
     char kind, ref[GW_KEY_MAX];
     hf_assert(gw_timer_parse(key, len, &due_ms, &kind, ref, sizeof ref));
+    gw_sweep_t *sweep = gateway_env(ctx)->sweep;
+    if (!sweep)
+        return HF_OK;
     /* Raised before the cursor exists: an arm racing it on another thread
      * (another partition) only deletes a cursor needlessly. */
-    int_fast64_t seen = atomic_load(&gw_fired_max_ms);
-    while (seen < due_ms && !atomic_compare_exchange_weak(&gw_fired_max_ms, &seen, due_ms))
+    int_fast64_t seen = atomic_load(&sweep->fired_max_ms);
+    while (seen < due_ms && !atomic_compare_exchange_weak(&sweep->fired_max_ms, &seen, due_ms))
         ;
     unsigned char val[GW_CURSOR_RUN_LEN + GW_KEY_MAX];
     hf_assert(len < GW_KEY_MAX);
-    uint64_t id = run_id();
+    uint64_t id = sweep->run_id;
     for (int i = GW_CURSOR_RUN_LEN - 1; i >= 0; i--, id >>= 8)
         val[i] = (unsigned char)id;
     memcpy(val + GW_CURSOR_RUN_LEN, key, len);
@@ -130,7 +116,8 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref)
 {
     char key[GW_KEY_MAX];
     size_t len = gw_timer_key(key, due_ms, kind, ref);
-    if (due_ms <= atomic_load(&gw_fired_max_ms)) {
+    gw_sweep_t *sweep = gateway_env(ctx)->sweep;
+    if (sweep && due_ms <= atomic_load(&sweep->fired_max_ms)) {
         /* It may sort before the sweeper's cursor: scan from the start. */
         int err = stage_del_local(ctx, GW_SWEEP_CURSOR_KEY, 1);
         if (err)

@@ -10,8 +10,8 @@
  * decoded and dropped here.
  *
  * Memory: as everywhere in the gateway but the load-shedding observations
- * (shed.c, per-thread state, not scratch) and the sweeper cursor's two
- * process-wide atomics (gw_state.c), nothing is allocated, static or
+ * (shed.c, per-thread state, not scratch) and the sweeper cursor's atomics
+ * (env->sweep, built by gateway_env_new), nothing is allocated, static or
  * thread-local — records and key batches live on the stack of the call that
  * uses them. A task thread gets HF_TASK_STACK_BYTES (8 MiB); the deepest
  * gateway chain, the tick's, takes about 110 KB (gcc -fcallgraph-info=su, -O2;

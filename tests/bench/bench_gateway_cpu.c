@@ -94,6 +94,7 @@ static const hf_record_t *q_due(queue_t *q, int64_t now_ms)
 typedef struct {
     stage_ctx_t *fx;
     gateway_env_t env;
+    gw_sweep_t sweep;
     hf_availability_t view[BENCH_SKUS];
     queue_t requests, results;
     size_t in_batch;
@@ -151,6 +152,8 @@ static void env_init(bench_t *b)
     e->availability = bench_availability;
     e->staleness_ms = bench_staleness;
     e->opaque = b;
+    b->sweep.run_id = 1;
+    e->sweep = &b->sweep;
     for (int s = 0; s < BENCH_SKUS; s++) {
         hf_availability_t *a = &b->view[s];
         snprintf(a->sku, sizeof a->sku, "SKU%d", s);

@@ -69,6 +69,7 @@ typedef struct {
 struct fake_stage_user {
     /* environment */
     gateway_env_t env;
+    gw_sweep_t sweep;
     hf_availability_t view[40];
     size_t view_count;
     int64_t view_staleness_ms;
@@ -170,6 +171,8 @@ static int setup(void **state)
     e->availability = fake_availability;
     e->staleness_ms = fake_staleness;
     e->opaque = fx;
+    fx->user->sweep.run_id = 1; /* one process run; a test of a restart gives another */
+    e->sweep = &fx->user->sweep;
     fx->env = e;
     *state = fx;
     return 0;
@@ -2093,6 +2096,32 @@ static void test_sweeper_fires_a_timer_armed_before_where_it_stopped(void **stat
     assert_int_equal(load_rs(fx, second).status, HF_RES_EXPIRED);
 }
 
+/* A restart: the new process run has another run id and keeps no due time
+ * of the old one, so a timer armed due before the old run's cursor (a restore
+ * re-arming it, the clock behind) deletes nothing — and still fires, because
+ * the new run ignores a cursor it did not write. */
+static void test_sweeper_ignores_the_cursor_of_an_earlier_run(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    char first[16], second[16];
+    same_partition_ids("run", first, second, sizeof first);
+    fx->now_ms = T0 + 60000;
+    hf_reply_t a = reserve_held(fx, first, "SKU-A", 1, 1000);
+    size_t from = fx->emits_count;
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx); /* the cursor is past first's expiry */
+    assert_int_equal(ledger_count(fx, from, first, HF_LEDGER_EXPIRED), 1);
+    fx->user->sweep.run_id = 2; /* the process restarted on the same store */
+    atomic_store(&fx->user->sweep.fired_max_ms, 0);
+    fx->now_ms = T0;
+    hf_reply_t b = reserve_held(fx, second, "SKU-A", 1, 1000);
+    assert_true(b.expires_at_ms < a.expires_at_ms);
+    fx->now_ms = b.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, second, HF_LEDGER_EXPIRED), 1);
+}
+
 /* A tick whose transaction aborts fires again: the cursor it moved is rolled
  * back with the timers it deleted. */
 static void test_sweeper_fires_again_after_an_aborted_tick(void **state)
@@ -2679,6 +2708,7 @@ int main(void)
         T(test_restore_rebuilds_the_timer_index_from_the_records),
         T(test_sweeper_fires_a_timer_armed_before_where_it_stopped),
         T(test_sweeper_fires_again_after_an_aborted_tick),
+        T(test_sweeper_ignores_the_cursor_of_an_earlier_run),
         T(test_transitions_delete_the_timers_they_make_stale),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
         T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
