@@ -181,7 +181,9 @@ int gateway_tick(stage_ctx_t *ctx)
      * fired, and their tombstones need not be walked again. */
     bool resume = false;
     int err = gw_sweep_resume(ctx, last.key, &last.len, &resume);
-    while (err == HF_OK) {
+    if (err)
+        return err;
+    do {
         want = HF_SWEEP_TIMERS_MAX - fired < GW_SWEEP_BATCH_MAX ? HF_SWEEP_TIMERS_MAX - fired
                                                                 : GW_SWEEP_BATCH_MAX;
         err = collect_due(ctx, now_ms, resume || fired ? &last : NULL, due, want, &count);
@@ -190,9 +192,7 @@ int gateway_tick(stage_ctx_t *ctx)
         if (count > 0)
             last = due[count - 1];
         fired += count;
-        if (count != want || fired >= HF_SWEEP_TIMERS_MAX)
-            break;
-    }
+    } while (err == HF_OK && count == want && fired < HF_SWEEP_TIMERS_MAX);
     return err == HF_OK && fired > 0 ? gw_sweep_mark(ctx, last.key, last.len) : err;
 }
 

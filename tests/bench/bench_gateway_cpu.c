@@ -300,6 +300,10 @@ static void apply(bench_t *b, const hf_record_t *rec)
     for (size_t i = 0; i < def->handlers_count; i++)
         if (def->handlers[i].type == rec->type)
             h = &def->handlers[i];
+    if (!h) {
+        fprintf(stderr, "no gateway handler for %s\n", hf_rec_type_name(rec->type));
+        exit(1);
+    }
     CALLGRIND_TOGGLE_COLLECT;
     int err = h->handle(fx, rec);
     CALLGRIND_TOGGLE_COLLECT;
