@@ -126,22 +126,8 @@ static uint32_t rnd(bench_t *b)
 
 static void env_init(bench_t *b)
 {
-    static const struct {
-        const char *id;
-        double lat, lon;
-    } whs[] = {{"W1", 40.71, -74.01}, {"W2", 41.88, -87.63}, {"W3", 34.05, -118.24},
-               {"W4", 32.78, -96.80}, {"W5", 33.75, -84.39}, {"W6", 47.61, -122.33}};
     gateway_env_t *e = &b->env;
-    for (size_t i = 0; i < sizeof whs / sizeof whs[0]; i++) {
-        route_warehouse_t *w = &e->routes.warehouses[e->routes.warehouses_count++];
-        snprintf(w->id, sizeof w->id, "%s", whs[i].id);
-        w->lat = whs[i].lat;
-        w->lon = whs[i].lon;
-        w->cost_per_unit = 1.0;
-    }
-    e->routes.weight_distance = 0.45;
-    e->routes.weight_cost = 0.25;
-    e->routes.weight_fill = 0.30;
+    fake_stage_routes(&e->routes);
     e->ttl_default_ms = BENCH_TTL_MS;
     e->hold_max_factor_pct = 200;
     e->idempotency_retention_ms = BENCH_RETENTION_MS;
@@ -157,9 +143,9 @@ static void env_init(bench_t *b)
     for (int s = 0; s < BENCH_SKUS; s++) {
         hf_availability_t *a = &b->view[s];
         snprintf(a->sku, sizeof a->sku, "SKU%d", s);
-        for (size_t i = 0; i < sizeof whs / sizeof whs[0]; i++) {
+        for (size_t i = 0; i < FAKE_WAREHOUSES_COUNT; i++) {
             hf_wh_available_t *w = &a->warehouses[a->warehouses_count++];
-            snprintf(w->warehouse_id, sizeof w->warehouse_id, "%s", whs[i].id);
+            snprintf(w->warehouse_id, sizeof w->warehouse_id, "%s", fake_warehouses[i].id);
             w->available = 1000000000;
             a->total += w->available;
         }

@@ -87,18 +87,8 @@ struct fake_stage_user {
  * Environment: six warehouses, a view the test fills, a controllable clock.
  * ====================================================================== */
 
-static const struct {
-    const char *id;
-    double lat, lon;
-} wh_table[] = {
-    {"W1", 40.71, -74.01},  /* New York */
-    {"W2", 41.88, -87.63},  /* Chicago */
-    {"W3", 34.05, -118.24}, /* Los Angeles */
-    {"W4", 32.78, -96.80},  /* Dallas */
-    {"W5", 33.75, -84.39},  /* Atlanta */
-    {"W6", 47.61, -122.33}, /* Seattle */
-};
-#define WH_COUNT (sizeof wh_table / sizeof wh_table[0])
+#define wh_table fake_warehouses /* fake/fake_stage.h */
+#define WH_COUNT FAKE_WAREHOUSES_COUNT
 
 static int fake_availability(void *opaque, const char *sku, hf_availability_t *out)
 {
@@ -148,16 +138,7 @@ static int setup(void **state)
     fx->user = calloc(1, sizeof *fx->user);
     assert_non_null(fx->user);
     gateway_env_t *e = &fx->user->env;
-    for (size_t i = 0; i < WH_COUNT; i++) {
-        route_warehouse_t *w = &e->routes.warehouses[e->routes.warehouses_count++];
-        snprintf(w->id, sizeof w->id, "%s", wh_table[i].id);
-        w->lat = wh_table[i].lat;
-        w->lon = wh_table[i].lon;
-        w->cost_per_unit = 1.0;
-    }
-    e->routes.weight_distance = 0.45;
-    e->routes.weight_cost = 0.25;
-    e->routes.weight_fill = 0.30;
+    fake_stage_routes(&e->routes);
     e->ttl_default_ms = TTL_DEFAULT_MS;
     snprintf(e->reply_topic_prefix, sizeof e->reply_topic_prefix, "holdfast.replies.");
     char errstr[128];

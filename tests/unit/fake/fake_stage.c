@@ -356,3 +356,26 @@ void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def)
     if (state_buf_write(ctx->st, ctx->buf, ctx->errstr, sizeof ctx->errstr) != HF_OK)
         fail_msg("state_buf_write: %s", ctx->errstr);
 }
+
+const fake_warehouse_t fake_warehouses[FAKE_WAREHOUSES_COUNT] = {
+    {"W1", 40.71, -74.01},  /* New York */
+    {"W2", 41.88, -87.63},  /* Chicago */
+    {"W3", 34.05, -118.24}, /* Los Angeles */
+    {"W4", 32.78, -96.80},  /* Dallas */
+    {"W5", 33.75, -84.39},  /* Atlanta */
+    {"W6", 47.61, -122.33}, /* Seattle */
+};
+
+void fake_stage_routes(route_config_t *routes)
+{
+    for (size_t i = 0; i < FAKE_WAREHOUSES_COUNT; i++) {
+        route_warehouse_t *w = &routes->warehouses[routes->warehouses_count++];
+        snprintf(w->id, sizeof w->id, "%s", fake_warehouses[i].id);
+        w->lat = fake_warehouses[i].lat;
+        w->lon = fake_warehouses[i].lon;
+        w->cost_per_unit = 1.0;
+    }
+    routes->weight_distance = 0.45;
+    routes->weight_cost = 0.25;
+    routes->weight_fill = 0.30;
+}

@@ -16,6 +16,7 @@
 
 #include "hf_limits.h"
 #include "records.h"
+#include "route/route.h"
 #include "stage.h"
 #include "state.h"
 
@@ -105,5 +106,15 @@ void fake_stage_restore(stage_ctx_t *ctx, const stage_def_t *def);
  * a tombstone), without touching the store. */
 void fake_stage_changelog_raw(stage_ctx_t *ctx, int32_t partition, const char *key, size_t key_len,
                               const void *val, size_t val_len);
+
+/* The six warehouses the gateway's tests and benches route over (US cities). */
+typedef struct {
+    const char *id;
+    double lat, lon;
+} fake_warehouse_t;
+#define FAKE_WAREHOUSES_COUNT 6
+extern const fake_warehouse_t fake_warehouses[FAKE_WAREHOUSES_COUNT];
+/* Appends them to routes (cost 1.0 per unit each) and sets the routing weights. */
+void fake_stage_routes(route_config_t *routes);
 
 #endif
