@@ -47,6 +47,13 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
     snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
+    cfg->escrow_auto_reserves_s = 0;
+    cfg->escrow_refill_min_units = 10;
+    cfg->escrow_refill_max_units = 200;
+    cfg->escrow_refill_horizon_ms = 1000;
+    cfg->escrow_idle_return_ms = 5000;
+    cfg->escrow_scarce_units = 20;
+    cfg->escrow_grant_share_pct = 50;
     cfg->view_stale_max_ms = 30000;
     cfg->reserve_deadline_ms = 500;
     cfg->route_weight_distance_pct = 45;
@@ -143,6 +150,14 @@ static const config_field_t config_fields[] = {
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),
     INT_FIELD(reserve_deadline_ms, 0, 60000),
+    STR_FIELD(escrow_skus),
+    INT_FIELD(escrow_auto_reserves_s, 0, 1000000),
+    INT_FIELD(escrow_refill_min_units, 1, 1000000),
+    INT_FIELD(escrow_refill_max_units, 1, 1000000),
+    INT_FIELD(escrow_refill_horizon_ms, 10, 60000),
+    INT_FIELD(escrow_idle_return_ms, 100, 3600000),
+    INT_FIELD(escrow_scarce_units, 0, 1000000),
+    INT_FIELD(escrow_grant_share_pct, 1, 100),
     INT_FIELD(route_weight_distance_pct, 0, 100),
     INT_FIELD(route_weight_cost_pct, 0, 100),
     INT_FIELD(route_weight_fill_pct, 0, 100),
@@ -220,6 +235,12 @@ static int check_registry(const hf_config_t *cfg, char *errstr, size_t errstr_si
 
 int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
 {
+    if (cfg->escrow_refill_min_units > cfg->escrow_refill_max_units) {
+        snprintf(errstr, errstr_size,
+                 "escrow_refill_min_units %d must not exceed escrow_refill_max_units %d",
+                 cfg->escrow_refill_min_units, cfg->escrow_refill_max_units);
+        return HF_ERR_CONFIG;
+    }
     /* A settled hold must outlive every re-send of its Hold by the gateway
      * (result_timeout_ms, growing, HF_RESULT_RETRIES_MAX times), or a late
      * re-send would find no record and reserve a second time. */

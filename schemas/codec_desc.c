@@ -143,6 +143,8 @@ static const codec_field_t stock_level_fields[] = {
     F_LONG(hf_stock_level_t, committed_total),
     F_LONG(hf_stock_level_t, feed_seq),
     F_LONG(hf_stock_level_t, feed_epoch),
+    F_LONG(hf_stock_level_t, allotted),
+    F_LONG(hf_stock_level_t, escrow_balance),
 };
 REC_DESC(stock_level_desc, "StockLevel", hf_stock_level_t, stock_level_fields);
 
@@ -157,6 +159,9 @@ static const codec_field_t counter_state_fields[] = {
     F_LONG(hf_counter_state_t, feed_seq),
     F_LONG(hf_counter_state_t, committed_total),
     F_LONG(hf_counter_state_t, feed_epoch),
+    F_LONG(hf_counter_state_t, allotted),
+    F_LONG(hf_counter_state_t, recalling),
+    F_LONG(hf_counter_state_t, escrow_balance),
 };
 REC_DESC(counter_state_desc, "CounterState", hf_counter_state_t, counter_state_fields);
 
@@ -279,6 +284,7 @@ static const codec_field_t hold_ref_fields[] = {
     F_INT(hf_hold_ref_t, attempt),
     F_ENUM(hf_hold_ref_t, status, hf_hold_ref_status_symbols),
     F_LONG(hf_hold_ref_t, available_seen),
+    F_BOOLEAN(hf_hold_ref_t, escrow),
 };
 REC_DESC(hold_ref_desc, "HoldRef", hf_hold_ref_t, hold_ref_fields);
 
@@ -329,6 +335,78 @@ static const codec_field_t extend_fields[] = {
     F_LONG(hf_extend_t, sent_at_ms),
 };
 REC_DESC(extend_desc, "Extend", hf_extend_t, extend_fields);
+
+/* ---- escrow */
+
+static const codec_field_t allotment_request_fields[] = {
+    F_STRING(hf_allotment_request_t, warehouse_id),
+    F_STRING(hf_allotment_request_t, sku),
+    F_INT(hf_allotment_request_t, holder_partition),
+    F_STRING(hf_allotment_request_t, holder_key),
+    F_LONG(hf_allotment_request_t, seq),
+    F_LONG(hf_allotment_request_t, want_qty),
+    F_LONG(hf_allotment_request_t, return_qty),
+    F_LONG(hf_allotment_request_t, balance),
+    F_LONG(hf_allotment_request_t, sent_at_ms),
+};
+REC_DESC(allotment_request_desc, "AllotmentRequest", hf_allotment_request_t,
+         allotment_request_fields);
+
+static const codec_field_t allotment_grant_fields[] = {
+    F_STRING(hf_allotment_grant_t, warehouse_id),
+    F_STRING(hf_allotment_grant_t, sku),
+    F_INT(hf_allotment_grant_t, holder_partition),
+    F_LONG(hf_allotment_grant_t, seq),
+    F_LONG(hf_allotment_grant_t, granted_qty),
+    F_LONG(hf_allotment_grant_t, recall_qty),
+    F_LONG(hf_allotment_grant_t, allotted),
+    F_LONG(hf_allotment_grant_t, available),
+    F_LONG(hf_allotment_grant_t, applied_at_ms),
+};
+REC_DESC(allotment_grant_desc, "AllotmentGrant", hf_allotment_grant_t, allotment_grant_fields);
+
+static const codec_field_t allotment_sale_fields[] = {
+    F_STRING(hf_allotment_sale_t, warehouse_id),
+    F_STRING(hf_allotment_sale_t, sku),
+    F_INT(hf_allotment_sale_t, holder_partition),
+    F_STRING(hf_allotment_sale_t, reservation_id),
+    F_INT(hf_allotment_sale_t, attempt),
+    F_LONG(hf_allotment_sale_t, qty),
+    F_LONG(hf_allotment_sale_t, balance),
+    F_LONG(hf_allotment_sale_t, sold_at_ms),
+};
+REC_DESC(allotment_sale_desc, "AllotmentSale", hf_allotment_sale_t, allotment_sale_fields);
+
+static const codec_field_t allotment_state_fields[] = {
+    F_INT(hf_allotment_state_t, holder_partition),
+    F_STRING(hf_allotment_state_t, holder_key),
+    F_LONG(hf_allotment_state_t, allotted),
+    F_LONG(hf_allotment_state_t, recalling),
+    F_LONG(hf_allotment_state_t, reported_balance),
+    F_LONG(hf_allotment_state_t, answered_seq),
+    F_LONG(hf_allotment_state_t, granted_total),
+    F_LONG(hf_allotment_state_t, returned_total),
+    F_LONG(hf_allotment_state_t, sold_total),
+    F_LONG(hf_allotment_state_t, updated_at_ms),
+};
+REC_DESC(allotment_state_desc, "AllotmentState", hf_allotment_state_t, allotment_state_fields);
+
+static const codec_field_t escrow_state_fields[] = {
+    F_STRING(hf_escrow_state_t, warehouse_id),
+    F_STRING(hf_escrow_state_t, sku),
+    F_LONG(hf_escrow_state_t, allotted),
+    F_LONG(hf_escrow_state_t, balance),
+    F_LONG(hf_escrow_state_t, seq),
+    F_LONG(hf_escrow_state_t, asking_qty),
+    F_LONG(hf_escrow_state_t, asked_at_ms),
+    F_LONG(hf_escrow_state_t, owed_qty),
+    F_LONG(hf_escrow_state_t, reported_balance),
+    F_LONG(hf_escrow_state_t, reported_at_ms),
+    F_LONG(hf_escrow_state_t, last_take_ms),
+    F_LONG(hf_escrow_state_t, rate_milli_units_s),
+    F_LONG(hf_escrow_state_t, updated_at_ms),
+};
+REC_DESC(escrow_state_desc, "EscrowState", hf_escrow_state_t, escrow_state_fields);
 
 /* clang-format on */
 

@@ -253,6 +253,132 @@ static const char idempotency_record_v1[] =
     "first see"
     "n, Unix epoch milliseconds.\"}]}";
 
+/* CounterState v2, before the escrow fields (allotted, recalling,
+ * escrow_balance; all defaulted 0). */
+static const char counter_state_v2[] =
+    "{\"type\":\"record\",\"name\":\"CounterState\",\"namespace\":\"holdfast\",\"doc\":\"A (w"
+    "arehouse, sku) counter as stored in RocksDB and in the counter changelog.\",\"fields\":["
+    "{\"name\":\"on_hand\",\"type\":\"long\",\"doc\":\"Units physically in the warehouse.\"},"
+    "{\"name\":\"reserved\",\"type\":\"long\",\"doc\":\"Sum of HELD and REVOKING holds.\"},{\""
+    "name\":\"safety_stock\",\"type\":\"long\",\"doc\":\"Units kept back from new holds.\"},{"
+    "\"name\":\"revoking\",\"type\":\"long\",\"default\":0,\"doc\":\"Sum of REVOKING holds.\""
+    "},{\"name\":\"version\",\"type\":\"long\",\"doc\":\"Bumped on every change.\"},{\"name\""
+    ":\"feed_seq\",\"type\":\"long\",\"doc\":\"Last applied stock feed sequence number.\"},{\""
+    "name\":\"committed_total\",\"type\":\"long\",\"default\":0,\"doc\":\"Units ever committe"
+    "d (sold) at this pair; never decreases. The as-of point of a COUNT_AS_OF.\"},{\"name\":\""
+    "feed_epoch\",\"type\":\"long\",\"default\":0,\"doc\":\"feed_epoch of the last applied st"
+    "ock feed.\"}]}";
+
+/* StockLevel v2, before the escrow fields (allotted, escrow_balance;
+ * defaulted 0). */
+static const char stock_level_v2[] =
+    "{\"type\":\"record\",\"name\":\"StockLevel\",\"namespace\":\"holdfast\",\"doc\":\"One (w"
+    "arehouse, sku) counter after a change. Topic holdfast.stock-levels, key sku. available ="
+    " max(0, on_hand - reserved - safety_stock).\",\"fields\":[{\"name\":\"warehouse_id\",\"t"
+    "ype\":\"string\",\"doc\":\"Warehouse of the counter.\"},{\"name\":\"sku\",\"type\":\"str"
+    "ing\",\"doc\":\"Stock keeping unit of the counter.\"},{\"name\":\"on_hand\",\"type\":\"l"
+    "ong\",\"doc\":\"Units physically in the warehouse.\"},{\"name\":\"reserved\",\"type\":\""
+    "long\",\"doc\":\"Units held by HELD and REVOKING holds.\"},{\"name\":\"safety_stock\",\""
+    "type\":\"long\",\"doc\":\"Units kept back from new holds.\"},{\"name\":\"available\",\"t"
+    "ype\":\"long\",\"doc\":\"Units a new hold may take, never negative.\"},{\"name\":\"short"
+    "fall\",\"type\":\"long\",\"default\":0,\"doc\":\"Units still reserved by revoked holds; "
+    "> 0 while a stock shortfall is being resolved.\"},{\"name\":\"version\",\"type\":\"long\""
+    ",\"doc\":\"Counter version, bumped on every change.\"},{\"name\":\"updated_at_ms\",\"typ"
+    "e\":\"long\",\"doc\":\"When the counter changed, Unix epoch milliseconds.\"},{\"name\":\""
+    "committed_total\",\"type\":\"long\",\"default\":0,\"doc\":\"Units ever committed at this"
+    " pair: what a cycle count echoes as as_of_committed.\"},{\"name\":\"feed_seq\",\"type\":"
+    "\"long\",\"default\":0,\"doc\":\"Last applied stock feed sequence number.\"},{\"name\":\""
+    "feed_epoch\",\"type\":\"long\",\"default\":0,\"doc\":\"Its feed_epoch.\"}]}";
+
+/* ReservationState v4, before HoldRef.escrow (defaulted false): every hold
+ * was a counter hold. */
+static const char reservation_state_v4[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"doc\":\""
+    "One reservation as the gateway stores it (RocksDB and changelog), keyed by reservation_i"
+    "d: its saga, allocations and timers.\",\"fields\":[{\"name\":\"reservation_id\",\"type\""
+    ":\"string\",\"doc\":\"The reservation.\"},{\"name\":\"idempotency_key\",\"type\":\"strin"
+    "g\",\"doc\":\"Idempotency key of the Reserve that created it.\"},{\"name\":\"status\",\""
+    "type\":{\"type\":\"enum\",\"name\":\"ReservationStatus\",\"doc\":\"Where a reservation i"
+    "s: PENDING (hold results awaited) -> HELD | REJECTED, then HELD -> COMMITTED | RELEASED "
+    "| EXPIRED. Terminal states never move. State written before this was an enum holds the i"
+    "ndex as an int. Append symbols only.\",\"symbols\":[\"PENDING\",\"HELD\",\"COMMITTED\",\""
+    "RELEASED\",\"EXPIRED\",\"REJECTED\"]},\"doc\":\"Where the reservation is in its lifecycl"
+    "e.\"},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\""
+    "name\":\"Line\",\"doc\":\"One requested SKU and quantity.\",\"fields\":[{\"name\":\"sku\""
+    ",\"type\":\"string\",\"doc\":\"Stock keeping unit.\"},{\"name\":\"qty\",\"type\":\"long\""
+    ",\"doc\":\"Units wanted, 1..1000000.\"}]}},\"doc\":\"The requested lines.\"},{\"name\":\""
+    "ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\",\"doc\":\"A point on Earth, WGS"
+    "84 degrees.\",\"fields\":[{\"name\":\"lat\",\"type\":\"double\",\"doc\":\"Latitude, degr"
+    "ees.\"},{\"name\":\"lon\",\"type\":\"double\",\"doc\":\"Longitude, degrees.\"}]},\"doc\""
+    ":\"Destination, for re-routing.\"},{\"name\":\"allocations\",\"type\":{\"type\":\"array\""
+    ",\"items\":{\"type\":\"record\",\"name\":\"HoldRef\",\"doc\":\"One hold the gateway aske"
+    "d a counter for.\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\",\"doc\":\""
+    "Warehouse of the hold.\"},{\"name\":\"sku\",\"type\":\"string\",\"doc\":\"Stock keeping "
+    "unit.\"},{\"name\":\"qty\",\"type\":\"long\",\"doc\":\"Units asked for.\"},{\"name\":\"a"
+    "ttempt\",\"type\":\"int\",\"doc\":\"Routing round that issued it; with the reservation, "
+    "warehouse and sku it names the hold at its counter.\"},{\"name\":\"status\",\"type\":{\""
+    "type\":\"enum\",\"name\":\"HoldRefStatus\",\"doc\":\"What the gateway knows of the hold:"
+    " HOLD_SENT (no result yet), HELD (the counter reserved it), REFUSED (INSUFFICIENT, nothi"
+    "ng reserved), RELEASE_SENT (ReleaseHold emitted). HELD and REFUSED mean what the counter"
+    "'s HoldStatus symbols mean. State written before this was an enum holds the index as an "
+    "int. Append symbols only.\",\"symbols\":[\"HOLD_SENT\",\"HELD\",\"REFUSED\",\"RELEASE_SE"
+    "NT\"]},\"doc\":\"Where the hold is, as the gateway knows it.\"},{\"name\":\"available_se"
+    "en\",\"type\":\"long\",\"default\":0,\"doc\":\"Available units the counter reported with"
+    " its answer.\"}]}},\"doc\":\"Holds of the reservation; the HELD answer lists those with "
+    "status HELD.\"},{\"name\":\"next_attempt\",\"type\":\"int\",\"doc\":\"Attempt number of "
+    "the next routing round.\"},{\"name\":\"reroutes\",\"type\":\"int\",\"doc\":\"Routing rou"
+    "nds after the first.\"},{\"name\":\"request_hash\",\"type\":\"long\",\"doc\":\"Hash of w"
+    "hat the Reserve asks for (gw_request_hash: its meaningful fields, not its encoding).\"},"
+    "{\"name\":\"reply_to\",\"type\":\"string\",\"doc\":\"Topic the Reserve asked replies on."
+    "\"},{\"name\":\"campaign\",\"type\":\"string\",\"default\":\"\",\"doc\":\"Campaign id of"
+    " the Reserve.\"},{\"name\":\"payment_id\",\"type\":\"string\",\"default\":\"\",\"doc\":\""
+    "The payment that committed it.\"},{\"name\":\"reason\",\"type\":\"string\",\"default\":\""
+    "\",\"doc\":\"Why it was released, expired or rejected.\"},{\"name\":\"created_at_ms\",\""
+    "type\":\"long\",\"doc\":\"When the Reserve was applied, Unix epoch milliseconds.\"},{\"n"
+    "ame\":\"expires_at_ms\",\"type\":\"long\",\"doc\":\"When the holds lapse, Unix epoch mil"
+    "liseconds (absolute, computed once).\"},{\"name\":\"hold_deadline_ms\",\"type\":\"long\""
+    ",\"doc\":\"Latest expires_at_ms an extension may reach, Unix epoch milliseconds.\"},{\"n"
+    "ame\":\"result_deadline_ms\",\"type\":\"long\",\"doc\":\"When unanswered holds are asked"
+    " again, Unix epoch milliseconds; 0 when none is awaited.\"},{\"name\":\"result_retries\""
+    ",\"type\":\"int\",\"doc\":\"How often unanswered holds were asked again in this round.\""
+    "},{\"name\":\"updated_at_ms\",\"type\":\"long\",\"doc\":\"When it last changed, Unix epo"
+    "ch milliseconds.\"},{\"name\":\"rebook\",\"type\":{\"type\":\"enum\",\"name\":\"Rebook\""
+    ",\"doc\":\"Re-reservation for a payment that came after expiry: NONE, PENDING (hold resu"
+    "lts awaited), COMMITTED (the payment bought the lines again), REFUNDED (stock did not al"
+    "low; the payment is flagged). State written before this was an enum holds the index as a"
+    "n int. Append symbols only.\",\"symbols\":[\"NONE\",\"PENDING\",\"COMMITTED\",\"REFUNDED"
+    "\"]},\"default\":\"NONE\",\"doc\":\"Re-reservation for a payment that came after expiry "
+    "(late_payment_policy rereserve). The reservation itself stays EXPIRED.\"},{\"name\":\"re"
+    "book_idempotency_key\",\"type\":\"string\",\"default\":\"\",\"doc\":\"Idempotency key of"
+    " the late Commit being answered by the re-reservation.\"},{\"name\":\"rebook_request_has"
+    "h\",\"type\":\"long\",\"default\":0,\"doc\":\"Hash of what that Commit asks for (gw_requ"
+    "est_hash).\"},{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\",\"doc\""
+    ":\"Topic that Commit asked replies on.\"},{\"name\":\"reserve_replied\",\"type\":\"boole"
+    "an\",\"default\":false,\"doc\":\"True once the Reserve has been answered: reserve_reply "
+    "holds the answer. False while PENDING, and in state written before the answer moved here"
+    " (its answer is then in an IdempotencyRecord).\"},{\"name\":\"reserve_reply\",\"type\":{"
+    "\"type\":\"record\",\"name\":\"Reply\",\"doc\":\"What a checkout client is told about it"
+    "s request.\",\"fields\":[{\"name\":\"reservation_id\",\"type\":\"string\",\"doc\":\"The "
+    "reservation answered.\"},{\"name\":\"idempotency_key\",\"type\":\"string\",\"doc\":\"Ide"
+    "mpotency key of the request answered.\"},{\"name\":\"outcome\",\"type\":{\"type\":\"enum"
+    "\",\"name\":\"ReplyOutcome\",\"doc\":\"What a checkout client is told. Append symbols on"
+    "ly.\",\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICIE"
+    "NT\",\"REJECTED_INVALID\",\"CONFLICT\",\"NOT_FOUND\",\"BUSY\"]},\"doc\":\"The answer.\"}"
+    ",{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\""
+    "name\":\"Allocation\",\"doc\":\"Units of one SKU held at one warehouse.\",\"fields\":[{\""
+    "name\":\"warehouse_id\",\"type\":\"string\",\"doc\":\"Warehouse holding the units.\"},{\""
+    "name\":\"sku\",\"type\":\"string\",\"doc\":\"Stock keeping unit.\"},{\"name\":\"qty\",\""
+    "type\":\"long\",\"doc\":\"Units held there.\"}]}},\"doc\":\"Where the stock is held; emp"
+    "ty unless HELD or COMMITTED.\"},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\""
+    ":0,\"doc\":\"When the holds lapse, Unix epoch milliseconds; 0 when not held.\"},{\"name\""
+    ":\"message\",\"type\":\"string\",\"default\":\"\",\"doc\":\"Human-readable detail.\"},{\""
+    "name\":\"replied_at_ms\",\"type\":\"long\",\"doc\":\"When the gateway answered, Unix epo"
+    "ch milliseconds.\"}]},\"default\":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"ou"
+    "tcome\":\"HELD\",\"allocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms"
+    "\":0},\"doc\":\"The Reserve's first answer, re-emitted as it was to a retry of the Reser"
+    "ve (same key and body) for as long as the reservation is kept, whatever it became since."
+    " Stored with reservation_id and idempotency_key empty: they are this record's own.\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -263,5 +389,8 @@ const codec_history_t codec_history[] = {
     {HF_REC_IDEMPOTENCY_RECORD, idempotency_record_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v2},
     {HF_REC_RESERVATION_STATE, reservation_state_v3},
+    {HF_REC_COUNTER_STATE, counter_state_v2},
+    {HF_REC_STOCK_LEVEL, stock_level_v2},
+    {HF_REC_RESERVATION_STATE, reservation_state_v4},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -39,7 +39,12 @@ typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
     X(SKU_STATE, SkuState, hf_sku_state_t, sku_state)                                              \
     X(RESERVATION_STATE, ReservationState, hf_reservation_state_t, reservation_state)              \
     X(IDEMPOTENCY_RECORD, IdempotencyRecord, hf_idempotency_record_t, idempotency_record)          \
-    X(EXTEND, Extend, hf_extend_t, extend)
+    X(EXTEND, Extend, hf_extend_t, extend)                                                         \
+    X(ALLOTMENT_REQUEST, AllotmentRequest, hf_allotment_request_t, allotment_request)              \
+    X(ALLOTMENT_GRANT, AllotmentGrant, hf_allotment_grant_t, allotment_grant)                      \
+    X(ALLOTMENT_SALE, AllotmentSale, hf_allotment_sale_t, allotment_sale)                          \
+    X(ALLOTMENT_STATE, AllotmentState, hf_allotment_state_t, allotment_state)                      \
+    X(ESCROW_STATE, EscrowState, hf_escrow_state_t, escrow_state)
 
 typedef enum {
 #define HF_REC_ENUM(UP, Name, type, field) HF_REC_##UP,
@@ -229,6 +234,8 @@ typedef struct {
     int64_t committed_total; /* units ever committed: a count's as-of point */
     int64_t feed_seq;
     int64_t feed_epoch;
+    int64_t allotted;       /* escrow: out of available */
+    int64_t escrow_balance; /* sellable = available + escrow_balance */
 } hf_stock_level_t;
 
 /* ---- counter state (RocksDB values and changelog values) */
@@ -242,6 +249,9 @@ typedef struct {
     int64_t feed_seq;        /* last applied stock feed sequence */
     int64_t committed_total; /* units ever committed at the pair; never decreases */
     int64_t feed_epoch;      /* of the last applied stock feed */
+    int64_t allotted;        /* escrow: units allotted to gateway partitions */
+    int64_t recalling;       /* ... of which a shortfall asked back */
+    int64_t escrow_balance;  /* ... of which unheld, as last reported */
 } hf_counter_state_t;
 
 typedef struct {
@@ -384,6 +394,77 @@ typedef struct {
     int64_t updated_at_ms;
 } hf_sku_state_t;
 
+/* ---- escrow (docs/ESCROW.md): allotments of a pair leased to gateway partitions */
+
+/* Gateway -> counter (holdfast.counter-commands, key "warehouse_id|sku"). */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int32_t holder_partition;
+    hf_id_t holder_key; /* a key that lands in holder_partition */
+    int64_t seq;
+    int64_t want_qty;
+    int64_t return_qty;
+    int64_t balance;
+    int64_t sent_at_ms;
+} hf_allotment_request_t;
+
+/* Counter -> gateway (holdfast.counter-results, key the holder_key). */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int32_t holder_partition;
+    int64_t seq; /* the request answered; 0: a recall */
+    int64_t granted_qty;
+    int64_t recall_qty;
+    int64_t allotted;
+    int64_t available;
+    int64_t applied_at_ms;
+} hf_allotment_grant_t;
+
+/* Gateway -> counter: units of an allotment sold. */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int32_t holder_partition;
+    hf_id_t reservation_id;
+    int32_t attempt;
+    int64_t qty;
+    int64_t balance;
+    int64_t sold_at_ms;
+} hf_allotment_sale_t;
+
+/* Counter state: one holder's allotment of a pair. */
+typedef struct {
+    int32_t holder_partition;
+    hf_id_t holder_key;
+    int64_t allotted;
+    int64_t recalling;
+    int64_t reported_balance;
+    int64_t answered_seq;
+    int64_t granted_total;
+    int64_t returned_total;
+    int64_t sold_total;
+    int64_t updated_at_ms;
+} hf_allotment_state_t;
+
+/* Gateway state: this partition's allotment of a pair. */
+typedef struct {
+    hf_wh_t warehouse_id;
+    hf_sku_t sku;
+    int64_t allotted;
+    int64_t balance;
+    int64_t seq;
+    int64_t asking_qty;
+    int64_t asked_at_ms;
+    int64_t owed_qty;
+    int64_t reported_balance;
+    int64_t reported_at_ms;
+    int64_t last_take_ms;
+    int64_t rate_milli_units_s;
+    int64_t updated_at_ms;
+} hf_escrow_state_t;
+
 /* ---- gateway state (RocksDB values and changelog values) */
 
 /* One hold a reservation asked for. */
@@ -394,6 +475,7 @@ typedef struct {
     int32_t attempt;
     hf_hold_ref_status_t status;
     int64_t available_seen;
+    bool escrow; /* taken from this partition's allotment: no counter hold */
 } hf_hold_ref_t;
 
 typedef struct {

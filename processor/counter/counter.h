@@ -40,19 +40,29 @@ size_t pair_key(char *out, const char *warehouse_id, const char *sku);
 
 /* ---- rules (counter_rules.c): pure functions over counter state */
 
-/* available = on_hand - reserved - safety_stock; may be negative during a
- * shortfall or when safety stock exceeds what is left. */
+/* available = on_hand - reserved - allotted - safety_stock (free stock); may be
+ * negative during a shortfall or when safety stock exceeds what is left. */
 int64_t counter_available(const hf_counter_state_t *c);
 /* What the outside world is told: never below zero. */
 int64_t counter_available_reported(const hf_counter_state_t *c);
 /* Asserts the stored invariants (aborts the process if broken):
- * on_hand, reserved, revoking, safety_stock, committed_total, feed_epoch >= 0;
- * revoking <= reserved;
- * reserved - revoking <= on_hand (a promise never exceeds stock on hand, except by
- * holds already being revoked). */
+ * on_hand, reserved, revoking, safety_stock, committed_total, feed_epoch,
+ * allotted >= 0; revoking <= reserved; recalling, escrow_balance in [0, allotted];
+ * counter_promised <= on_hand (a promise never exceeds stock on hand, except by
+ * holds being revoked and allotment units being recalled). */
 void counter_assert(const hf_counter_state_t *c);
-/* The quantity still to revoke: (reserved - revoking) - on_hand, or 0. */
+/* Units promised and not being taken back: reserved - revoking + allotted -
+ * recalling. */
+int64_t counter_promised(const hf_counter_state_t *c);
+/* The quantity still to revoke or recall: counter_promised - on_hand, or 0. */
 int64_t counter_shortfall(const hf_counter_state_t *c);
+/* Units an AllotmentRequest wanting want gets: at most share_pct of the free
+ * stock (rounded up, so the last free unit can still be granted), 0 when none
+ * is free. */
+int64_t counter_grant_qty(const hf_counter_state_t *c, int64_t want, int share_pct);
+/* qty allotted units were sold (an AllotmentSale): they leave the allotment and
+ * on_hand; committed_total moves on by qty. */
+void counter_sell_allotted(hf_counter_state_t *c, int64_t qty);
 /* A HELD hold of qty becomes a sale: it leaves reserved and on_hand, and
  * committed_total (the as-of clock of cycle counts) moves on by qty. */
 void counter_commit_units(hf_counter_state_t *c, int64_t qty);
@@ -66,11 +76,38 @@ int64_t counter_on_hand_as_of(const hf_counter_state_t *c, int64_t counted,
 /* Validation shared by handlers; returns NULL when fine, else a reason. */
 const char *counter_check_ids(const char *warehouse_id, const char *sku);
 
+/* ---- escrow (allotment.c; docs/ESCROW.md). A pair's allotments, one per
+ * gateway partition holding one:
+ *   L w|sku|<holder_partition %08x>   -> AllotmentState */
+size_t allotment_key(char *out, const char *warehouse_id, const char *sku, int32_t holder);
+size_t allotment_prefix(char *out, const char *warehouse_id, const char *sku);
+/* Loads holder's allotment of the pair; a zero one (holder set) when absent. */
+int counter_load_allotment(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                           int32_t holder, hf_allotment_state_t *out) HF_MUST_CHECK;
+/* Stores a, and moves c's escrow_balance by what a's reported_balance changed
+ * since old_reported. */
+int counter_store_allotment(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                            hf_allotment_state_t *a, int64_t old_reported,
+                            hf_counter_state_t *c) HF_MUST_CHECK;
+/* Emits an AllotmentGrant to a's holder (keyed by its holder_key). */
+int counter_emit_grant(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                       const hf_allotment_state_t *a, int64_t seq, int64_t granted_qty,
+                       int64_t recall_qty, const hf_counter_state_t *c) HF_MUST_CHECK;
+/* Recalls up to qty units from the pair's allotments (a stock shortfall):
+ * marks them recalling in the allotments and c, and asks each holder back.
+ * *recalled says how many. */
+int counter_recall(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                   hf_counter_state_t *c, int64_t qty, int64_t *recalled) HF_MUST_CHECK;
+/* The share of free stock one grant may take (escrow_grant_share_pct). */
+int counter_grant_share_pct(stage_ctx_t *ctx);
+
 /* ---- handlers (one file each) */
 int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_commit_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_release_hold(stage_ctx_t *ctx, const hf_record_t *rec);
 int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec);
+int counter_on_allotment_request(stage_ctx_t *ctx, const hf_record_t *rec);
+int counter_on_allotment_sale(stage_ctx_t *ctx, const hf_record_t *rec);
 /* The tick (counter_sweep.c): forgets settled holds after hold_retention_ms. */
 int counter_tick(stage_ctx_t *ctx);
 /* How many hold records one tick examines, given the last complete pass's

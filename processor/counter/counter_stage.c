@@ -22,6 +22,8 @@ static const stage_handler_t counter_handlers[] = {
     {HF_T_COUNTER_COMMANDS, HF_REC_COMMIT_HOLD, counter_on_commit_hold},
     {HF_T_COUNTER_COMMANDS, HF_REC_RELEASE_HOLD, counter_on_release_hold},
     {HF_T_COUNTER_COMMANDS, HF_REC_STOCK_FEED, counter_on_stock_feed},
+    {HF_T_COUNTER_COMMANDS, HF_REC_ALLOTMENT_REQUEST, counter_on_allotment_request},
+    {HF_T_COUNTER_COMMANDS, HF_REC_ALLOTMENT_SALE, counter_on_allotment_sale},
     {HF_T_STOCK_FEED, HF_REC_STOCK_FEED, counter_on_stock_feed},
 };
 
@@ -139,6 +141,8 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
     sl->committed_total = c.committed_total;
     sl->feed_seq = c.feed_seq;
     sl->feed_epoch = c.feed_epoch;
+    sl->allotted = c.allotted;
+    sl->escrow_balance = c.escrow_balance;
     return stage_emit(ctx, HF_T_STOCK_LEVELS, sl->sku, slen, &out);
 }
 

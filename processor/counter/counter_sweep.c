@@ -46,6 +46,7 @@ typedef struct {
  * by the stage's tasks of the process. */
 struct counter_env {
     int64_t hold_retention_ms;
+    int grant_share_pct;
     pthread_mutex_t passes_mu;
     sweep_pass_t passes[HF_PARTITIONS_MAX];
 };
@@ -61,6 +62,7 @@ int counter_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t
     /* hold_retention_ms against the gateway's re-send window: config_check's
      * rule between settings, which main applies. */
     env->hold_retention_ms = cfg->hold_retention_ms;
+    env->grant_share_pct = cfg->escrow_grant_share_pct;
     pthread_mutex_init(&env->passes_mu, NULL);
     *env_out = env;
     return HF_OK;
@@ -174,4 +176,11 @@ int counter_tick(stage_ctx_t *ctx)
     if (doomed_count > 0)
         log_debug("counter", "partition %d: %zu settled holds forgotten", p, doomed_count);
     return HF_OK;
+}
+
+int counter_grant_share_pct(stage_ctx_t *ctx)
+{
+    const counter_env_t *env = stage_env(ctx);
+    hf_assert(env && env->grant_share_pct > 0 && env->grant_share_pct <= 100);
+    return env->grant_share_pct;
 }

@@ -13,9 +13,11 @@
  * restarts its numbering does so visibly, with feed_epoch one higher.
  *
  * When on_hand falls below what is promised (a count or adjustment reveals less
- * stock than reserved), available is reported as 0 and the newest holds are
- * marked REVOKING until the rest fit on hand; each gets a SHORTFALL result so the
- * gateway releases its reservation. Revoked units stay reserved until that
+ * stock than reserved or allotted), available is reported as 0, the pair's
+ * allotments are recalled first (escrow: their holders give back what is not
+ * held, allotment.c), then the newest holds are marked REVOKING until the rest
+ * fit on hand; each gets a SHORTFALL result so the gateway releases its
+ * reservation. Revoked units stay reserved until that
  * release arrives, so available cannot turn positive by mistake meanwhile. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,10 +241,16 @@ int counter_on_stock_feed(stage_ctx_t *ctx, const hf_record_t *rec)
     if (f->kind == HF_FEED_SAFETY_STOCK)
         c.safety_stock = f->qty;
     if (counter_shortfall(&c) > 0) {
-        log_warn("counter", "%s|%s: on_hand %lld below promised %lld: revoking newest holds",
-                 f->warehouse_id, f->sku, (long long)c.on_hand,
-                 (long long)(c.reserved - c.revoking));
-        err = revoke_newest(ctx, f, &c);
+        log_warn("counter",
+                 "%s|%s: on_hand %lld below promised %lld: recalling allotments, then revoking "
+                 "newest holds",
+                 f->warehouse_id, f->sku, (long long)c.on_hand, (long long)counter_promised(&c));
+        /* Allotments first: their unheld balance goes back without a shopper
+         * losing a hold. */
+        int64_t recalled = 0;
+        err = counter_recall(ctx, f->warehouse_id, f->sku, &c, counter_shortfall(&c), &recalled);
+        if (!err && counter_shortfall(&c) > 0)
+            err = revoke_newest(ctx, f, &c);
         if (err)
             return err;
     }
