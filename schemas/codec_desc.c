@@ -394,6 +394,7 @@ REC_DESC(allotment_state_desc, "AllotmentState", hf_allotment_state_t, allotment
 static const codec_field_t escrow_state_fields[] = {
     F_STRING(hf_escrow_state_t, warehouse_id),
     F_STRING(hf_escrow_state_t, sku),
+    F_STRING(hf_escrow_state_t, holder_key),
     F_LONG(hf_escrow_state_t, allotted),
     F_LONG(hf_escrow_state_t, balance),
     F_LONG(hf_escrow_state_t, seq),

@@ -452,6 +452,7 @@ typedef struct {
 typedef struct {
     hf_wh_t warehouse_id;
     hf_sku_t sku;
+    hf_id_t holder_key;
     int64_t allotted;
     int64_t balance;
     int64_t seq;

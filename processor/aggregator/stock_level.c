@@ -1,5 +1,7 @@
-/* What happens on StockLevel (a counter changed): the warehouse's available
- * replaces its previous value in the SKU's vector, the network total is summed
+/* What happens on StockLevel (a counter changed): the warehouse's sellable
+ * units — its free stock plus the unheld balances of its allotments (escrow,
+ * docs/ESCROW.md), which shoppers can still reserve — replace its previous
+ * value in the SKU's vector, the network total is summed
  * again, and the sold-out hysteresis is re-evaluated. The Availability record for
  * the SKU goes out once per transaction, at batch end. */
 #include <stdio.h>
@@ -20,7 +22,7 @@ static int set_warehouse(stage_ctx_t *ctx, hf_sku_state_t *s, const hf_stock_lev
                  sl->warehouse_id);
         s->warehouses_count++;
     }
-    s->warehouses[i].available = sl->available;
+    s->warehouses[i].available = sl->available + sl->escrow_balance;
     int64_t total = 0;
     for (int32_t w = 0; w < s->warehouses_count; w++)
         total += s->warehouses[w].available; /* each <= on_hand <= 2^40: no overflow */
@@ -37,8 +39,9 @@ int aggregator_on_stock_level(stage_ctx_t *ctx, const hf_record_t *rec)
         return stage_reject(ctx, "StockLevel needs a sku and a warehouse_id");
     if (key_len != strlen(sl->sku) || memcmp(key, sl->sku, key_len) != 0)
         return stage_reject(ctx, "StockLevel key must be its sku \"%s\"", sl->sku);
-    if (sl->available < 0)
-        return stage_reject(ctx, "StockLevel available %lld is negative", (long long)sl->available);
+    if (sl->available < 0 || sl->escrow_balance < 0 || sl->escrow_balance > HF_QTY_MAX * 1000)
+        return stage_reject(ctx, "StockLevel available %lld and escrow_balance %lld must be >= 0",
+                            (long long)sl->available, (long long)sl->escrow_balance);
     hf_sku_state_t s;
     bool found = false;
     int err = aggregator_load(ctx, sl->sku, &s, &found);

@@ -120,7 +120,12 @@ static int on_commit_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_
     hf_log(revoked ? HF_LOG_WARN : HF_LOG_ERROR, "gateway", "%s: commit of hold %s|%s answered %s",
            rs->reservation_id, r->warehouse_id, r->sku, hf_outcome_name(r->outcome));
     if (!revoked || rs->allocations[i].status != HF_HOLD_REF_HELD)
-        return HF_OK; /* handled when its SHORTFALL came */
+        return HF_OK;                /* handled when its SHORTFALL came */
+    if (rs->allocations[i].escrow) { /* an AllotmentSale refused: a recall raced it */
+        int err = gw_escrow_unsell(ctx, &rs->allocations[i]);
+        if (err)
+            return err;
+    }
     if (gw_is_rebook(rs))
         return gw_rebook_revoked(ctx, rs, i);
     return revoke_committed(ctx, rs, i);

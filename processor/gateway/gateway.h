@@ -107,6 +107,14 @@ typedef struct {
     void *topics_opaque;
     /* The sweeper's cursor; NULL: none, every tick scans from the first timer. */
     gw_sweep_t *sweep;
+    /* Escrow (escrow.c, docs/ESCROW.md); skus_count 0 and auto_reserves_s 0: off. */
+    struct {
+        hf_sku_t skus[HF_ESCROW_SKUS_MAX]; /* pinned to escrow */
+        size_t skus_count;
+        int64_t refill_min_units, refill_max_units, refill_horizon_ms;
+        int64_t idle_return_ms;
+        int64_t scarce_units; /* at or under this many sellable units: direct */
+    } escrow;
 } gateway_env_t;
 
 /* The environment of ctx's stage (stage_env): the one gateway_env_new built
@@ -125,6 +133,9 @@ void gateway_env_destroy(void *env);
  * (routing view and topic check left NULL) or fails naming the key. */
 int gateway_env_configure(const struct hf_config *cfg, gateway_env_t *env, char *errstr,
                           size_t errstr_size) HF_MUST_CHECK;
+/* Parses "sku,sku" into env->escrow.skus. */
+int gateway_parse_escrow_skus(const char *spec, gateway_env_t *env, char *errstr,
+                              size_t errstr_size) HF_MUST_CHECK;
 /* Parses "name=ms,name=ms" into env->campaigns. */
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
                             size_t errstr_size) HF_MUST_CHECK;
@@ -203,6 +214,7 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_allotment_grant(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_tick(stage_ctx_t *ctx);
 /* Restore: rebuilds the (unlogged) timer index from a restored record (sweeper.c). */
 int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
@@ -330,6 +342,35 @@ int gw_timer_del(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) H
  * run is kept; gw_sweep_mark keeps key, a timer key just fired, in the batch. */
 int gw_sweep_resume(stage_ctx_t *ctx, char *key_out, size_t *len_out, bool *found) HF_MUST_CHECK;
 int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len) HF_MUST_CHECK;
+
+/* ---- escrow (escrow.c; docs/ESCROW.md): this partition's allotments
+ *   A<warehouse_id>|<sku>  -> EscrowState
+ * A hold taken from an allotment (HoldRef.escrow) has no counter hold: it is
+ * HELD at once, its sale is an AllotmentSale, its release puts the units back
+ * into the balance. */
+#define GW_ESCROW_TAG 'A'
+size_t gw_escrow_key(char *out, const char *warehouse_id, const char *sku);
+/* Whether this partition serves sku from allotments now: pinned (escrow_skus)
+ * and not scarce (the view's sellable units above escrow_scarce_units). */
+bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku);
+/* Takes h (HOLD_SENT, of rs) from the allotment of its pair when the balance
+ * covers it (*taken: h is HELD, escrow); asks the counter for a refill when the
+ * balance runs low or could not cover it. */
+int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_ref_t *h,
+                   bool *taken) HF_MUST_CHECK;
+/* An escrow hold released (release, expiry, rollback, revoke): its units go
+ * back into the balance, or to the counter while a recall is owed. */
+int gw_escrow_give_back(stage_ctx_t *ctx, const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* An escrow hold of rs sold: an AllotmentSale, the units leave the allotment. */
+int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
+                   const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* The counter refused the sale of h (REVOKED: its allotment is being
+ * recalled): the units are this partition's again, to be released. */
+int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* A grant or recall from a pair's counter. */
+int gw_escrow_apply_grant(stage_ctx_t *ctx, const hf_allotment_grant_t *g) HF_MUST_CHECK;
+/* The tick's part: returns idle, scarce or owed balances, reports changed ones. */
+int gw_escrow_tick(stage_ctx_t *ctx) HF_MUST_CHECK;
 
 /* ---- saga (saga.c) */
 

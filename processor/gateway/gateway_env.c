@@ -178,6 +178,30 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, 
     return HF_OK;
 }
 
+int gateway_parse_escrow_skus(const char *spec, gateway_env_t *env, char *errstr,
+                              size_t errstr_size)
+{
+    env->escrow.skus_count = 0;
+    const char *p = spec;
+    while (p && *p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char sku[HF_SKU_LEN_MAX + 1];
+        snprintf(sku, sizeof sku, "%.*s", (int)(len < sizeof sku ? len : sizeof sku - 1), p);
+        if (len == 0 || len > HF_SKU_LEN_MAX || gw_check_id(sku, "sku") ||
+            env->escrow.skus_count == HF_ESCROW_SKUS_MAX) {
+            snprintf(errstr, errstr_size,
+                     "escrow_skus: '%.*s' is not a sku (expected sku[,sku], each 1..%d printable "
+                     "characters without '|', at most %d)",
+                     (int)len, p, HF_SKU_LEN_MAX, HF_ESCROW_SKUS_MAX);
+            return HF_ERR_CONFIG;
+        }
+        snprintf(env->escrow.skus[env->escrow.skus_count++], sizeof env->escrow.skus[0], "%s", sku);
+        p = comma ? comma + 1 : NULL;
+    }
+    return HF_OK;
+}
+
 static int parse_late_policy(const char *name, gw_late_policy_t *out, char *errstr,
                              size_t errstr_size)
 {
@@ -217,9 +241,16 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
                  cfg->reply_topic_prefix);
     env->view_stale_max_ms = cfg->view_stale_max_ms;
     env->reserve_deadline_ms = cfg->reserve_deadline_ms;
+    env->escrow.refill_min_units = cfg->escrow_refill_min_units;
+    env->escrow.refill_max_units = cfg->escrow_refill_max_units;
+    env->escrow.refill_horizon_ms = cfg->escrow_refill_horizon_ms;
+    env->escrow.idle_return_ms = cfg->escrow_idle_return_ms;
+    env->escrow.scarce_units = cfg->escrow_scarce_units;
     err = parse_late_policy(cfg->late_payment_policy, &env->late_policy, errstr, errstr_size);
     if (!err)
         err = gateway_parse_campaigns(cfg->campaign_ttls, env, errstr, errstr_size);
+    if (!err)
+        err = gateway_parse_escrow_skus(cfg->escrow_skus, env, errstr, errstr_size);
     /* The rules between settings (reservation_retention_ms at least
      * idempotency_retention_ms, ...) are config_check's, which main applies. */
     return err;

@@ -55,3 +55,10 @@ bool gw_timer_parse(const char *key, size_t key_len, int64_t *due_ms, char *kind
     ref_out[key_len - 10] = '\0';
     return true;
 }
+
+size_t gw_escrow_key(char *out, const char *warehouse_id, const char *sku)
+{
+    int n = snprintf(out, GW_KEY_MAX, "%c%s|%s", GW_ESCROW_TAG, warehouse_id, sku);
+    hf_assert(n > 0 && n < GW_KEY_MAX);
+    return (size_t)n;
+}

@@ -17,6 +17,7 @@ static const stage_handler_t gateway_handlers[] = {
     {HF_T_REQUESTS, HF_REC_RELEASE, gateway_on_release},
     {HF_T_REQUESTS, HF_REC_EXTEND, gateway_on_extend},
     {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, gateway_on_counter_result},
+    {HF_T_COUNTER_RESULTS, HF_REC_ALLOTMENT_GRANT, gateway_on_allotment_grant},
 };
 
 /* Time between two gateway transactions: the configured floor, and a period

@@ -79,9 +79,10 @@ static int emit_commit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
 int gw_commit_holds(stage_ctx_t *ctx, const hf_reservation_state_t *rs)
 {
     for (int32_t i = 0; i < rs->allocations_count; i++) {
-        if (rs->allocations[i].status != HF_HOLD_REF_HELD)
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (h->status != HF_HOLD_REF_HELD)
             continue;
-        int err = emit_commit_hold(ctx, rs, &rs->allocations[i]);
+        int err = h->escrow ? gw_escrow_sell(ctx, rs, h) : emit_commit_hold(ctx, rs, h);
         if (err)
             return err;
     }
@@ -92,6 +93,15 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, cons
 {
     hf_hold_ref_t *h = &rs->allocations[i];
     hf_assert(h->status == HF_HOLD_REF_HOLD_SENT || h->status == HF_HOLD_REF_HELD);
+    if (h->escrow) { /* no counter hold: the units go back into the allotment */
+        hf_assert(h->status == HF_HOLD_REF_HELD);
+        int err = gw_escrow_give_back(ctx, h);
+        if (err)
+            return err;
+        h->available_seen = 0;
+        h->status = HF_HOLD_REF_RELEASE_SENT;
+        return HF_OK;
+    }
     hf_record_t rec;
     hf_record_reset(&rec, HF_REC_RELEASE_HOLD);
     hf_release_hold_t *c = &rec.u.release_hold;

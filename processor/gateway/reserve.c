@@ -3,11 +3,13 @@
  * that cannot be served REJECTED_INVALID; a new one may be shed (BUSY);
  * otherwise every line is routed, the reservation is recorded PENDING with its
  * absolute expires_at_ms (computed once, here) and the Holds go to the counters.
- * The answer follows when their results are in (counter_result.c, saga.c). */
+ * The answer follows when their results are in (counter_result.c, saga.c), or at
+ * once when this partition's allotments held every line (escrow.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "gateway.h"
+#include "hf_assert.h"
 
 static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r,
                        int64_t hash, hf_reservation_state_t *rs)
@@ -26,6 +28,17 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     rs->created_at_ms = now;
     rs->expires_at_ms = now + ttl_ms;
     rs->hold_deadline_ms = now + ttl_ms * env->hold_max_factor_pct / 100;
+}
+
+/* Every hold of the first round was taken from this partition's allotments
+ * (escrow.c): the saga is settled in the transaction that answers. */
+static int hold_now(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+{
+    gw_saga_end_t end = GW_SAGA_ASKED;
+    char why[HF_TEXT_LEN_MAX + 1];
+    int err = gw_saga_settle(ctx, rs, &end, why, sizeof why);
+    hf_assert(err || end == GW_SAGA_HELD); /* every line held in full */
+    return err ? err : gw_saga_hold(ctx, rs);
 }
 
 int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
@@ -51,6 +64,8 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
         return err;
     switch (end) {
     case GW_SAGA_ASKED:
+        if (gw_all_answered(rs)) /* every hold taken from an allotment: one hop */
+            return hold_now(ctx, rs);
         /* PENDING and not yet answered (reserve_replied false): a retry now
          * gets no second answer (the prologue). */
         return gw_store(ctx, rs);

@@ -46,19 +46,34 @@ static int add_plan(hf_reservation_state_t *rs, const route_plan_t *plan)
     return HF_OK;
 }
 
-/* Emits the Holds of the newest round and arms the lost-result timer. */
-static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gateway_env_t *env)
+/* Emits the Holds of the newest round and arms the lost-result timer. With
+ * escrow, holds of the first round of a reservation's own saga are taken from
+ * this partition's allotments where they fit (escrow.c): HELD at once, no Hold,
+ * and no timer when every one of them was. */
+static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gateway_env_t *env,
+                      bool escrow)
 {
+    bool sent = false;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
-        const hf_hold_ref_t *h = &rs->allocations[i];
+        hf_hold_ref_t *h = &rs->allocations[i];
         if (h->status != HF_HOLD_REF_HOLD_SENT || h->attempt != rs->next_attempt)
             continue;
-        int err = gw_emit_hold(ctx, rs, h);
+        bool taken = false;
+        int err =
+            escrow && gw_escrow_mode(ctx, h->sku) ? gw_escrow_take(ctx, rs, h, &taken) : HF_OK;
+        if (!err && !taken) {
+            err = gw_emit_hold(ctx, rs, h);
+            sent = true;
+        }
         if (err)
             return err;
     }
     rs->next_attempt++;
     rs->result_retries = 0;
+    if (!sent) {
+        rs->result_deadline_ms = 0;
+        return HF_OK;
+    }
     rs->result_deadline_ms = stage_now_ms(ctx) + env->result_timeout_ms;
     return gw_timer_add(ctx, rs->result_deadline_ms, GW_TIMER_PENDING, rs->reservation_id);
 }
@@ -92,7 +107,7 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
             return HF_OK;
         }
     }
-    return send_round(ctx, rs, env);
+    return send_round(ctx, rs, env, !gw_is_rebook(rs));
 }
 
 int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarted)
@@ -108,6 +123,7 @@ int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarte
         again[n] = *h;
         again[n].status = HF_HOLD_REF_HOLD_SENT;
         again[n].attempt = rs->next_attempt;
+        again[n].escrow = false; /* asked of its counter this time */
         again[n++].available_seen = 0;
     }
     for (int32_t l = 0; l < rs->lines_count; l++) { /* do they cover every line exactly? */
@@ -121,7 +137,7 @@ int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarte
     memcpy(rs->allocations, again, sizeof again[0] * (size_t)n);
     rs->allocations_count = n;
     *restarted = true;
-    return send_round(ctx, rs, env);
+    return send_round(ctx, rs, env, false);
 }
 
 /* Drops refused holds (nothing reserved, nothing to release) to make room. */
@@ -241,6 +257,6 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
     rs->reroutes++;
     log_debug("gateway", "%s: re-routing round %d", rs->reservation_id, rs->reroutes);
     *end = GW_SAGA_ASKED;
-    int err = send_round(ctx, rs, env);
+    int err = send_round(ctx, rs, env, false);
     return err ? err : gw_store(ctx, rs);
 }

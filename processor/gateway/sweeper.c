@@ -193,7 +193,10 @@ int gateway_tick(stage_ctx_t *ctx)
             last = due[count - 1];
         fired += count;
     } while (err == HF_OK && count == want && fired < HF_SWEEP_TIMERS_MAX);
-    return err == HF_OK && fired > 0 ? gw_sweep_mark(ctx, last.key, last.len) : err;
+    if (err == HF_OK && fired > 0)
+        err = gw_sweep_mark(ctx, last.key, last.len);
+    /* After the expiries: the units they gave back are in the balances. */
+    return err ? err : gw_escrow_tick(ctx);
 }
 
 /* Restore: the timer index is derived state (stage_put_local), so it is rebuilt

@@ -1,0 +1,318 @@
+/* Escrow at the gateway (docs/ESCROW.md): this partition's allotments of hot
+ * pairs. A Reserve whose hold fits the balance is HELD here, in the transaction
+ * that answers it — one hop instead of three; a release or expiry puts the
+ * units back into the balance; a commit tells the counter of the sale. The
+ * balance is refilled from the counter before it runs out (sized by the rate
+ * the partition takes units at), returned when idle or when the SKU gets
+ * scarce (the counter then serves its last units exactly), and given back when
+ * a stock shortfall recalls it. Both sides count the same allotted once the
+ * records between them are applied; every change happens in the gateway's
+ * transaction, so a crash rolls the allotment back with the holds it served.
+ *
+ * Bottom layer: called by saga.c, gw_emit.c, counter_result.c,
+ * allotment_grant.c and the sweeper; calls only gw_state.c-level functions. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway.h"
+#include "hf_assert.h"
+#include "log.h"
+
+static bool pinned(const gateway_env_t *env, const char *sku)
+{
+    for (size_t i = 0; i < env->escrow.skus_count; i++)
+        if (strcmp(env->escrow.skus[i], sku) == 0)
+            return true;
+    return false;
+}
+
+/* Whether the view says sku is down to its last units (or does not know). */
+static bool scarce(const gateway_env_t *env, const char *sku)
+{
+    hf_availability_t av;
+    int64_t stale_ms = env->staleness_ms ? env->staleness_ms(env->opaque) : -1;
+    if (stale_ms < 0 || stale_ms > env->view_stale_max_ms ||
+        env->availability(env->opaque, sku, &av) != HF_OK)
+        return true; /* no current view: let the counters arbitrate */
+    return av.total <= env->escrow.scarce_units;
+}
+
+bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    return env->escrow.skus_count > 0 && pinned(env, sku) && !scarce(env, sku);
+}
+
+static void check(const hf_escrow_state_t *e)
+{
+    hf_assert(e->allotted >= 0 && e->balance >= 0 && e->balance <= e->allotted);
+    hf_assert(e->asking_qty >= 0 && e->owed_qty >= 0 && e->seq >= 0);
+}
+
+/* *found false: a zero allotment of the pair. */
+static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                hf_escrow_state_t *out, bool *found)
+{
+    char key[GW_KEY_MAX];
+    size_t len = gw_escrow_key(key, warehouse_id, sku);
+    hf_record_t rec;
+    int err = stage_get(ctx, key, len, &rec);
+    *found = err == HF_OK;
+    if (err == HF_ERR_NOTFOUND) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->warehouse_id, sizeof out->warehouse_id, "%s", warehouse_id);
+        snprintf(out->sku, sizeof out->sku, "%s", sku);
+        return HF_OK;
+    }
+    if (err)
+        return err;
+    hf_assert(rec.type == HF_REC_ESCROW_STATE);
+    *out = rec.u.escrow_state;
+    check(out);
+    return HF_OK;
+}
+
+static int store(stage_ctx_t *ctx, hf_escrow_state_t *e)
+{
+    check(e);
+    e->updated_at_ms = stage_now_ms(ctx);
+    char key[GW_KEY_MAX];
+    size_t len = gw_escrow_key(key, e->warehouse_id, e->sku);
+    hf_record_t rec;
+    hf_record_reset(&rec, HF_REC_ESCROW_STATE)->u.escrow_state = *e;
+    return stage_put(ctx, key, len, &rec);
+}
+
+static int emit_command(stage_ctx_t *ctx, const hf_escrow_state_t *e, const hf_record_t *rec)
+{
+    char key[GW_KEY_MAX];
+    int n = snprintf(key, sizeof key, "%s|%s", e->warehouse_id, e->sku);
+    hf_assert(n > 0 && n < (int)sizeof key);
+    return stage_emit(ctx, HF_T_COUNTER_COMMANDS, key, (size_t)n, rec);
+}
+
+/* Gives return_qty of the balance back and asks for want_qty (either may be
+ * 0; both 0 is a balance report). */
+static int request(stage_ctx_t *ctx, hf_escrow_state_t *e, int64_t want_qty, int64_t return_qty)
+{
+    hf_assert(return_qty >= 0 && return_qty <= e->balance && want_qty >= 0);
+    hf_assert(e->holder_key[0]);
+    int64_t now = stage_now_ms(ctx);
+    e->balance -= return_qty;
+    e->allotted -= return_qty;
+    e->seq++;
+    if (want_qty > 0) {
+        e->asking_qty = want_qty;
+        e->asked_at_ms = now;
+    }
+    e->reported_balance = e->balance;
+    e->reported_at_ms = now;
+    hf_record_t rec;
+    hf_allotment_request_t *r =
+        &hf_record_reset(&rec, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
+    snprintf(r->warehouse_id, sizeof r->warehouse_id, "%s", e->warehouse_id);
+    snprintf(r->sku, sizeof r->sku, "%s", e->sku);
+    r->holder_partition = stage_partition(ctx);
+    snprintf(r->holder_key, sizeof r->holder_key, "%s", e->holder_key);
+    r->seq = e->seq;
+    r->want_qty = want_qty;
+    r->return_qty = return_qty;
+    r->balance = e->balance;
+    r->sent_at_ms = now;
+    return emit_command(ctx, e, &rec);
+}
+
+static int request_and_store(stage_ctx_t *ctx, hf_escrow_state_t *e, int64_t want_qty,
+                             int64_t return_qty)
+{
+    int err = request(ctx, e, want_qty, return_qty);
+    return err ? err : store(ctx, e);
+}
+
+/* Units taken per second x 1000, decayed over one second: a steady take of
+ * u units/s settles at u x 1000. */
+static void observe_take(hf_escrow_state_t *e, int64_t qty, int64_t now)
+{
+    double dt_ms = e->last_take_ms > 0 && now > e->last_take_ms ? (double)(now - e->last_take_ms)
+                                                                : 0.0;
+    double rate = (double)e->rate_milli_units_s * exp(-dt_ms / 1000.0) + (double)qty * 1000.0;
+    e->rate_milli_units_s = (int64_t)rate;
+    e->last_take_ms = now;
+}
+
+static int64_t refill_units(const gateway_env_t *env, const hf_escrow_state_t *e)
+{
+    double want =
+        (double)e->rate_milli_units_s / 1000.0 * (double)env->escrow.refill_horizon_ms / 1000.0;
+    int64_t units = (int64_t)ceil(want);
+    if (units < env->escrow.refill_min_units)
+        units = env->escrow.refill_min_units;
+    return units > env->escrow.refill_max_units ? env->escrow.refill_max_units : units;
+}
+
+static bool may_ask(const hf_escrow_state_t *e, int64_t now)
+{
+    return e->owed_qty == 0 &&
+           (e->asking_qty == 0 || now - e->asked_at_ms >= HF_ESCROW_ASK_TIMEOUT_MS);
+}
+
+int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_ref_t *h,
+                   bool *taken)
+{
+    hf_assert(h->status == HF_HOLD_REF_HOLD_SENT && !h->escrow);
+    const gateway_env_t *env = gateway_env(ctx);
+    *taken = false;
+    hf_escrow_state_t e;
+    bool found = false;
+    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    if (err)
+        return err;
+    int64_t now = stage_now_ms(ctx);
+    if (!e.holder_key[0]) /* a reservation of this partition: grants come back here */
+        snprintf(e.holder_key, sizeof e.holder_key, "%s", rs->reservation_id);
+    if (e.balance >= h->qty && e.owed_qty == 0) {
+        e.balance -= h->qty;
+        h->status = HF_HOLD_REF_HELD;
+        h->escrow = true;
+        h->available_seen = e.balance;
+        *taken = true;
+    }
+    observe_take(&e, h->qty, now);
+    int64_t refill = refill_units(env, &e);
+    if (refill < h->qty)
+        refill = h->qty;
+    if (e.balance < (refill + 1) / 2 && may_ask(&e, now))
+        return request_and_store(ctx, &e, refill, 0);
+    return store(ctx, &e);
+}
+
+int gw_escrow_give_back(stage_ctx_t *ctx, const hf_hold_ref_t *h)
+{
+    hf_assert(h->escrow);
+    hf_escrow_state_t e;
+    bool found = false;
+    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    if (err)
+        return err;
+    hf_assert(found && e.balance + h->qty <= e.allotted);
+    e.balance += h->qty;
+    if (e.owed_qty == 0)
+        return store(ctx, &e);
+    /* A recall is owed: the units go to the counter. */
+    int64_t x = e.owed_qty < e.balance ? e.owed_qty : e.balance;
+    e.owed_qty -= x;
+    return request_and_store(ctx, &e, 0, x);
+}
+
+int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_hold_ref_t *h)
+{
+    hf_assert(h->escrow && h->status == HF_HOLD_REF_HELD);
+    hf_escrow_state_t e;
+    bool found = false;
+    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    if (err)
+        return err;
+    hf_assert(found && h->qty <= e.allotted - e.balance);
+    e.allotted -= h->qty;
+    e.reported_balance = e.balance;
+    e.reported_at_ms = stage_now_ms(ctx);
+    hf_record_t rec;
+    hf_allotment_sale_t *s = &hf_record_reset(&rec, HF_REC_ALLOTMENT_SALE)->u.allotment_sale;
+    snprintf(s->warehouse_id, sizeof s->warehouse_id, "%s", h->warehouse_id);
+    snprintf(s->sku, sizeof s->sku, "%s", h->sku);
+    s->holder_partition = stage_partition(ctx);
+    snprintf(s->reservation_id, sizeof s->reservation_id, "%s", rs->reservation_id);
+    s->attempt = h->attempt;
+    s->qty = h->qty;
+    s->balance = e.balance;
+    s->sold_at_ms = e.reported_at_ms;
+    err = emit_command(ctx, &e, &rec);
+    return err ? err : store(ctx, &e);
+}
+
+int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h)
+{
+    hf_assert(h->escrow);
+    hf_escrow_state_t e;
+    bool found = false;
+    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    if (err)
+        return err;
+    e.allotted += h->qty; /* the counter kept them allotted */
+    return store(ctx, &e);
+}
+
+int gw_escrow_apply_grant(stage_ctx_t *ctx, const hf_allotment_grant_t *g)
+{
+    hf_escrow_state_t e;
+    bool found = false;
+    int err = load(ctx, g->warehouse_id, g->sku, &e, &found);
+    if (err)
+        return err;
+    if (!found)
+        log_warn("gateway", "allotment grant for %s|%s, which this partition never asked for",
+                 g->warehouse_id, g->sku);
+    e.allotted += g->granted_qty;
+    e.balance += g->granted_qty;
+    if (g->seq != 0 && g->seq == e.seq)
+        e.asking_qty = 0;
+    if (g->recall_qty == 0)
+        return store(ctx, &e);
+    int64_t x = g->recall_qty < e.balance ? g->recall_qty : e.balance;
+    e.owed_qty += g->recall_qty - x;
+    log_warn("gateway", "%s|%s: counter recalls %lld units of the allotment: %lld returned now, "
+             "%lld when their holds end", g->warehouse_id, g->sku, (long long)g->recall_qty,
+             (long long)x, (long long)(g->recall_qty - x));
+    if (!e.holder_key[0])
+        return store(ctx, &e); /* nothing was ever asked: nothing to give */
+    return request_and_store(ctx, &e, 0, x);
+}
+
+/* What the tick does with one allotment: returns a balance that sat idle, that
+ * a scarce or no-longer-escrow SKU should not keep, or that a recall is owed;
+ * reports a changed balance (the sellable stock the view shows). */
+static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_t *e, int64_t now)
+{
+    int64_t give = 0;
+    if (e->owed_qty > 0) {
+        give = e->owed_qty < e->balance ? e->owed_qty : e->balance;
+        e->owed_qty -= give;
+    } else if (e->balance > 0 && (now - e->last_take_ms >= env->escrow.idle_return_ms ||
+                                  !gw_escrow_mode(ctx, e->sku))) {
+        give = e->balance;
+    }
+    bool report = e->balance != e->reported_balance;
+    if ((give == 0 && !report) || !e->holder_key[0])
+        return HF_OK;
+    return request_and_store(ctx, e, 0, give);
+}
+
+int gw_escrow_tick(stage_ctx_t *ctx)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    if (env->escrow.skus_count == 0)
+        return HF_OK;
+    static _Thread_local hf_escrow_state_t all[HF_ESCROW_TICK_ALLOTMENTS_MAX];
+    size_t n = 0;
+    char prefix[1] = {GW_ESCROW_TAG};
+    state_iter_t *it = stage_iter(ctx, prefix, 1, false);
+    if (!it)
+        return HF_ERR_NOMEM;
+    const void *k, *v;
+    size_t klen, vlen;
+    int err = HF_OK;
+    /* Read first, write after: a batch iterator must not see its own writes. */
+    while (err == HF_OK && n < HF_ESCROW_TICK_ALLOTMENTS_MAX &&
+           state_iter_next(it, &k, &klen, &v, &vlen)) {
+        hf_record_t rec;
+        err = stage_get(ctx, k, klen, &rec);
+        if (err == HF_OK && rec.type == HF_REC_ESCROW_STATE)
+            all[n++] = rec.u.escrow_state;
+    }
+    state_iter_destroy(it);
+    int64_t now = stage_now_ms(ctx);
+    for (size_t i = 0; err == HF_OK && i < n; i++)
+        err = tick_one(ctx, env, &all[i], now);
+    return err;
+}
