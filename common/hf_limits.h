@@ -62,38 +62,41 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 
 /* Gateway saga. A reservation re-routes its missing quantity at most this many
  * times before it releases everything and rejects: each round costs two hops. */
-#define HF_REROUTES_MAX               3
+#define HF_REROUTES_MAX                 3
 /* Unanswered holds are asked again (same attempt: the counter dedups) at most
  * this many times before the reservation gives up and rolls back. */
-#define HF_RESULT_RETRIES_MAX         5
+#define HF_RESULT_RETRIES_MAX           5
 /* The gateway waits result_timeout_ms x (1 + 2 + ... + (1 + HF_RESULT_RETRIES_MAX))
  * for a Hold's result before rolling back: this factor times the timeout. */
-#define HF_RESULT_WAIT_FACTOR         ((1 + HF_RESULT_RETRIES_MAX) * (2 + HF_RESULT_RETRIES_MAX) / 2)
+#define HF_RESULT_WAIT_FACTOR           ((1 + HF_RESULT_RETRIES_MAX) * (2 + HF_RESULT_RETRIES_MAX) / 2)
 /* Timers one sweep of one partition fires; the rest wait for the next tick. */
-#define HF_SWEEP_TIMERS_MAX           2000
+#define HF_SWEEP_TIMERS_MAX             2000
 /* Counter hold retention sweep (counter_sweep.c): hold records examined per
  * partition per tick (once a second) — the first pass, then at least, at most —
  * and how long a settled hold is kept by default (1 h: long past any re-send). */
-#define HF_HOLD_SWEEP_FIRST_PASS      256
-#define HF_HOLD_SWEEP_SCAN_MIN        64
-#define HF_HOLD_SWEEP_SCAN_MAX        16384
-#define HF_HOLD_SWEEP_PASSES          4 /* per retention: a hold lives <= 1.25 x retention */
-#define HF_HOLD_RETENTION_DEFAULT_MS  (3600 * 1000)
+#define HF_HOLD_SWEEP_FIRST_PASS        256
+#define HF_HOLD_SWEEP_SCAN_MIN          64
+#define HF_HOLD_SWEEP_SCAN_MAX          16384
+#define HF_HOLD_SWEEP_PASSES            4 /* per retention: a hold lives <= 1.25 x retention */
+#define HF_HOLD_RETENTION_DEFAULT_MS    (3600 * 1000)
 /* Campaigns with their own TTL in the configuration. */
-#define HF_CAMPAIGNS_MAX              32
+#define HF_CAMPAIGNS_MAX                32
 /* SKUs escrow_skus may pin to escrow (docs/ESCROW.md): a flash sale's doorbusters. */
-#define HF_ESCROW_SKUS_MAX            64
+#define HF_ESCROW_SKUS_MAX              64
 /* Allotments one gateway tick looks at (idle returns, recalls owed, balance
  * reports); an allotment exists only for a pair served in escrow. */
-#define HF_ESCROW_TICK_ALLOTMENTS_MAX 512
+#define HF_ESCROW_TICK_ALLOTMENTS_MAX   512
 /* An AllotmentRequest unanswered this long no longer blocks the next one (a
  * dead-lettered request is never answered); a late answer still counts. */
-#define HF_ESCROW_ASK_TIMEOUT_MS      5000
+#define HF_ESCROW_ASK_TIMEOUT_MS        5000
+/* A counter asks one holder for its unheld balance (for a starving holder) at
+ * most this often: a burst of refusals must not become a burst of recalls. */
+#define HF_ESCROW_REBALANCE_INTERVAL_MS 250
 /* TTL bounds a request may ask for. */
-#define HF_TTL_MIN_MS                 1000LL
-#define HF_TTL_MAX_MS                 (24LL * 3600 * 1000)
+#define HF_TTL_MIN_MS                   1000LL
+#define HF_TTL_MAX_MS                   (24LL * 3600 * 1000)
 /* Warehouses file size (JSON) the router loads. */
-#define HF_WAREHOUSES_FILE_BYTES_MAX  (1 << 20)
+#define HF_WAREHOUSES_FILE_BYTES_MAX    (1 << 20)
 
 /* Kafka client properties (kafka_props.c): a properties file holds security
  * settings and a little tuning, tens of lines; a value is at most a path, a

@@ -417,6 +417,7 @@ typedef struct {
     int64_t seq; /* the request answered; 0: a recall */
     int64_t granted_qty;
     int64_t recall_qty;
+    bool shortfall; /* recall_qty owed in full (a shortfall), or only the unheld balance */
     int64_t allotted;
     int64_t available;
     int64_t applied_at_ms;
@@ -442,6 +443,7 @@ typedef struct {
     int64_t recalling;
     int64_t reported_balance;
     int64_t answered_seq;
+    int64_t rebalance_asked_at_ms;
     int64_t granted_total;
     int64_t returned_total;
     int64_t sold_total;

@@ -67,7 +67,7 @@ int counter_store_allotment(stage_ctx_t *ctx, const char *warehouse_id, const ch
 
 int counter_emit_grant(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
                        const hf_allotment_state_t *a, int64_t seq, int64_t granted_qty,
-                       int64_t recall_qty, const hf_counter_state_t *c)
+                       int64_t recall_qty, bool shortfall, const hf_counter_state_t *c)
 {
     hf_assert(a->holder_key[0]);
     hf_record_t rec;
@@ -78,6 +78,7 @@ int counter_emit_grant(stage_ctx_t *ctx, const char *warehouse_id, const char *s
     g->seq = seq;
     g->granted_qty = granted_qty;
     g->recall_qty = recall_qty;
+    g->shortfall = shortfall;
     g->allotted = a->allotted;
     g->available = counter_available_reported(c);
     g->applied_at_ms = stage_now_ms(ctx);
@@ -134,7 +135,30 @@ int counter_recall(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
                  warehouse_id, sku, (long long)x, a->holder_partition, (long long)a->allotted);
         err = counter_store_allotment(ctx, warehouse_id, sku, a, a->reported_balance, c);
         if (!err)
-            err = counter_emit_grant(ctx, warehouse_id, sku, a, 0, 0, x, c);
+            err = counter_emit_grant(ctx, warehouse_id, sku, a, 0, 0, x, true, c);
+    }
+    return err;
+}
+
+int counter_rebalance(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                      hf_counter_state_t *c, int32_t except_holder)
+{
+    if (c->escrow_balance <= 0)
+        return HF_OK;
+    static _Thread_local hf_allotment_state_t all[HF_PARTITIONS_MAX];
+    size_t n = 0;
+    int err = read_allotments(ctx, warehouse_id, sku, all, &n);
+    int64_t now = stage_now_ms(ctx);
+    for (size_t i = 0; err == HF_OK && i < n; i++) {
+        hf_allotment_state_t *a = &all[i];
+        if (a->holder_partition == except_holder || a->reported_balance <= 0 ||
+            now - a->rebalance_asked_at_ms < HF_ESCROW_REBALANCE_INTERVAL_MS)
+            continue;
+        a->rebalance_asked_at_ms = now;
+        err = counter_store_allotment(ctx, warehouse_id, sku, a, a->reported_balance, c);
+        if (!err)
+            err =
+                counter_emit_grant(ctx, warehouse_id, sku, a, 0, 0, a->reported_balance, false, c);
     }
     return err;
 }

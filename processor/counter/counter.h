@@ -92,12 +92,19 @@ int counter_store_allotment(stage_ctx_t *ctx, const char *warehouse_id, const ch
 /* Emits an AllotmentGrant to a's holder (keyed by its holder_key). */
 int counter_emit_grant(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
                        const hf_allotment_state_t *a, int64_t seq, int64_t granted_qty,
-                       int64_t recall_qty, const hf_counter_state_t *c) HF_MUST_CHECK;
+                       int64_t recall_qty, bool shortfall,
+                       const hf_counter_state_t *c) HF_MUST_CHECK;
 /* Recalls up to qty units from the pair's allotments (a stock shortfall):
  * marks them recalling in the allotments and c, and asks each holder back.
  * *recalled says how many. */
 int counter_recall(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
                    hf_counter_state_t *c, int64_t qty, int64_t *recalled) HF_MUST_CHECK;
+/* Free stock ran out while holders other than except_holder (-1: none) report
+ * unheld balances: asks each of them (at most every
+ * HF_ESCROW_REBALANCE_INTERVAL_MS) to give its balance back, so the units go
+ * where shoppers are instead of sitting idle. Nothing is owed. */
+int counter_rebalance(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
+                      hf_counter_state_t *c, int32_t except_holder) HF_MUST_CHECK;
 /* The share of free stock one grant may take (escrow_grant_share_pct). */
 int counter_grant_share_pct(stage_ctx_t *ctx);
 

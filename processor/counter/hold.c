@@ -61,6 +61,10 @@ int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec)
     } else {
         hs.status = HF_HOLD_REFUSED;
         hs.hold_outcome = HF_OUTCOME_INSUFFICIENT;
+        /* Escrow: units idle in allotments go back to free stock, for the next. */
+        err = counter_rebalance(ctx, h->warehouse_id, h->sku, &c, -1);
+        if (err)
+            return err;
     }
     hs.available_at_result = counter_available_reported(&c);
     err = counter_store_hold(ctx, hkey, hkey_len, &hs);

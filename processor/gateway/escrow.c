@@ -51,8 +51,8 @@ static void check(const hf_escrow_state_t *e)
 }
 
 /* *found false: a zero allotment of the pair. */
-static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
-                hf_escrow_state_t *out, bool *found)
+static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku, hf_escrow_state_t *out,
+                bool *found)
 {
     char key[GW_KEY_MAX];
     size_t len = gw_escrow_key(key, warehouse_id, sku);
@@ -134,8 +134,8 @@ static int request_and_store(stage_ctx_t *ctx, hf_escrow_state_t *e, int64_t wan
  * u units/s settles at u x 1000. */
 static void observe_take(hf_escrow_state_t *e, int64_t qty, int64_t now)
 {
-    double dt_ms = e->last_take_ms > 0 && now > e->last_take_ms ? (double)(now - e->last_take_ms)
-                                                                : 0.0;
+    double dt_ms =
+        e->last_take_ms > 0 && now > e->last_take_ms ? (double)(now - e->last_take_ms) : 0.0;
     double rate = (double)e->rate_milli_units_s * exp(-dt_ms / 1000.0) + (double)qty * 1000.0;
     e->rate_milli_units_s = (int64_t)rate;
     e->last_take_ms = now;
@@ -260,10 +260,16 @@ int gw_escrow_apply_grant(stage_ctx_t *ctx, const hf_allotment_grant_t *g)
     if (g->recall_qty == 0)
         return store(ctx, &e);
     int64_t x = g->recall_qty < e.balance ? g->recall_qty : e.balance;
-    e.owed_qty += g->recall_qty - x;
-    log_warn("gateway", "%s|%s: counter recalls %lld units of the allotment: %lld returned now, "
-             "%lld when their holds end", g->warehouse_id, g->sku, (long long)g->recall_qty,
-             (long long)x, (long long)(g->recall_qty - x));
+    if (g->shortfall) {
+        e.owed_qty += g->recall_qty - x;
+        log_warn("gateway",
+                 "%s|%s: a stock shortfall recalls %lld units of the allotment: %lld returned "
+                 "now, %lld when their holds end",
+                 g->warehouse_id, g->sku, (long long)g->recall_qty, (long long)x,
+                 (long long)(g->recall_qty - x));
+    }
+    if (x == 0)
+        return store(ctx, &e);
     if (!e.holder_key[0])
         return store(ctx, &e); /* nothing was ever asked: nothing to give */
     return request_and_store(ctx, &e, 0, x);

@@ -66,10 +66,10 @@ static const struct {
 };
 
 static const ref_fp_t schema_fps[] = {
-    {"AllotmentGrant", 0xd226216ec7a058beULL},
+    {"AllotmentGrant", 0xf4caea60916caf25ULL},
     {"AllotmentRequest", 0x2bd55b6af6b28425ULL},
     {"AllotmentSale", 0x39b58e54972375a7ULL},
-    {"AllotmentState", 0x61b41bbbeaa17cf5ULL},
+    {"AllotmentState", 0x8279bc20428009c0ULL},
     {"Availability", 0x038ff709140fe52fULL},
     {"Commit", 0x196d6433575f64adULL},
     {"CommitHold", 0xbcd607f8d824ad52ULL},
