@@ -66,7 +66,6 @@ typedef struct hf_config {
     int reserve_deadline_ms; /* a Reserve older than this, or behind a counter hop this slow, is answered BUSY; 0 off */
     /* Escrow (docs/ESCROW.md): hot SKUs served from allotments in one hop. */
     char escrow_skus[HF_CONFIG_STR_MAX]; /* "sku,sku": always escrow (a campaign's pin) */
-    int escrow_auto_reserves_s;    /* a partition's reserves/s of a sku that switch it on; 0 off */
     int escrow_refill_min_units;   /* smallest refill asked for */
     int escrow_refill_max_units;   /* largest refill asked for */
     int escrow_refill_horizon_ms;  /* a refill covers this long at the partition's rate */

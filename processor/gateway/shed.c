@@ -3,7 +3,8 @@
  * the reserves in the same partitions. So a Reserve that arrives past its
  * deadline, or while the counter hop is slower than that deadline, is answered
  * BUSY at once (one reply, no state, no counter round trip) and the backlog
- * drains. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
+ * drains. A slow counter hop does not shed reserves of SKUs served in escrow
+ * (escrow.c): they are answered from this partition's allotments. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -60,6 +61,12 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
                  (long long)waited_ms, (long long)env->reserve_deadline_ms);
         return why;
     }
+    /* A reserve this partition's allotments serve does not wait for the counters. */
+    bool escrow = true;
+    for (int32_t i = 0; escrow && i < r->lines_count; i++)
+        escrow = gw_escrow_mode(ctx, r->lines[i].sku);
+    if (escrow)
+        return NULL;
     const shed_hop_t *h = &hops[stage_partition(ctx)];
     if (now - h->at_ms <= GW_SHED_OBSERVATION_MS && h->lag_ms > env->reserve_deadline_ms) {
         snprintf(why, why_size,
