@@ -43,7 +43,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
-        bench-pipeline test-bench-pipeline help
+        bench-pipeline bench-hot test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -183,6 +183,17 @@ $(BUILD)/pipeline-topics: $(BUILD)/obj/tests/bench/pipeline_topics.o $(BUILD)/li
 	$(CC) -o $@ $^ $(PKG_LIBS)
 bench-pipeline: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/pipeline.py
+
+# One hot pair (BENCH_HOT_WAREHOUSES=5: one SKU over 5 warehouses), direct against
+# escrow side by side in one run: the same build, escrow_skus set for "escrow" only
+# (docs/ESCROW.md). Env as bench-pipeline's; BENCH_RATES defaults to a hot ladder.
+.PHONY: bench-hot
+bench-hot: deps-check release $(BUILD)/pipeline-topics
+	@BENCH_SKUS=1 BENCH_PER_SKU=$${BENCH_HOT_WAREHOUSES:-1} BENCH_STOCK=$${BENCH_STOCK:-1000000} \
+	  BENCH_RATES="$${BENCH_RATES:-500 1000 2000 4000 8000}" BENCH_OVERLOAD_SECONDS=$${BENCH_OVERLOAD_SECONDS:-0} \
+	  BENCH_BUILDS="direct=$(BUILD)/holdfast escrow=$(BUILD)/holdfast" \
+	  BENCH_BUILD_CONFIG='{"escrow": {"escrow_skus": "SKU-00000"}}' \
+	  python3 tests/bench/pipeline.py
 
 # The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py):
 # BENCH_HTTP_RATES (default "500 2000"), BENCH_SECONDS. Needs the broker and wrk.

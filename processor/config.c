@@ -48,7 +48,7 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
     cfg->escrow_refill_min_units = 10;
-    cfg->escrow_refill_max_units = 200;
+    cfg->escrow_refill_max_units = 2000;
     cfg->escrow_refill_horizon_ms = 1000;
     cfg->escrow_idle_return_ms = 5000;
     cfg->escrow_scarce_units = 20;

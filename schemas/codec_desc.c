@@ -400,6 +400,7 @@ static const codec_field_t escrow_state_fields[] = {
     F_LONG(hf_escrow_state_t, allotted),
     F_LONG(hf_escrow_state_t, balance),
     F_LONG(hf_escrow_state_t, seq),
+    F_LONG(hf_escrow_state_t, asking_seq),
     F_LONG(hf_escrow_state_t, asking_qty),
     F_LONG(hf_escrow_state_t, asked_at_ms),
     F_LONG(hf_escrow_state_t, owed_qty),

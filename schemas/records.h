@@ -458,6 +458,7 @@ typedef struct {
     int64_t allotted;
     int64_t balance;
     int64_t seq;
+    int64_t asking_seq;
     int64_t asking_qty;
     int64_t asked_at_ms;
     int64_t owed_qty;

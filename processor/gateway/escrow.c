@@ -12,12 +12,21 @@
  * Bottom layer: called by saga.c, gw_emit.c, counter_result.c,
  * allotment_grant.c and the sweeper; calls only gw_state.c-level functions. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gateway.h"
 #include "hf_assert.h"
 #include "log.h"
+
+static void count(stage_ctx_t *ctx, size_t offset, uint64_t n)
+{
+    gw_escrow_stats_t *st = gateway_env(ctx)->escrow.stats;
+    if (st && n > 0)
+        atomic_fetch_add((atomic_uint_fast64_t *)(void *)((char *)st + offset), n);
+}
+#define COUNT(ctx, field, n) count((ctx), offsetof(gw_escrow_stats_t, field), (uint64_t)(n))
 
 static bool pinned(const gateway_env_t *env, const char *sku)
 {
@@ -102,7 +111,10 @@ static int request(stage_ctx_t *ctx, hf_escrow_state_t *e, int64_t want_qty, int
     e->balance -= return_qty;
     e->allotted -= return_qty;
     e->seq++;
+    COUNT(ctx, returned, return_qty);
+    COUNT(ctx, asked, want_qty > 0);
     if (want_qty > 0) {
+        e->asking_seq = e->seq;
         e->asking_qty = want_qty;
         e->asked_at_ms = now;
     }
@@ -178,6 +190,8 @@ int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_r
         h->available_seen = e.balance;
         *taken = true;
     }
+    COUNT(ctx, taken, *taken);
+    COUNT(ctx, missed, !*taken);
     observe_take(&e, h->qty, now);
     int64_t refill = refill_units(env, &e);
     if (refill < h->qty)
@@ -255,7 +269,8 @@ int gw_escrow_apply_grant(stage_ctx_t *ctx, const hf_allotment_grant_t *g)
                  g->warehouse_id, g->sku);
     e.allotted += g->granted_qty;
     e.balance += g->granted_qty;
-    if (g->seq != 0 && g->seq == e.seq)
+    COUNT(ctx, granted, g->granted_qty);
+    if (g->seq != 0 && g->seq >= e.asking_seq) /* the refill in flight is answered */
         e.asking_qty = 0;
     if (g->recall_qty == 0)
         return store(ctx, &e);

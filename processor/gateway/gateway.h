@@ -74,6 +74,16 @@ typedef struct {
     atomic_int_fast64_t fired_max_ms; /* the largest due time a cursor of this run named */
 } gw_sweep_t;
 
+/* Escrow counters for /metrics (escrow.c), shared by the tasks, atomics only;
+ * counted as applied, so a transaction that aborts may have counted too. */
+typedef struct {
+    atomic_uint_fast64_t taken;    /* holds taken from an allotment (one hop) */
+    atomic_uint_fast64_t missed;   /* holds of an escrow sku the balance could not cover */
+    atomic_uint_fast64_t asked;    /* refills asked for */
+    atomic_uint_fast64_t granted;  /* units granted */
+    atomic_uint_fast64_t returned; /* units given back */
+} gw_escrow_stats_t;
+
 /* What the gateway needs from the outside world: built once per process by the
  * stage's init (gateway_env_new, in main before any task starts), or filled by
  * a unit test and handed to the fake stage. Read-only once built, but for what
@@ -113,7 +123,8 @@ typedef struct {
         size_t skus_count;
         int64_t refill_min_units, refill_max_units, refill_horizon_ms;
         int64_t idle_return_ms;
-        int64_t scarce_units; /* at or under this many sellable units: direct */
+        int64_t scarce_units;     /* at or under this many sellable units: direct */
+        gw_escrow_stats_t *stats; /* NULL: not counted */
     } escrow;
 } gateway_env_t;
 

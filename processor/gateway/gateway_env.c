@@ -6,6 +6,7 @@
  * the process then shares it through its context (gateway_env). Unit tests
  * fill a gateway_env_t themselves and hand it to the fake stage. */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ typedef struct {
 typedef struct {
     gateway_env_t env; /* first: gateway_env_new hands out &world->env */
     gw_sweep_t sweep;
+    gw_escrow_stats_t escrow_stats;
     view_t *view;
     reply_topics_t topics;
     bool topics_mu_ready;
@@ -256,6 +258,11 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     return err;
 }
 
+static double read_escrow_stat(void *counter)
+{
+    return (double)atomic_load((atomic_uint_fast64_t *)counter);
+}
+
 /* The reply-topic reader and the routing view, caught up (or given up on after
  * GW_VIEW_READY_WAIT_MS: routing degrades until it is). */
 static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size_t errstr_size)
@@ -277,6 +284,26 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
     metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
                   w->view);
     metrics_ready_check(ready_view, w);
+    w->env.escrow.stats = &w->escrow_stats;
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } escrow_metrics[] = {
+        {"holdfast_escrow_holds_taken_total", "Holds taken from an allotment (answered in one hop)",
+         offsetof(gw_escrow_stats_t, taken)},
+        {"holdfast_escrow_holds_missed_total",
+         "Holds of an escrow SKU its allotment could not cover (asked of the counter)",
+         offsetof(gw_escrow_stats_t, missed)},
+        {"holdfast_escrow_refills_asked_total", "Allotment refills asked for",
+         offsetof(gw_escrow_stats_t, asked)},
+        {"holdfast_escrow_units_granted_total", "Units granted to this process's allotments",
+         offsetof(gw_escrow_stats_t, granted)},
+        {"holdfast_escrow_units_returned_total", "Units this process's allotments gave back",
+         offsetof(gw_escrow_stats_t, returned)},
+    };
+    for (size_t i = 0; i < sizeof escrow_metrics / sizeof escrow_metrics[0]; i++)
+        metrics_counter_read(escrow_metrics[i].name, escrow_metrics[i].help, read_escrow_stat,
+                             (char *)&w->escrow_stats + escrow_metrics[i].offset);
     w->env.availability = view_availability;
     w->env.staleness_ms = view_staleness;
     w->env.opaque = w->view;

@@ -23,7 +23,9 @@ Env (defaults): BENCH_RATES "1000 2000 3000 5000 8000", BENCH_SECONDS 15, BENCH_
 10000, BENCH_PER_SKU 5, BENCH_STOCK 100000, BENCH_BUILDS "current=build/holdfast",
 BENCH_ROUNDS 1, BENCH_KEEP_TOPICS 0, BENCH_LADDER_STOP 1 (a build stops climbing after
 two unsustained rates in a row, the ladder once every build has), BENCH_OVERLOAD_SECONDS 20 (0: none), BENCH_CEILING_SECONDS 15 (0:
-none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_HFBENCH_ARGS (extra
+none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_BUILD_CONFIG (JSON
+{build name: config merged over that, for that build only: the same binary run as two
+"builds" with different settings, as make bench-hot does), BENCH_HFBENCH_ARGS (extra
 hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_OUT build/bench, BENCH_KAFKA_LIBS
 (the broker's classpath by default), BENCH_QUICK=1 (the CI form: one rate of 200/s for
 5 s over 1,000 SKUs, 5 s overload and ceiling). HOLDFAST_BOOTSTRAP as everywhere."""
@@ -77,6 +79,7 @@ OVERLOAD_S = env_int("BENCH_OVERLOAD_SECONDS", 5 if QUICK else 20)
 CEILING_S = env_int("BENCH_CEILING_SECONDS", 5 if QUICK else 15)
 IDLE_TIMEOUT_S = env_int("BENCH_IDLE_TIMEOUT_S", 300)
 EXTRA_CONFIG = json.loads(env("BENCH_CONFIG", "{}"))
+BUILD_CONFIG = json.loads(env("BENCH_BUILD_CONFIG", "{}"))
 HFBENCH_ARGS = shlex.split(env("BENCH_HFBENCH_ARGS", ""))
 OUT_DIR = env("BENCH_OUT", "build/bench")
 HFBENCH = "build/hfbench"  # one driver for every build: same load, same measurement
@@ -462,6 +465,7 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
             "HOLDFAST_BOOTSTRAP": BOOTSTRAP}
     port = free_port()
     config = dict({"metrics_port": port}, **EXTRA_CONFIG)
+    config.update(BUILD_CONFIG.get(build["name"], {}))
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(config, f)
     run = {"build": build["name"], "rate": rate, "seconds": seconds, "kind": kind, "round": rnd,
@@ -747,8 +751,9 @@ def print_table(conditions, rows, ceil, out):
     w(f"broker: Kafka {c['broker']['version']}, heap {c['broker']['heap']}, "
       f"{c['broker']['gc']}; {BOOTSTRAP}\n")
     for b in c["builds"]:
+        extra = f"; its own config {json.dumps(b['config'])}" if b.get("config") else ""
         w(f"build {b['name']}: {b['holdfast']} ({b['commit']}), topics {b['topics_file']}: "
-          f"{b['partitions']}\n")
+          f"{b['partitions']}{extra}\n")
     w(f"holdfast config: {json.dumps(c['holdfast_config'])}; catalog {SKUS} SKUs x {PER_SKU} "
       f"warehouses, stock {STOCK}; {SECONDS} s per rate, {ROUNDS} round(s), medians\n")
     w("latencies in ms from intended send time (p50/p99/p999); cores over the middle half "
@@ -874,6 +879,7 @@ def conditions(builds, broker):
     busy = [f"{comm}({pid}) {c:.2f}" for c, pid, comm in reversed(busy) if c >= 0.02][:6]
     for bl in builds:
         bl["partitions"] = partitions_of(bl["topics_file"])
+        bl["config"] = BUILD_CONFIG.get(bl["name"], {})
     return {"cores": os.cpu_count(), "cpu_model": model, "broker": broker,
             "before_runs_busy": ", ".join(busy), "builds": builds,
             "holdfast_config": dict({"metrics_port": "(free port)"}, **EXTRA_CONFIG),

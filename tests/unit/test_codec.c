@@ -76,7 +76,7 @@ static const ref_fp_t schema_fps[] = {
     {"CounterResult", 0xa765a71b04c5948cULL},
     {"CounterState", 0x8bd4529e2f907cc2ULL},
     {"DeadLetter", 0x3be022772e3486ceULL},
-    {"EscrowState", 0x5e408562e78ea040ULL},
+    {"EscrowState", 0x4ba5ff45f339e924ULL},
     {"Extend", 0x34572e46f905c65eULL},
     {"Hold", 0x54109c34235f8edaULL},
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
