@@ -253,7 +253,10 @@ int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h)
     int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
     if (err)
         return err;
-    e.allotted += h->qty; /* the counter kept them allotted */
+    /* The counter kept them allotted, under a recall: they go back to it as
+     * the hold is released. */
+    e.allotted += h->qty;
+    e.owed_qty += h->qty;
     return store(ctx, &e);
 }
 
@@ -276,12 +279,18 @@ int gw_escrow_apply_grant(stage_ctx_t *ctx, const hf_allotment_grant_t *g)
         return store(ctx, &e);
     int64_t x = g->recall_qty < e.balance ? g->recall_qty : e.balance;
     if (g->shortfall) {
-        e.owed_qty += g->recall_qty - x;
+        /* Owed: what the held units can still pay. The counter may have
+         * counted units this partition already returned or sold (records in
+         * flight): those settle its recall on their own when they arrive (a
+         * return) or come back through gw_escrow_unsell (a refused sale). */
+        int64_t held = e.allotted - e.balance;
+        int64_t owed = e.owed_qty + g->recall_qty - x;
+        e.owed_qty = owed < held ? owed : held;
         log_warn("gateway",
                  "%s|%s: a stock shortfall recalls %lld units of the allotment: %lld returned "
-                 "now, %lld when their holds end",
+                 "now, %lld as their holds end",
                  g->warehouse_id, g->sku, (long long)g->recall_qty, (long long)x,
-                 (long long)(g->recall_qty - x));
+                 (long long)e.owed_qty);
     }
     if (x == 0)
         return store(ctx, &e);
@@ -311,9 +320,8 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
 
 int gw_escrow_tick(stage_ctx_t *ctx)
 {
+    /* Also with escrow off: allotments of an earlier run are given back. */
     const gateway_env_t *env = gateway_env(ctx);
-    if (env->escrow.skus_count == 0)
-        return HF_OK;
     static _Thread_local hf_escrow_state_t all[HF_ESCROW_TICK_ALLOTMENTS_MAX];
     size_t n = 0;
     char prefix[1] = {GW_ESCROW_TAG};
