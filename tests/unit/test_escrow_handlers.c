@@ -686,6 +686,105 @@ static void test_non_pinned_sku_never_touches_escrow(void **state)
     assert_false(load_rs(fx, rid).allocations[0].escrow);
 }
 
+/* A report the tick sends while a refill is asked for moves seq on; the grant
+ * that answers the ask (its seq) must still end the ask, or the partition
+ * cannot ask again for HF_ESCROW_ASK_TIMEOUT_MS and serves direct meanwhile. */
+static void test_grant_answers_ask_after_a_report(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.escrow.idle_return_ms = 2 * TTL_MS;
+    allotment_t a = with_allotment(fx, 10);
+    fx->now_ms += 250;
+    tick(fx); /* reports the granted 10 */
+    char r1[32], r2[32], r3[32];
+    rid_in(r1, sizeof r1, a.p, 1);
+    rid_in(r2, sizeof r2, a.p, 2);
+    rid_in(r3, sizeof r3, a.p, 3);
+    size_t from = fx->emits_count;
+    reserve(fx, r1, HOT, 6); /* balance 4: under the low watermark, asks */
+    const hf_allotment_request_t *q =
+        &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
+    int64_t ask_seq = q->seq;
+    assert_true(q->want_qty > 0);
+    reserve(fx, r2, HOT, 1); /* balance 3 */
+    fx->now_ms += 250;
+    tick(fx); /* reports balance 3 before the grant is back */
+    assert_true(escrow_of(fx, a.p).seq > ask_seq);
+
+    hf_record_t g = grant_rec(a.p, ask_seq, 10, 0);
+    assert_int_equal(apply_key(fx, a.first, &g), HF_OK);
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_int_equal(e.balance, 13);
+    assert_int_equal(e.asking_qty, 0); /* the ask was answered */
+
+    /* Running low again, well within HF_ESCROW_ASK_TIMEOUT_MS: it asks. */
+    fx->now_ms += 100;
+    from = fx->emits_count;
+    reserve(fx, r3, HOT, 10);
+    assert_true(load_rs(fx, r3).allocations[0].escrow);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 1);
+}
+
+/* A recall the counter decided before this partition's idle return reached it
+ * names units the partition no longer has: only the units it still holds can
+ * be owed, or the debt outlives the allotment and blocks every later take and
+ * refill of the pair for good. */
+static void test_recall_racing_a_return_does_not_wedge_escrow(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    char r1[32], r2[32];
+    rid_in(r1, sizeof r1, a.p, 1);
+    rid_in(r2, sizeof r2, a.p, 2);
+    reserve(fx, r1, HOT, 3); /* balance 7, 3 held */
+    fx->now_ms = escrow_of(fx, a.p).last_take_ms + IDLE_MS;
+    size_t from = fx->emits_count;
+    tick(fx); /* idle: the 7 go back */
+    assert_int_equal(
+        one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request.return_qty, 7);
+    assert_int_equal(escrow_of(fx, a.p).allotted, 3);
+
+    /* The counter saw 10 allotted when the shortfall came: recalls 10. */
+    hf_record_t g = grant_rec(a.p, 0, 0, 10);
+    assert_int_equal(apply_key(fx, a.first, &g), HF_OK);
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_true(e.owed_qty <= e.allotted - e.balance);
+
+    release(fx, r1); /* the 3 held units go to the counter */
+    e = escrow_of(fx, a.p);
+    assert_int_equal(e.allotted, 0);
+    assert_int_equal(e.owed_qty, 0);
+
+    /* The pair's escrow works again: the next reserve asks for a refill (long
+     * after any ask could have timed out). */
+    fx->now_ms += 10 * HF_ESCROW_ASK_TIMEOUT_MS;
+    tick(fx);
+    from = fx->emits_count;
+    reserve(fx, r2, HOT, 1);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 1);
+}
+
+/* The allotment is state like any other: a restore from the changelog keeps
+ * it, and the next reserve is still served from it. */
+static void test_allotment_survives_restore(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    char r1[32], r2[32];
+    rid_in(r1, sizeof r1, a.p, 1);
+    rid_in(r2, sizeof r2, a.p, 2);
+    reserve(fx, r1, HOT, 3);
+    fake_stage_restore(fx, gateway_stage());
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_int_equal(e.balance, 7);
+    assert_int_equal(e.allotted, 10);
+    size_t from = fx->emits_count;
+    reserve(fx, r2, HOT, 2);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    assert_int_equal(commands(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(escrow_of(fx, a.p).balance, 5);
+}
+
 int main(void)
 {
     char errstr[256] = "";
@@ -711,6 +810,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revoked_sale_is_undone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grant_for_other_partition_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_pinned_sku_never_touches_escrow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_allotment_survives_restore, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grant_answers_ask_after_a_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recall_racing_a_return_does_not_wedge_escrow, setup,
+                                        teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();
