@@ -785,6 +785,38 @@ static void test_allotment_survives_restore(void **state)
     assert_int_equal(escrow_of(fx, a.p).balance, 5);
 }
 
+/* A SKU no longer pinned (escrow_skus changed at a restart) keeps no
+ * allotment: the tick gives its balance back. */
+static void test_unpinned_sku_balance_returned(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    gateway_env_t *env = &fx->user->env;
+    snprintf(env->escrow.skus[0], sizeof env->escrow.skus[0], "OTHER-1");
+    fx->now_ms += 250;
+    size_t from = fx->emits_count;
+    tick(fx);
+    const hf_allotment_request_t *q =
+        &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
+    assert_int_equal(q->return_qty, 10);
+    assert_int_equal(escrow_of(fx, a.p).allotted, 0);
+}
+
+/* The same when escrow is switched off altogether (escrow_skus empty): the
+ * allotments granted before must still go back, or their units stay out of
+ * the counter's free stock for good while the view counts them as sellable. */
+static void test_escrow_switched_off_returns_allotments(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    fx->user->env.escrow.skus_count = 0;
+    fx->now_ms += 250;
+    size_t from = fx->emits_count;
+    tick(fx);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 1);
+    assert_int_equal(escrow_of(fx, a.p).allotted, 0);
+}
+
 int main(void)
 {
     char errstr[256] = "";
@@ -794,6 +826,9 @@ int main(void)
     }
     log_set_level(HF_LOG_ERROR); /* recalls and revokes log warnings by design */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_unpinned_sku_balance_returned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_escrow_switched_off_returns_allotments, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_first_reserve_goes_direct_and_asks_for_allotment,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_grant_fills_balance_and_next_reserve_held_in_one_hop,
