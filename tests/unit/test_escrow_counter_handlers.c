@@ -196,13 +196,15 @@ static size_t count_type(const stage_ctx_t *fx, size_t from, hf_rec_type_t type)
     return n;
 }
 
-/* The only AllotmentGrant since from; checks it goes to the holder's key on
- * the results topic. */
+/* The only AllotmentGrant since from keyed by holder_key (others may go to
+ * other holders: a rebalance); checks it is on the results topic. */
 static hf_allotment_grant_t one_grant(const stage_ctx_t *fx, size_t from, const char *holder_key)
 {
     const fake_stage_emit_t *found = NULL;
     for (size_t i = from; i < fx->emits_count; i++)
-        if (fx->emits[i].rec.type == HF_REC_ALLOTMENT_GRANT) {
+        if (fx->emits[i].rec.type == HF_REC_ALLOTMENT_GRANT &&
+            fx->emits[i].key_len == strlen(holder_key) &&
+            memcmp(fx->emits[i].key, holder_key, fx->emits[i].key_len) == 0) {
             if (found)
                 fail_msg("more than one AllotmentGrant since %zu", from);
             found = &fx->emits[i];
@@ -277,6 +279,84 @@ static void test_grant_capped_at_share_of_free_stock(void **state)
     assert_int_equal(c.allotted, 100);
     g = ask(fx, HOLDER_B, KEY_B, seq++, 5);
     assert_int_equal(g.granted_qty, 0);
+}
+
+/* The AllotmentGrants since from keyed by holder_key, counted; *last gets the
+ * last of them. */
+static size_t grants_to(const stage_ctx_t *fx, size_t from, const char *holder_key,
+                        hf_allotment_grant_t *last)
+{
+    size_t n = 0;
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].rec.type == HF_REC_ALLOTMENT_GRANT &&
+            fx->emits[i].key_len == strlen(holder_key) &&
+            memcmp(fx->emits[i].key, holder_key, fx->emits[i].key_len) == 0) {
+            *last = fx->emits[i].rec.u.allotment_grant;
+            n++;
+        }
+    return n;
+}
+
+/* A holder that cannot be covered while another sits on unheld units: the
+ * other is asked to give back its balance (nothing owed, not a shortfall), at
+ * most every HF_ESCROW_REBALANCE_INTERVAL_MS. */
+static void test_uncovered_ask_rebalances_from_other_holders(void **state)
+{
+    stage_ctx_t *fx = *state;
+    feed(fx, HF_FEED_RECEIVE, 100);
+    assert_int_equal(ask(fx, HOLDER_A, KEY_A, 1, 80).granted_qty, 50); /* A reports 50 */
+    size_t from = fx->emits_count;
+    hf_allotment_grant_t g = ask(fx, HOLDER_B, KEY_B, 1, 80);
+    assert_int_equal(g.granted_qty, 25); /* half of the 50 still free */
+    hf_allotment_grant_t back;
+    assert_int_equal(grants_to(fx, from, KEY_A, &back), 1);
+    assert_int_equal(back.seq, 0);
+    assert_int_equal(back.recall_qty, 50);
+    assert_false(back.shortfall);
+    hf_counter_state_t c = counter(fx);
+    assert_int_equal(c.recalling, 0); /* units on the shelf: nothing is being taken back */
+
+    /* Asked again at once: A is not asked twice within the interval. */
+    from = fx->emits_count;
+    (void)ask(fx, HOLDER_B, KEY_B, 2, 80);
+    assert_int_equal(grants_to(fx, from, KEY_A, &back), 0);
+    fx->now_ms += HF_ESCROW_REBALANCE_INTERVAL_MS;
+    from = fx->emits_count;
+    (void)ask(fx, HOLDER_B, KEY_B, 3, 80);
+    assert_int_equal(grants_to(fx, from, KEY_A, &back), 1);
+}
+
+/* A Hold refused while holders report unheld balances asks them back; with
+ * none reported, nobody is asked. */
+static void test_refused_hold_asks_holders_back(void **state)
+{
+    stage_ctx_t *fx = *state;
+    feed(fx, HF_FEED_RECEIVE, 4);
+    assert_int_equal(ask(fx, HOLDER_A, KEY_A, 1, 10).granted_qty, 2);
+    assert_int_equal(ask(fx, HOLDER_B, KEY_B, 1, 10).granted_qty, 1);
+    assert_int_equal(ask(fx, HOLDER_B, KEY_B, 2, 10).granted_qty, 1); /* the last one */
+    fx->now_ms += HF_ESCROW_REBALANCE_INTERVAL_MS;
+    size_t from = fx->emits_count;
+    assert_int_equal(hold(fx, "res-refused-1", 1).outcome, HF_OUTCOME_INSUFFICIENT);
+    hf_allotment_grant_t back;
+    assert_int_equal(grants_to(fx, from, KEY_A, &back), 1);
+    assert_int_equal(back.recall_qty, 2);
+    assert_false(back.shortfall);
+    assert_int_equal(grants_to(fx, from, KEY_B, &back), 1);
+    assert_int_equal(back.recall_qty, 1); /* its last report: balance 0 + the 1 granted */
+
+    /* Both give everything back (reporting balance 0): a refusal then asks nobody. */
+    hf_record_t r = request_rec(HOLDER_A, KEY_A, 2, 0, 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    r = request_rec(HOLDER_B, KEY_B, 3, 0, 2, 0); /* B holds 2 (1 + 1) */
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    fx_check(fx);
+    assert_int_equal(counter(fx).escrow_balance, 0);
+    fx->now_ms += HF_ESCROW_REBALANCE_INTERVAL_MS;
+    assert_int_equal(hold(fx, "res-ok-1", 4).outcome, HF_OUTCOME_OK);
+    from = fx->emits_count;
+    assert_int_equal(hold(fx, "res-refused-2", 1).outcome, HF_OUTCOME_INSUFFICIENT);
+    assert_int_equal(count_type(fx, from, HF_REC_ALLOTMENT_GRANT), 0);
 }
 
 static void test_hold_sees_only_free_stock(void **state)
@@ -505,6 +585,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_grant_capped_at_share_of_free_stock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold_sees_only_free_stock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uncovered_ask_rebalances_from_other_holders, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_refused_hold_asks_holders_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_return_puts_units_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sale_leaves_on_hand_and_allotment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sale_or_return_beyond_allotment_rejected, setup,

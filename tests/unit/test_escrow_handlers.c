@@ -232,6 +232,7 @@ static hf_record_t grant_rec(int32_t holder, int64_t seq, int64_t granted, int64
     g->seq = seq;
     g->granted_qty = granted;
     g->recall_qty = recall;
+    g->shortfall = recall > 0; /* the tests' recalls are a shortfall's */
     g->allotted = granted;
     g->available = 100;
     g->applied_at_ms = T0;
@@ -621,6 +622,35 @@ static void test_recall_returns_balance_now_and_rest_on_release(void **state)
     assert_int_equal(e.allotted, 1);
 }
 
+/* Another holder starves (not a shortfall): the unheld balance goes back,
+ * nothing is owed, and the partition keeps serving from later refills. */
+static void test_rebalance_recall_returns_balance_owes_nothing(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    char r1[32];
+    rid_in(r1, sizeof r1, a.p, 1);
+    reserve(fx, r1, HOT, 3); /* balance 7, 3 held */
+    size_t from = fx->emits_count;
+    hf_record_t g = grant_rec(a.p, 0, 0, 7);
+    g.u.allotment_grant.shortfall = false;
+    assert_int_equal(apply_key(fx, a.first, &g), HF_OK);
+    const hf_allotment_request_t *q =
+        &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
+    assert_int_equal(q->return_qty, 7);
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_int_equal(e.balance, 0);
+    assert_int_equal(e.allotted, 3);
+    assert_int_equal(e.owed_qty, 0);
+    /* Released, the 3 stay here: nothing was owed. */
+    from = fx->emits_count;
+    release(fx, r1);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+    e = escrow_of(fx, a.p);
+    assert_int_equal(e.balance, 3);
+    assert_int_equal(e.allotted, 3);
+}
+
 static void test_revoked_sale_is_undone(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -641,16 +671,21 @@ static void test_revoked_sale_is_undone(void **state)
     assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_RELEASED), 1);
     assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_LATE_PAYMENT), 1); /* refund */
     assert_int_equal(commands(fx, from, HF_REC_RELEASE_HOLD), 0);
+    /* The counter kept them allotted, under its recall: they go back to it. */
+    const hf_allotment_request_t *q =
+        &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
+    assert_int_equal(q->return_qty, 3);
     e = escrow_of(fx, a.p);
-    assert_int_equal(e.allotted, 10); /* the counter kept them allotted */
-    assert_int_equal(e.balance, 10);
+    assert_int_equal(e.allotted, 7);
+    assert_int_equal(e.balance, 7);
+    assert_int_equal(e.owed_qty, 0);
 
     /* A repeat of the answer changes nothing. */
     from = fx->emits_count;
     counter_result(fx, rid, attempt, HF_CMD_COMMIT, HF_OUTCOME_REVOKED, 3);
     e = escrow_of(fx, a.p);
-    assert_int_equal(e.allotted, 10);
-    assert_int_equal(e.balance, 10);
+    assert_int_equal(e.allotted, 7);
+    assert_int_equal(e.balance, 7);
     assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_RELEASED), 0);
 }
 
@@ -843,6 +878,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recall_returns_balance_now_and_rest_on_release, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_revoked_sale_is_undone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebalance_recall_returns_balance_owes_nothing, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_grant_for_other_partition_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_pinned_sku_never_touches_escrow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allotment_survives_restore, setup, teardown),
