@@ -117,10 +117,33 @@ static int on_dead_letter(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, c
     return reconcile_dead_letter(d->rc, &r->u.dead_letter);
 }
 
-/* Counter changelog: only "C<w>|<sku>|" keys hold CounterState. */
+/* Counter changelog "L<w>|<sku>|<holder %08x>": one holder's allotment. */
+static int on_allotment_state(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m,
+                              const hf_record_t *r)
+{
+    const char *k = m->key;
+    const size_t hex = 8;
+    const char *bar = m->key_len > hex + 4 ? memchr(k + 1, '|', m->key_len - 1) : NULL;
+    if (!bar || k[m->key_len - hex - 1] != '|' || bar >= k + m->key_len - hex - 1)
+        return HF_OK;
+    size_t wlen = (size_t)(bar - (k + 1)), slen = m->key_len - hex - 1 - wlen - 2;
+    if (!r || r->type != HF_REC_ALLOTMENT_STATE || wlen > HF_WAREHOUSE_LEN_MAX ||
+        slen > HF_SKU_LEN_MAX)
+        return foreign(d, pos, HF_REC_ALLOTMENT_STATE);
+    hf_wh_t wh;
+    hf_sku_t sku;
+    snprintf(wh, sizeof wh, "%.*s", (int)wlen, k + 1);
+    snprintf(sku, sizeof sku, "%.*s", (int)slen, bar + 1);
+    return reconcile_allotment_state(d->rc, pos, wh, sku, &r->u.allotment_state);
+}
+
+/* Counter changelog: "C<w>|<sku>|" keys hold CounterState, "L..." keys
+ * AllotmentState; the rest (holds, indexes) is not read. */
 static int on_changelog(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
     const char *k = m->key;
+    if (m->key_len > 0 && k[0] == 'L')
+        return on_allotment_state(d, pos, m, r);
     if (m->key_len < 4 || k[0] != 'C' || k[m->key_len - 1] != '|')
         return HF_OK;
     const char *bar = memchr(k + 1, '|', m->key_len - 1);
@@ -151,6 +174,8 @@ static int on_ledger(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const 
 
 static int on_result(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
+    if (r && r->type == HF_REC_ALLOTMENT_GRANT)
+        return reconcile_allotment_grant(d->rc, pos, &r->u.allotment_grant);
     if (!r || r->type != HF_REC_COUNTER_RESULT)
         return foreign(d, pos, HF_REC_COUNTER_RESULT);
     return reconcile_counter_result(d->rc, pos, &r->u.counter_result);
@@ -289,7 +314,14 @@ static int attempt(drv_t *d, bool *quiet)
         snprintf(d->errstr, d->errstr_size, "out of memory");
         return err;
     }
-    err = pass(d);
+    /* Escrow: a reservation's gateway partition is its key's in the requests topic. */
+    int32_t gateway_partitions = 0;
+    err = kafka_partition_count(d->rd, topic_name(HF_T_REQUESTS), d->o->timeout_ms,
+                                &gateway_partitions, d->errstr, d->errstr_size);
+    if (!err)
+        reconcile_set_gateway_partitions(d->rc, gateway_partitions);
+    if (!err)
+        err = pass(d);
     if (err == HF_ERR_LIMIT && !d->errstr[0])
         snprintf(d->errstr, d->errstr_size,
                  "a table reached its cap; raise --pairs-max, --holds-max, "
