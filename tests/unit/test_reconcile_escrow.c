@@ -209,13 +209,13 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
 
 /* What a planted breach changes in the escrow history. */
 typedef struct {
-    int64_t grant_qty;       /* units granted to holder 0 by its first request (5) */
-    bool a_unsold;           /* a's COMMITTED is never reported by an AllotmentSale */
-    bool foreign_sale;       /* holder 1, never granted anything, sells 2 units of f */
-    int64_t foreign_held;    /* g (a reservation of holder 1) holds this many in escrow */
-    const char *foreign_wh;  /* ... at this warehouse (W, or W2 with no allotment at all) */
+    int64_t grant_qty;        /* units granted to holder 0 by its first request (5) */
+    bool a_unsold;            /* a's COMMITTED is never reported by an AllotmentSale */
+    bool foreign_sale;        /* holder 1, never granted anything, sells 2 units of f */
+    int64_t foreign_held;     /* g (a reservation of holder 1) holds this many in escrow */
+    const char *foreign_wh;   /* ... at this warehouse (W, or W2 with no allotment at all) */
     bool revoke_without_sale; /* a COMMIT REVOKED for a hold of nobody */
-    bool hide_oversell;      /* the counter's state shows the clean history's allotted */
+    bool hide_oversell;       /* the counter's state shows the clean history's allotted */
 } plant_t;
 
 /* Stock 10 at W|S. Holder 0 asks for 5 and gets them; a (2) is held and
@@ -459,7 +459,7 @@ static void test_a_grant_beyond_the_request_or_malformed_is_reported(void **stat
 {
     reconcile_t *rc = fresh(GW_PARTITIONS);
     grant(rc, 0, 1, 3, 0, 3, 0);
-    request(rc, 0, 1, 2, 0, 0); /* asked for 2 */
+    request(rc, 0, 1, 2, 0, 0);   /* asked for 2 */
     grant(rc, 0, 0, 0, 0, 3, 0);  /* a recall of nothing */
     grant(rc, 0, 3, -1, 0, 3, 0); /* negative */
     reconcile_finish(rc, false);

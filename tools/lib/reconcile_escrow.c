@@ -50,8 +50,8 @@ static int allot_get(reconcile_t *rc, const char *warehouse_id, const char *sku,
     uint32_t pidx, idx;
     int err = rc_pair_get(rc, warehouse_id, sku, &pidx);
     if (!err)
-        err = rc_map_upsert(&rc->allots, key, allot_key(key, warehouse_id, sku, holder), &idx,
-                            NULL);
+        err =
+            rc_map_upsert(&rc->allots, key, allot_key(key, warehouse_id, sku, holder), &idx, NULL);
     if (err)
         return err;
     ((rc_pair_t *)rc_map_val(&rc->pairs, pidx))->escrow = true;
@@ -99,13 +99,12 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
         a->granted_total - a->returned_total - a->sold_total != a->allotted) {
         char key[RC_KEY_LEN_MAX];
         allot_key(key, warehouse_id, sku, a->holder_partition);
-        rc_violation(rc, RC_K_COUNTER_STATE_INVALID, key, pos,
-                     "AllotmentState allotted %" PRId64 " recalling %" PRId64
-                     " reported_balance %" PRId64 "; granted %" PRId64 " - returned %" PRId64
-                     " - sold %" PRId64 " = %" PRId64,
-                     a->allotted, a->recalling, a->reported_balance, a->granted_total,
-                     a->returned_total, a->sold_total,
-                     a->granted_total - a->returned_total - a->sold_total);
+        rc_violation(
+            rc, RC_K_COUNTER_STATE_INVALID, key, pos,
+            "AllotmentState allotted %" PRId64 " recalling %" PRId64 " reported_balance %" PRId64
+            "; granted %" PRId64 " - returned %" PRId64 " - sold %" PRId64 " = %" PRId64,
+            a->allotted, a->recalling, a->reported_balance, a->granted_total, a->returned_total,
+            a->sold_total, a->granted_total - a->returned_total - a->sold_total);
     }
     return HF_OK;
 }
@@ -265,22 +264,21 @@ static void finish_allotment(reconcile_t *rc, uint32_t idx)
     copy_key(&rc->allots, idx, k);
     if (model < 0)
         rc_violation(rc, RC_K_ALLOTMENT_OVERSOLD, k, NULL,
-                     "granted %" PRId64 ", returned %" PRId64 " and sold %" PRId64
-                     ": %" PRId64 " units sold or returned that were never allotted",
+                     "granted %" PRId64 ", returned %" PRId64 " and sold %" PRId64 ": %" PRId64
+                     " units sold or returned that were never allotted",
                      a->granted, a->returned, a->sold, -model);
     if (a->granted > a->wanted)
         rc_violation(rc, RC_K_ALLOTMENT_GRANT_INVALID, k, NULL,
                      "granted %" PRId64 " units, its requests asked for %" PRId64, a->granted,
                      a->wanted);
-    if (a->has_state &&
-        (a->state_allotted != model || a->state_granted != a->granted ||
-         a->state_returned != a->returned || a->state_sold != a->sold))
+    if (a->has_state && (a->state_allotted != model || a->state_granted != a->granted ||
+                         a->state_returned != a->returned || a->state_sold != a->sold))
         rc_violation(rc, RC_K_ALLOTMENT_VS_COUNTER, k, NULL,
                      "AllotmentState allotted %" PRId64 " (granted %" PRId64 " returned %" PRId64
                      " sold %" PRId64 "); grants, returns and sales give %" PRId64 " (%" PRId64
                      ", %" PRId64 ", %" PRId64 ")",
-                     a->state_allotted, a->state_granted, a->state_returned, a->state_sold,
-                     model, a->granted, a->returned, a->sold);
+                     a->state_allotted, a->state_granted, a->state_returned, a->state_sold, model,
+                     a->granted, a->returned, a->sold);
     if (rc->quiescent && a->held > (model > 0 ? model : 0))
         rc_violation(rc, RC_K_ESCROW_HELD_BEYOND_ALLOTMENT, k, NULL,
                      "HELD reservations of this gateway partition hold %" PRId64
