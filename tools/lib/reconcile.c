@@ -325,7 +325,7 @@ static int attempt(drv_t *d, bool *quiet)
     if (err == HF_ERR_LIMIT && !d->errstr[0])
         snprintf(d->errstr, d->errstr_size,
                  "a table reached its cap; raise --pairs-max, --holds-max, "
-                 "--reservations-max, --reply-keys-max or --sales-max");
+                 "--reservations-max, --reply-keys-max, --sales-max or --allotments-max");
     if (!err)
         err = snapshot_quiet(d, quiet);
     if (!err)
