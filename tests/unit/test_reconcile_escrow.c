@@ -6,7 +6,8 @@
  * reason — a sale beyond the allotment, units held in escrow without an
  * allotment, a grant that promises units twice (oversell), a COMMITTED escrow
  * allocation without an AllotmentSale, a REVOKED answer to no sale, a grant
- * beyond what was asked — and the verdict counts the escrow traffic. */
+ * beyond what was asked, a gateway EscrowState that is not allotted = balance +
+ * held — and the verdict counts the escrow traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,6 +166,16 @@ static void sale(reconcile_t *rc, int32_t holder, const char *rid, int64_t qty, 
     input(rc, RC_IN_COMMANDS, &rec);
 }
 
+/* Gateway partition holder's EscrowState of W|S (its changelog partition). */
+static void escrow_state(reconcile_t *rc, int32_t holder, int64_t allotted, int64_t balance)
+{
+    hf_escrow_state_t es = {.allotted = allotted, .balance = balance};
+    snprintf(es.warehouse_id, sizeof es.warehouse_id, "W");
+    snprintf(es.sku, sizeof es.sku, "S");
+    rc_pos_t pos = {"holdfast.gateway-changelog", holder, offset_next++};
+    assert_int_equal(reconcile_escrow_state(rc, &pos, "W", "S", &es), HF_OK);
+}
+
 /* The counter's final CounterState, AllotmentState of holder 0 and StockLevel. */
 typedef struct {
     int64_t on_hand, reserved, allotted, recalling, escrow_balance, version, committed, feed_seq;
@@ -216,6 +227,8 @@ typedef struct {
     const char *foreign_wh;   /* ... at this warehouse (W, or W2 with no allotment at all) */
     bool revoke_without_sale; /* a COMMIT REVOKED for a hold of nobody */
     bool hide_oversell;       /* the counter's state shows the clean history's allotted */
+    int64_t gw_allotted_off;  /* holder 0's EscrowState counts this many more allotted */
+    int64_t gw_balance_off;   /* ... and this many more in its balance */
 } plant_t;
 
 /* Stock 10 at W|S. Holder 0 asks for 5 and gets them; a (2) is held and
@@ -248,6 +261,9 @@ static reconcile_t *escrow_history(const plant_t *p, int32_t gateway_partitions)
                                      .granted = p->hide_oversell ? 5 : granted,
                                      .returned = 1,
                                      .sold = sold0});
+    /* The gateway's own count: allotted as the counter's, c's 1 unit not in the balance. */
+    int64_t allotted0 = granted - 1 - sold0;
+    escrow_state(rc, 0, allotted0 + p->gw_allotted_off, allotted0 - 1 + p->gw_balance_off);
     ledger(rc, a, HF_LEDGER_HELD, "", "W", 2);
     ledger(rc, a, HF_LEDGER_COMMITTED, "", "W", 2);
     ledger(rc, b, HF_LEDGER_HELD, "", "W", 1);
@@ -314,6 +330,7 @@ static void test_a_clean_escrow_history_passes_every_check_even_quiescent(void *
         reconcile_counts(rc, &n);
         assert_int_equal(n.escrow_pairs, 1);
         assert_int_equal(n.allotments, 1);
+        assert_int_equal(n.escrow_states, 1);
         assert_int_equal(n.escrow_grants, 2);
         assert_int_equal(n.escrow_granted_units, 5);
         assert_int_equal(n.escrow_returns, 1);
@@ -446,6 +463,42 @@ static void test_a_committed_escrow_allocation_without_a_sale_fails_when_quiesce
     }
 }
 
+static void test_the_gateways_escrow_state_must_match_the_allotment_when_quiescent(void **state)
+{
+    /* Its balance claims c's unit too: allotted != balance + held. */
+    reconcile_t *rc = escrow_history(&(plant_t){.gw_balance_off = 1}, GW_PARTITIONS);
+    reconcile_finish(rc, true);
+    assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
+    reconcile_destroy(rc);
+
+    /* It counts a unit the counter does not allot. */
+    rc = escrow_history(&(plant_t){.gw_allotted_off = 1, .gw_balance_off = 1}, GW_PARTITIONS);
+    reconcile_finish(rc, true);
+    assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
+    reconcile_destroy(rc);
+
+    /* Not quiescent: messages between them may be in flight. */
+    rc = escrow_history(&(plant_t){.gw_balance_off = 1}, GW_PARTITIONS);
+    reconcile_finish(rc, false);
+    assert_kinds(rc, -1);
+    reconcile_destroy(rc);
+
+    /* A balance above the allotment is wrong on any snapshot. */
+    rc = escrow_history(&(plant_t){.gw_balance_off = 2}, GW_PARTITIONS);
+    reconcile_finish(rc, false);
+    assert_kinds(rc, RC_K_ESCROW_STATE_INVALID, 1, -1);
+    reconcile_destroy(rc);
+
+    /* A tombstone: the gateway forgot an allotment the counter still has. */
+    rc = escrow_history(&(plant_t){0}, GW_PARTITIONS);
+    escrow_state(rc, 1, 0, 0); /* another partition's, so EscrowStates exist */
+    rc_pos_t pos = {"holdfast.gateway-changelog", 0, offset_next++};
+    assert_int_equal(reconcile_escrow_state(rc, &pos, "W", "S", NULL), HF_OK);
+    reconcile_finish(rc, true);
+    assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
+    reconcile_destroy(rc);
+}
+
 static void test_a_revoked_answer_to_no_sale_is_illegal(void **state)
 {
     reconcile_t *rc = escrow_history(&(plant_t){.revoke_without_sale = true}, GW_PARTITIONS);
@@ -509,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_units_held_in_escrow_without_an_allotment_fail_when_quiescent),
         cmocka_unit_test(test_a_grant_promising_units_twice_fails),
         cmocka_unit_test(test_a_committed_escrow_allocation_without_a_sale_fails_when_quiescent),
+        cmocka_unit_test(test_the_gateways_escrow_state_must_match_the_allotment_when_quiescent),
         cmocka_unit_test(test_a_revoked_answer_to_no_sale_is_illegal),
         cmocka_unit_test(test_a_grant_beyond_the_request_or_malformed_is_reported),
         cmocka_unit_test(test_the_verdict_counts_the_escrow_traffic),

@@ -71,7 +71,9 @@ typedef enum { RC_SCOPE_RECORD = 0, RC_SCOPE_SNAPSHOT, RC_SCOPE_QUIESCENT } rc_s
     X(ALLOTMENT_VS_COUNTER, "allotment_vs_grants_returns_sales", 9, RC_SCOPE_SNAPSHOT)             \
     X(ALLOTMENT_OVERSOLD, "allotment_sold_beyond_grants", 9, RC_SCOPE_SNAPSHOT)                    \
     X(ALLOTMENTS_BEYOND_STOCK, "allotments_beyond_stock_on_hand", 9, RC_SCOPE_SNAPSHOT)            \
-    X(ESCROW_HELD_BEYOND_ALLOTMENT, "escrow_held_beyond_allotment", 9, RC_SCOPE_QUIESCENT)
+    X(ESCROW_HELD_BEYOND_ALLOTMENT, "escrow_held_beyond_allotment", 9, RC_SCOPE_QUIESCENT)         \
+    X(ESCROW_STATE_INVALID, "escrow_state_invalid", 9, RC_SCOPE_RECORD)                            \
+    X(ESCROW_STATE_VS_ALLOTMENT, "escrow_state_vs_allotment", 9, RC_SCOPE_QUIESCENT)
 
 typedef enum {
 #define RC_KIND_ENUM(id, name, check, scope) RC_K_##id,
@@ -136,6 +138,7 @@ void reconcile_destroy(reconcile_t *rc); /* accepts NULL */
  *   1. reconcile_dead_letter      holdfast.dead-letters
  *   2. reconcile_counter_state    holdfast.counter-changelog (CounterState values)
  *      reconcile_allotment_state  ... and its AllotmentState values
+ *      reconcile_escrow_state     holdfast.gateway-changelog (EscrowState values)
  *   3. reconcile_stock_level      holdfast.stock-levels
  *   4. reconcile_ledger           holdfast.ledger
  *   5. reconcile_counter_result   holdfast.counter-results
@@ -169,6 +172,10 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
                               const char *sku, const hf_allotment_state_t *a) HF_MUST_CHECK;
 int reconcile_allotment_grant(reconcile_t *rc, const rc_pos_t *pos,
                               const hf_allotment_grant_t *g) HF_MUST_CHECK;
+/* Gateway changelog key "A<w>|<sku>" in partition pos->partition (the holder):
+ * its allotment as the gateway counts it; es NULL for a tombstone. */
+int reconcile_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
+                           const char *sku, const hf_escrow_state_t *es) HF_MUST_CHECK;
 /* Any record on a counter input topic (StockFeed, CommitHold, AllotmentRequest
  * and AllotmentSale matter). */
 int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *pos,
@@ -217,8 +224,8 @@ typedef struct {
     /* escrow: allotments (pair, gateway partition), the counter's grants and
      * recalls, the gateway's returns and sales (accepted, or answered REVOKED),
      * units allotted at the end and held in them by HELD reservations */
-    size_t escrow_pairs, allotments, escrow_grants, escrow_recalls, escrow_requests, escrow_returns,
-        escrow_sales, escrow_sales_revoked;
+    size_t escrow_pairs, allotments, escrow_states, escrow_grants, escrow_recalls, escrow_requests,
+        escrow_returns, escrow_sales, escrow_sales_revoked;
     int64_t escrow_granted_units, escrow_recalled_units, escrow_returned_units, escrow_sold_units,
         escrow_allotted_units, escrow_held_units;
 } rc_counts_t;

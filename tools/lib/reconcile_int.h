@@ -130,6 +130,8 @@ typedef struct {
     int64_t held; /* units HELD reservations of this holder hold in it (finish) */
     bool has_state;
     int64_t state_allotted, state_granted, state_returned, state_sold;
+    bool has_gw; /* the holder's EscrowState (gateway changelog) */
+    int64_t gw_allotted, gw_balance;
 } rc_allot_t;
 
 typedef struct {

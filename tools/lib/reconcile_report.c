@@ -51,6 +51,7 @@ static json_t *counts_json(const rc_counts_t *n)
     C(stock_fed_units_max);
     C(escrow_pairs);
     C(allotments);
+    C(escrow_states);
     C(escrow_grants);
     C(escrow_granted_units);
     C(escrow_recalls);
