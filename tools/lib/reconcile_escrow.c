@@ -22,7 +22,10 @@
  * - Units a HELD reservation holds at an escrow pair without an open counter
  *   hold sit in an allotment: at quiescence they fit in it (its holder is the
  *   partition of the reservation's key, when the partition count is known).
- * - Free stock: allotted + open direct holds - being taken back <= on_hand. */
+ * - Free stock: allotted + open direct holds - being taken back <= on_hand.
+ * - The gateway's EscrowState (its changelog partition is the holder): at
+ *   quiescence allotted is the counter's and allotted - balance is what its
+ *   HELD reservations hold (DESIGN.md invariant 7, per allotment). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -105,6 +108,30 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
             "; granted %" PRId64 " - returned %" PRId64 " - sold %" PRId64 " = %" PRId64,
             a->allotted, a->recalling, a->reported_balance, a->granted_total, a->returned_total,
             a->sold_total, a->granted_total - a->returned_total - a->sold_total);
+    }
+    return HF_OK;
+}
+
+int reconcile_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
+                           const char *sku, const hf_escrow_state_t *es)
+{
+    rc_allot_t *al = NULL;
+    int err = allot_get(rc, warehouse_id, sku, pos->partition, &al);
+    if (err)
+        return err;
+    al->has_gw = es != NULL;
+    if (!es)
+        return HF_OK;
+    al->gw_allotted = es->allotted;
+    al->gw_balance = es->balance;
+    if (es->allotted < 0 || es->balance < 0 || es->balance > es->allotted || es->owed_qty < 0 ||
+        es->asking_qty < 0) {
+        char key[RC_KEY_LEN_MAX];
+        allot_key(key, warehouse_id, sku, pos->partition);
+        rc_violation(rc, RC_K_ESCROW_STATE_INVALID, key, pos,
+                     "EscrowState allotted %" PRId64 " balance %" PRId64 " owed_qty %" PRId64
+                     " asking_qty %" PRId64 ": want 0 <= balance <= allotted",
+                     es->allotted, es->balance, es->owed_qty, es->asking_qty);
     }
     return HF_OK;
 }
@@ -255,6 +282,30 @@ void rc_finish_escrow_held(reconcile_t *rc)
     }
 }
 
+/* Quiescent, the gateway's count of its allotment is the counter's, and what
+ * is not in its balance is held by its HELD reservations (invariant 7). Judged
+ * where the gateway changelog has EscrowStates at all. */
+static void escrow_state_vs_allotment(reconcile_t *rc, const rc_allot_t *a, int64_t model,
+                                      const char *k)
+{
+    if (!rc->quiescent || rc->gateway_partitions <= 0 || rc->n.escrow_states == 0)
+        return;
+    if (!a->has_gw) {
+        if (model != 0)
+            rc_violation(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, k, NULL,
+                         "the counter allots %" PRId64
+                         " units to this gateway partition, which has no EscrowState of them",
+                         model);
+        return;
+    }
+    if (a->gw_allotted != model || a->gw_allotted - a->gw_balance != a->held)
+        rc_violation(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, k, NULL,
+                     "EscrowState allotted %" PRId64 " balance %" PRId64
+                     "; the counter allots %" PRId64 " and HELD reservations hold %" PRId64
+                     " in it",
+                     a->gw_allotted, a->gw_balance, model, a->held);
+}
+
 static void finish_allotment(reconcile_t *rc, uint32_t idx)
 {
     const rc_allot_t *a = rc_map_val(&rc->allots, idx);
@@ -279,6 +330,7 @@ static void finish_allotment(reconcile_t *rc, uint32_t idx)
                      ", %" PRId64 ", %" PRId64 ")",
                      a->state_allotted, a->state_granted, a->state_returned, a->state_sold, model,
                      a->granted, a->returned, a->sold);
+    escrow_state_vs_allotment(rc, a, model, k);
     if (rc->quiescent && a->held > (model > 0 ? model : 0))
         rc_violation(rc, RC_K_ESCROW_HELD_BEYOND_ALLOTMENT, k, NULL,
                      "HELD reservations of this gateway partition hold %" PRId64
@@ -336,6 +388,8 @@ static void revokes_without_sale(reconcile_t *rc)
 void rc_finish_escrow(reconcile_t *rc)
 {
     rc->n.allotments = rc->allots.count;
+    for (uint32_t i = 0; i < rc->allots.count; i++)
+        rc->n.escrow_states += ((const rc_allot_t *)rc_map_val(&rc->allots, i))->has_gw;
     for (uint32_t i = 0; i < rc->allots.count; i++)
         finish_allotment(rc, i);
     for (uint32_t i = 0; i < rc->pairs.count; i++)
