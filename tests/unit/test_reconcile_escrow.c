@@ -180,6 +180,7 @@ static void escrow_state(reconcile_t *rc, int32_t holder, int64_t allotted, int6
 typedef struct {
     int64_t on_hand, reserved, allotted, recalling, escrow_balance, version, committed, feed_seq;
     int64_t granted, returned, sold; /* holder 0's AllotmentState */
+    int64_t balance_off; /* added to the CounterState's (and StockLevel's) escrow_balance */
 } counter_end_t;
 
 static void counter_end(reconcile_t *rc, const counter_end_t *e)
@@ -191,7 +192,7 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
                             .committed_total = e->committed,
                             .allotted = e->allotted,
                             .recalling = e->recalling,
-                            .escrow_balance = e->escrow_balance};
+                            .escrow_balance = e->escrow_balance + e->balance_off};
     rc_pos_t pos = at(T_CHANGELOG);
     assert_int_equal(reconcile_counter_state(rc, &pos, "W", "S", &c), HF_OK);
     hf_allotment_state_t a = {.holder_partition = 0,
@@ -211,7 +212,7 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
                            .version = e->version,
                            .committed_total = e->committed,
                            .allotted = e->allotted,
-                           .escrow_balance = e->escrow_balance};
+                           .escrow_balance = e->escrow_balance + e->balance_off};
     snprintf(sl.warehouse_id, sizeof sl.warehouse_id, "W");
     snprintf(sl.sku, sizeof sl.sku, "S");
     pos = at(T_LEVELS);
@@ -220,15 +221,16 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
 
 /* What a planted breach changes in the escrow history. */
 typedef struct {
-    int64_t grant_qty;        /* units granted to holder 0 by its first request (5) */
-    bool a_unsold;            /* a's COMMITTED is never reported by an AllotmentSale */
-    bool foreign_sale;        /* holder 1, never granted anything, sells 2 units of f */
-    int64_t foreign_held;     /* g (a reservation of holder 1) holds this many in escrow */
-    const char *foreign_wh;   /* ... at this warehouse (W, or W2 with no allotment at all) */
-    bool revoke_without_sale; /* a COMMIT REVOKED for a hold of nobody */
-    bool hide_oversell;       /* the counter's state shows the clean history's allotted */
-    int64_t gw_allotted_off;  /* holder 0's EscrowState counts this many more allotted */
-    int64_t gw_balance_off;   /* ... and this many more in its balance */
+    int64_t grant_qty;         /* units granted to holder 0 by its first request (5) */
+    bool a_unsold;             /* a's COMMITTED is never reported by an AllotmentSale */
+    bool foreign_sale;         /* holder 1, never granted anything, sells 2 units of f */
+    int64_t foreign_held;      /* g (a reservation of holder 1) holds this many in escrow */
+    const char *foreign_wh;    /* ... at this warehouse (W, or W2 with no allotment at all) */
+    bool revoke_without_sale;  /* a COMMIT REVOKED for a hold of nobody */
+    bool hide_oversell;        /* the counter's state shows the clean history's allotted */
+    int64_t gw_allotted_off;   /* holder 0's EscrowState counts this many more allotted */
+    int64_t gw_balance_off;    /* ... and this many more in its balance */
+    int64_t state_balance_off; /* the CounterState's escrow_balance is off by this */
 } plant_t;
 
 /* Stock 10 at W|S. Holder 0 asks for 5 and gets them; a (2) is held and
@@ -255,6 +257,7 @@ static reconcile_t *escrow_history(const plant_t *p, int32_t gateway_partitions)
                                      .escrow_balance = p->hide_oversell  ? 1
                                                        : p->foreign_sale ? 0
                                                                          : granted - 4,
+                                     .balance_off = p->state_balance_off,
                                      .version = 4 + (sold0 ? 1 : 0) + (p->foreign_sale ? 1 : 0),
                                      .committed = sold,
                                      .feed_seq = 1,
@@ -397,10 +400,11 @@ static void test_a_recalled_allotment_may_revoke_a_sale_that_is_undone(void **st
 
 static void test_a_sale_beyond_the_allotment_fails(void **state)
 {
-    /* Holder 1 never got a unit, yet the counter took its sale of 2. */
+    /* Holder 1 never got a unit, yet the counter took its sale of 2 (and its
+     * pair's allotted no longer adds up to its allotments' either). */
     reconcile_t *rc = escrow_history(&(plant_t){.foreign_sale = true}, GW_PARTITIONS);
     reconcile_finish(rc, false);
-    assert_kinds(rc, RC_K_ALLOTMENT_OVERSOLD, 1, -1);
+    assert_kinds(rc, RC_K_ALLOTMENT_OVERSOLD, 1, RC_K_ALLOTMENT_VS_COUNTER, 1, -1);
     assert_int_equal(reconcile_verdict(rc, true), RC_FAIL);
     assert_int_equal(reconcile_verdict(rc, false), RC_INCONCLUSIVE); /* its grant may be unread */
     reconcile_destroy(rc);
@@ -447,6 +451,16 @@ static void test_a_grant_promising_units_twice_fails(void **state)
     rc = escrow_history(&(plant_t){.grant_qty = 9, .hide_oversell = true}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_ALLOTMENTS_BEYOND_STOCK, 1, RC_K_ALLOTMENT_VS_COUNTER, 2, -1);
+    reconcile_destroy(rc);
+}
+
+static void test_a_pair_must_add_up_to_its_allotments_on_any_snapshot(void **state)
+{
+    /* The CounterState says 1 unit less is sellable in escrow than its
+     * AllotmentStates report (they change in one transaction). */
+    reconcile_t *rc = escrow_history(&(plant_t){.state_balance_off = -1}, GW_PARTITIONS);
+    reconcile_finish(rc, false);
+    assert_kinds(rc, RC_K_ALLOTMENT_VS_COUNTER, 1, -1);
     reconcile_destroy(rc);
 }
 
@@ -561,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_a_sale_beyond_the_allotment_fails),
         cmocka_unit_test(test_units_held_in_escrow_without_an_allotment_fail_when_quiescent),
         cmocka_unit_test(test_a_grant_promising_units_twice_fails),
+        cmocka_unit_test(test_a_pair_must_add_up_to_its_allotments_on_any_snapshot),
         cmocka_unit_test(test_a_committed_escrow_allocation_without_a_sale_fails_when_quiescent),
         cmocka_unit_test(test_the_gateways_escrow_state_must_match_the_allotment_when_quiescent),
         cmocka_unit_test(test_a_revoked_answer_to_no_sale_is_illegal),

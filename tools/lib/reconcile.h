@@ -1,7 +1,8 @@
 /* `hfctl reconcile`: the proof a retailer runs after a flash sale. It replays
  * every holdfast topic from the beginning (read_committed, all partitions) and
- * checks the invariants of DESIGN.md section 10 and that every unit sold was
- * sold by a counter from stock fed (check 8), then prints one JSON verdict.
+ * checks the invariants of DESIGN.md section 10, that every unit sold was
+ * sold by a counter from stock fed (check 8) and the escrow allotments' books
+ * (check 9, reconcile_escrow.c), then prints one JSON verdict.
  *
  * Two layers. The checker (reconcile_t, reconcile_*.c except reconcile.c) is
  * pure: it is fed decoded records with their positions, in a fixed order (see
@@ -104,7 +105,8 @@ typedef struct {
 
 /* Table caps. Tables grow with the data; a cap reached stops the replay with
  * HF_ERR_LIMIT (the verdict would be unsound with entries dropped). Memory is
- * about 130 bytes per hold, 330 per pair, 110 per reservation, 120 per reply key. */
+ * about 130 bytes per hold, 330 per pair, 110 per reservation, 120 per reply key,
+ * 120 per (reservation, pair) held or sold, 170 per allotment. */
 typedef struct {
     size_t pairs_max;        /* (warehouse, sku) counters */
     size_t holds_max;        /* (reservation, attempt, warehouse, sku) holds */

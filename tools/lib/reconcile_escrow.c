@@ -97,6 +97,8 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
     al->state_granted = a->granted_total;
     al->state_returned = a->returned_total;
     al->state_sold = a->sold_total;
+    al->state_recalling = a->recalling;
+    al->state_reported = a->reported_balance;
     if (a->allotted < 0 || a->recalling < 0 || a->recalling > a->allotted ||
         a->reported_balance < 0 || a->reported_balance > a->allotted ||
         a->granted_total - a->returned_total - a->sold_total != a->allotted) {
@@ -310,7 +312,14 @@ static void finish_allotment(reconcile_t *rc, uint32_t idx)
 {
     const rc_allot_t *a = rc_map_val(&rc->allots, idx);
     int64_t model = a->granted - a->returned - a->sold;
-    ((rc_pair_t *)rc_map_val(&rc->pairs, a->pair))->escrow_allotted += model;
+    rc_pair_t *p = rc_map_val(&rc->pairs, a->pair);
+    p->escrow_allotted += model;
+    if (a->has_state) {
+        p->has_allotment_state = true;
+        p->states_allotted += a->state_allotted;
+        p->states_recalling += a->state_recalling;
+        p->states_reported += a->state_reported;
+    }
     char k[RC_KEY_LEN_MAX];
     copy_key(&rc->allots, idx, k);
     if (model < 0)
@@ -354,6 +363,17 @@ static void finish_escrow_pair(reconcile_t *rc, uint32_t idx)
                      "CounterState allotted %" PRId64 ", the allotments' grants - returns - "
                      "sales sum to %" PRId64,
                      c->allotted, allotted);
+    /* The counter's pair and its allotments change in one transaction and share
+     * a changelog partition: their last values agree on any snapshot. */
+    if (p->has_allotment_state &&
+        (p->states_allotted != c->allotted || p->states_recalling != c->recalling ||
+         p->states_reported != c->escrow_balance))
+        rc_violation(rc, RC_K_ALLOTMENT_VS_COUNTER, k, NULL,
+                     "CounterState allotted %" PRId64 " recalling %" PRId64
+                     " escrow_balance %" PRId64 ", its AllotmentStates sum to %" PRId64 ", %" PRId64
+                     ", %" PRId64,
+                     c->allotted, c->recalling, c->escrow_balance, p->states_allotted,
+                     p->states_recalling, p->states_reported);
     int64_t direct = p->reserved_model - p->revoking_model;
     if (allotted + direct - c->recalling > c->on_hand)
         rc_violation(rc, RC_K_ALLOTMENTS_BEYOND_STOCK, k, NULL,

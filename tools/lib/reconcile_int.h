@@ -72,6 +72,9 @@ typedef struct {
     bool escrow;
     int64_t escrow_held;
     int64_t escrow_allotted; /* its allotments' grants - returns - sales (finish) */
+    /* sums of its AllotmentStates (finish): allotted, recalling, reported_balance */
+    int64_t states_allotted, states_recalling, states_reported;
+    bool has_allotment_state;
 } rc_pair_t;
 
 typedef enum {
@@ -129,7 +132,8 @@ typedef struct {
     int64_t granted, returned, sold, wanted;
     int64_t held; /* units HELD reservations of this holder hold in it (finish) */
     bool has_state;
-    int64_t state_allotted, state_granted, state_returned, state_sold;
+    int64_t state_allotted, state_granted, state_returned, state_sold, state_recalling,
+        state_reported;
     bool has_gw; /* the holder's EscrowState (gateway changelog) */
     int64_t gw_allotted, gw_balance;
 } rc_allot_t;
