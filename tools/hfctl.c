@@ -572,7 +572,7 @@ static int cmd_reconcile(cli_t *c)
     reconcile_opts_default(&o);
     o.bootstrap = c->bootstrap;
     reconcile_limits_t *l = &o.limits;
-    int64_t v[9];
+    int64_t v[10];
     const char *q = opt(c, "quiescent");
     if (opt_int64(c, "violations", (int64_t)l->violations_shown_max, &v[0]) ||
         opt_int64(c, "settle-attempts", o.settle_attempts_max, &v[1]) ||
@@ -582,9 +582,10 @@ static int cmd_reconcile(cli_t *c)
         opt_int64(c, "reservations-max", (int64_t)l->reservations_max, &v[5]) ||
         opt_int64(c, "reply-keys-max", (int64_t)l->reply_keys_max, &v[6]) ||
         opt_int64(c, "timeout-ms", o.timeout_ms, &v[7]) ||
-        opt_int64(c, "sales-max", (int64_t)l->sales_max, &v[8]))
+        opt_int64(c, "sales-max", (int64_t)l->sales_max, &v[8]) ||
+        opt_int64(c, "allotments-max", (int64_t)l->allotments_max, &v[9]))
         return HF_ERR_INVAL;
-    for (int i = 3; i < 9; i++)
+    for (int i = 3; i < 10; i++)
         if (v[i] <= 0) {
             fprintf(stderr, "hfctl: table caps and --timeout-ms must be positive\n");
             return HF_ERR_INVAL;
@@ -599,6 +600,7 @@ static int cmd_reconcile(cli_t *c)
     l->reply_keys_max = (size_t)v[6];
     o.timeout_ms = (int)v[7];
     l->sales_max = (size_t)v[8];
+    l->allotments_max = (size_t)v[9];
     rc_verdict_t verdict = RC_INCONCLUSIVE;
     int err = reconcile_run(&o, stdout, &verdict, c->errstr, sizeof c->errstr);
     if (err || verdict == RC_INCONCLUSIVE) {
@@ -697,7 +699,8 @@ static const hf_cli_opt_t reconcile_opts[] = {
     {"holds-max", "N", false, "table cap: holds"},
     {"reservations-max", "N", false, "table cap: reservations"},
     {"reply-keys-max", "N", false, "table cap: idempotency keys"},
-    {"sales-max", "N", false, "table cap: sales compared with counter commits"},
+    {"sales-max", "N", false, "table cap: (reservation, pair) held or sold"},
+    {"allotments-max", "N", false, "table cap: escrow allotments (pair, gateway partition)"},
     {"timeout-ms", "N", false, "give up reading after N ms"},
     OPT_END};
 

@@ -38,6 +38,7 @@ struct drv {
     hf_record_t *rec;
     drv_fn fn;
     bool decode;
+    bool tombstones; /* fn sees records without a value (rec NULL) */
     uint64_t records;
     json_t *counts; /* records per topic */
     drv_end_t *ends;
@@ -62,18 +63,19 @@ static int on_msg(void *opaque, const kafka_msg_t *msg)
 {
     drv_t *d = opaque;
     d->records++;
-    if (!d->fn || !msg->value)
+    if (!d->fn || (!msg->value && !d->tombstones))
         return HF_OK; /* counted only, or a changelog tombstone */
     rc_pos_t pos = {msg->topic, msg->partition, msg->offset};
     char errstr[256];
     const hf_record_t *rec = NULL;
-    if (d->decode &&
+    if (d->decode && msg->value &&
         codec_decode(msg->value, msg->value_len, d->rec, errstr, sizeof errstr) == HF_OK)
         rec = d->rec;
     return d->fn(d, &pos, msg, rec);
 }
 
-/* Reads every partition of topic; remembers where each ended when quiet_check. */
+/* Reads every partition of topic; remembers where each ended when quiet_check.
+ * A step without decode decodes what it needs itself and sees tombstones. */
 static int read_topic(drv_t *d, const char *topic, drv_fn fn, bool decode, bool quiet_check)
 {
     int32_t parts = 0;
@@ -81,6 +83,7 @@ static int read_topic(drv_t *d, const char *topic, drv_fn fn, bool decode, bool 
         kafka_partition_count(d->rd, topic, d->o->timeout_ms, &parts, d->errstr, d->errstr_size);
     d->fn = fn;
     d->decode = decode;
+    d->tombstones = fn && !decode;
     d->records = 0;
     for (int32_t p = 0; !err && p < parts; p++) {
         int64_t next = 0;
@@ -117,10 +120,33 @@ static int on_dead_letter(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, c
     return reconcile_dead_letter(d->rc, &r->u.dead_letter);
 }
 
-/* Counter changelog: only "C<w>|<sku>|" keys hold CounterState. */
+/* Counter changelog "L<w>|<sku>|<holder %08x>": one holder's allotment. */
+static int on_allotment_state(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m,
+                              const hf_record_t *r)
+{
+    const char *k = m->key;
+    const size_t hex = 8;
+    const char *bar = m->key_len > hex + 4 ? memchr(k + 1, '|', m->key_len - 1) : NULL;
+    if (!bar || k[m->key_len - hex - 1] != '|' || bar >= k + m->key_len - hex - 1)
+        return HF_OK;
+    size_t wlen = (size_t)(bar - (k + 1)), slen = m->key_len - hex - 1 - wlen - 2;
+    if (!r || r->type != HF_REC_ALLOTMENT_STATE || wlen > HF_WAREHOUSE_LEN_MAX ||
+        slen > HF_SKU_LEN_MAX)
+        return foreign(d, pos, HF_REC_ALLOTMENT_STATE);
+    hf_wh_t wh;
+    hf_sku_t sku;
+    snprintf(wh, sizeof wh, "%.*s", (int)wlen, k + 1);
+    snprintf(sku, sizeof sku, "%.*s", (int)slen, bar + 1);
+    return reconcile_allotment_state(d->rc, pos, wh, sku, &r->u.allotment_state);
+}
+
+/* Counter changelog: "C<w>|<sku>|" keys hold CounterState, "L..." keys
+ * AllotmentState; the rest (holds, indexes) is not read. */
 static int on_changelog(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
     const char *k = m->key;
+    if (m->key_len > 0 && k[0] == 'L')
+        return on_allotment_state(d, pos, m, r);
     if (m->key_len < 4 || k[0] != 'C' || k[m->key_len - 1] != '|')
         return HF_OK;
     const char *bar = memchr(k + 1, '|', m->key_len - 1);
@@ -133,6 +159,30 @@ static int on_changelog(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, con
     snprintf(wh, sizeof wh, "%.*s", (int)wlen, k + 1);
     snprintf(sku, sizeof sku, "%.*s", (int)slen, bar + 1);
     return reconcile_counter_state(d->rc, pos, wh, sku, &r->u.counter_state);
+}
+
+/* Gateway changelog "A<w>|<sku>": partition p's allotment of a pair as the
+ * gateway counts it (decoded here: the rest of the changelog is not read). */
+static int on_gateway_changelog(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m,
+                                const hf_record_t *unused)
+{
+    const char *k = m->key;
+    if (m->key_len < 4 || k[0] != 'A')
+        return HF_OK;
+    const char *bar = memchr(k + 1, '|', m->key_len - 1);
+    size_t wlen = bar ? (size_t)(bar - (k + 1)) : 0, slen = bar ? m->key_len - wlen - 2 : 0;
+    const hf_record_t *r = NULL;
+    char errstr[256];
+    if (m->value && codec_decode(m->value, m->value_len, d->rec, errstr, sizeof errstr) == HF_OK)
+        r = d->rec;
+    if (!bar || wlen > HF_WAREHOUSE_LEN_MAX || slen > HF_SKU_LEN_MAX ||
+        (m->value && (!r || r->type != HF_REC_ESCROW_STATE)))
+        return foreign(d, pos, HF_REC_ESCROW_STATE);
+    hf_wh_t wh;
+    hf_sku_t sku;
+    snprintf(wh, sizeof wh, "%.*s", (int)wlen, k + 1);
+    snprintf(sku, sizeof sku, "%.*s", (int)slen, bar + 1);
+    return reconcile_escrow_state(d->rc, pos, wh, sku, r ? &r->u.escrow_state : NULL);
 }
 
 static int on_level(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
@@ -151,6 +201,8 @@ static int on_ledger(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const 
 
 static int on_result(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
+    if (r && r->type == HF_REC_ALLOTMENT_GRANT)
+        return reconcile_allotment_grant(d->rc, pos, &r->u.allotment_grant);
     if (!r || r->type != HF_REC_COUNTER_RESULT)
         return foreign(d, pos, HF_REC_COUNTER_RESULT);
     return reconcile_counter_result(d->rc, pos, &r->u.counter_result);
@@ -212,28 +264,31 @@ static int read_reply_topic(drv_t *d, const char *topic)
 static const struct {
     drv_fn fn;
     hf_topic_id_t topic;
+    bool decode;
     bool quiet_check;
 } steps[] = {
-    {on_dead_letter, HF_T_DEAD_LETTERS, true},
-    {on_changelog, HF_T_COUNTER_CHANGELOG, true},
-    {on_level, HF_T_STOCK_LEVELS, true},
-    {on_ledger, HF_T_LEDGER, true},
-    {on_result, HF_T_COUNTER_RESULTS, true},
-    {on_feed, HF_T_STOCK_FEED, true},
-    {on_commands, HF_T_COUNTER_COMMANDS, true},
-    {on_request, HF_T_REQUESTS, false},
-    {on_reply, HF_T_REPLIES, true},
+    {on_dead_letter, HF_T_DEAD_LETTERS, true, true},
+    {on_changelog, HF_T_COUNTER_CHANGELOG, true, true},
+    {on_gateway_changelog, HF_T_GATEWAY_CHANGELOG, false, false}, /* judged when quiescent */
+    {on_level, HF_T_STOCK_LEVELS, true, true},
+    {on_ledger, HF_T_LEDGER, true, true},
+    {on_result, HF_T_COUNTER_RESULTS, true, true},
+    {on_feed, HF_T_STOCK_FEED, true, true},
+    {on_commands, HF_T_COUNTER_COMMANDS, true, true},
+    {on_request, HF_T_REQUESTS, true, false},
+    {on_reply, HF_T_REPLIES, true, true},
 };
 
 /* Counted, not checked. */
-static const hf_topic_id_t counted_only[] = {HF_T_GATEWAY_CHANGELOG, HF_T_AVAILABILITY,
-                                             HF_T_SIGNALS, HF_T_AGGREGATOR_CHANGELOG};
+static const hf_topic_id_t counted_only[] = {HF_T_AVAILABILITY, HF_T_SIGNALS,
+                                             HF_T_AGGREGATOR_CHANGELOG};
 
 static int pass(drv_t *d)
 {
     int err = HF_OK;
     for (size_t i = 0; !err && i < sizeof steps / sizeof steps[0]; i++)
-        err = read_topic(d, topic_name(steps[i].topic), steps[i].fn, true, steps[i].quiet_check);
+        err = read_topic(d, topic_name(steps[i].topic), steps[i].fn, steps[i].decode,
+                         steps[i].quiet_check);
     for (size_t i = 0; !err && i < d->reply_topics_count; i++)
         err = read_reply_topic(d, d->reply_topics[i]);
     for (size_t i = 0; !err && i < sizeof counted_only / sizeof counted_only[0]; i++)
@@ -289,11 +344,18 @@ static int attempt(drv_t *d, bool *quiet)
         snprintf(d->errstr, d->errstr_size, "out of memory");
         return err;
     }
-    err = pass(d);
+    /* Escrow: a reservation's gateway partition is its key's in the requests topic. */
+    int32_t gateway_partitions = 0;
+    err = kafka_partition_count(d->rd, topic_name(HF_T_REQUESTS), d->o->timeout_ms,
+                                &gateway_partitions, d->errstr, d->errstr_size);
+    if (!err)
+        reconcile_set_gateway_partitions(d->rc, gateway_partitions);
+    if (!err)
+        err = pass(d);
     if (err == HF_ERR_LIMIT && !d->errstr[0])
         snprintf(d->errstr, d->errstr_size,
                  "a table reached its cap; raise --pairs-max, --holds-max, "
-                 "--reservations-max, --reply-keys-max or --sales-max");
+                 "--reservations-max, --reply-keys-max, --sales-max or --allotments-max");
     if (!err)
         err = snapshot_quiet(d, quiet);
     if (!err)

@@ -1,7 +1,8 @@
 /* `hfctl reconcile`: the proof a retailer runs after a flash sale. It replays
  * every holdfast topic from the beginning (read_committed, all partitions) and
- * checks the invariants of DESIGN.md section 10 and that every unit sold was
- * sold by a counter from stock fed (check 8), then prints one JSON verdict.
+ * checks the invariants of DESIGN.md section 10, that every unit sold was
+ * sold by a counter from stock fed (check 8) and the escrow allotments' books
+ * (check 9, reconcile_escrow.c), then prints one JSON verdict.
  *
  * Two layers. The checker (reconcile_t, reconcile_*.c except reconcile.c) is
  * pure: it is fed decoded records with their positions, in a fixed order (see
@@ -66,7 +67,14 @@ typedef enum { RC_SCOPE_RECORD = 0, RC_SCOPE_SNAPSHOT, RC_SCOPE_QUIESCENT } rc_s
     X(SALE_COMMIT_REVOKED, "sale_commit_revoked_without_reversal", 8, RC_SCOPE_QUIESCENT)          \
     X(SALE_UNBACKED, "sale_without_counter_commit", 8, RC_SCOPE_QUIESCENT)                         \
     X(SALE_UNRECORDED, "counter_commit_without_sale", 8, RC_SCOPE_SNAPSHOT)                        \
-    X(SOLD_BEYOND_STOCK, "units_sold_beyond_stock_fed", 8, RC_SCOPE_SNAPSHOT)
+    X(SOLD_BEYOND_STOCK, "units_sold_beyond_stock_fed", 8, RC_SCOPE_SNAPSHOT)                      \
+    X(ALLOTMENT_GRANT_INVALID, "allotment_grant_invalid", 9, RC_SCOPE_RECORD)                      \
+    X(ALLOTMENT_VS_COUNTER, "allotment_vs_grants_returns_sales", 9, RC_SCOPE_SNAPSHOT)             \
+    X(ALLOTMENT_OVERSOLD, "allotment_sold_beyond_grants", 9, RC_SCOPE_SNAPSHOT)                    \
+    X(ALLOTMENTS_BEYOND_STOCK, "allotments_beyond_stock_on_hand", 9, RC_SCOPE_SNAPSHOT)            \
+    X(ESCROW_HELD_BEYOND_ALLOTMENT, "escrow_held_beyond_allotment", 9, RC_SCOPE_QUIESCENT)         \
+    X(ESCROW_STATE_INVALID, "escrow_state_invalid", 9, RC_SCOPE_RECORD)                            \
+    X(ESCROW_STATE_VS_ALLOTMENT, "escrow_state_vs_allotment", 9, RC_SCOPE_QUIESCENT)
 
 typedef enum {
 #define RC_KIND_ENUM(id, name, check, scope) RC_K_##id,
@@ -97,13 +105,15 @@ typedef struct {
 
 /* Table caps. Tables grow with the data; a cap reached stops the replay with
  * HF_ERR_LIMIT (the verdict would be unsound with entries dropped). Memory is
- * about 130 bytes per hold, 330 per pair, 110 per reservation, 120 per reply key. */
+ * about 130 bytes per hold, 330 per pair, 110 per reservation, 120 per reply key,
+ * 120 per (reservation, pair) held or sold, 170 per allotment. */
 typedef struct {
     size_t pairs_max;        /* (warehouse, sku) counters */
     size_t holds_max;        /* (reservation, attempt, warehouse, sku) holds */
     size_t reservations_max; /* reservation ids in the ledger */
     size_t reply_keys_max;   /* (reservation_id, idempotency_key) with a settled reply */
-    size_t sales_max;        /* (reservation, warehouse, sku) sold by the ledger or a counter */
+    size_t sales_max; /* (reservation, warehouse, sku) held or sold by the ledger or a counter */
+    size_t allotments_max;   /* (warehouse, sku, gateway partition) escrow allotments */
     size_t dead_letters_max; /* dead-lettered counter inputs */
     size_t violations_shown_max;
     int64_t expiry_lag_max_ms; /* DESIGN: released within 5 s of expires_at */
@@ -114,6 +124,7 @@ typedef struct {
 #define RC_RESERVATIONS_MAX_DEFAULT  4000000
 #define RC_REPLY_KEYS_MAX_DEFAULT    8000000
 #define RC_SALES_MAX_DEFAULT         8000000
+#define RC_ALLOTMENTS_MAX_DEFAULT    1000000
 #define RC_DEAD_LETTERS_MAX_DEFAULT  1000000
 #define RC_VIOLATIONS_SHOWN_DEFAULT  20
 #define RC_EXPIRY_LAG_MAX_MS_DEFAULT 5000
@@ -128,14 +139,23 @@ void reconcile_destroy(reconcile_t *rc); /* accepts NULL */
 /* ---- Feeding order (each step may depend on the ones before):
  *   1. reconcile_dead_letter      holdfast.dead-letters
  *   2. reconcile_counter_state    holdfast.counter-changelog (CounterState values)
+ *      reconcile_allotment_state  ... and its AllotmentState values
+ *      reconcile_escrow_state     holdfast.gateway-changelog (EscrowState values)
  *   3. reconcile_stock_level      holdfast.stock-levels
  *   4. reconcile_ledger           holdfast.ledger
  *   5. reconcile_counter_result   holdfast.counter-results
+ *      reconcile_allotment_grant  ... and its AllotmentGrants
  *   6. reconcile_counter_input    holdfast.counter-commands and holdfast.stock-feed
  *   7. reconcile_reply            holdfast.replies and every reply_to topic
  *   8. reconcile_finish
  * Within one topic, each partition's records in offset order. Every feeding
  * call returns HF_OK, HF_ERR_LIMIT (a table cap) or HF_ERR_NOMEM. */
+
+/* Escrow (DESIGN.md section 5): reservations live in gateway partition
+ * murmur2(reservation_id) % gateway_partitions (the requests topic's count).
+ * Set it (> 0) to judge units held in escrow per allotment; 0 (the default)
+ * judges them per pair only. Call before reconcile_finish. */
+void reconcile_set_gateway_partitions(reconcile_t *rc, int32_t partitions);
 
 /* Input streams of the counter: the two topics it consumes. */
 typedef enum { RC_IN_COMMANDS = 0, RC_IN_STOCK_FEED = 1 } rc_input_t;
@@ -149,7 +169,17 @@ int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos,
                      const hf_ledger_event_t *e) HF_MUST_CHECK;
 int reconcile_counter_result(reconcile_t *rc, const rc_pos_t *pos,
                              const hf_counter_result_t *r) HF_MUST_CHECK;
-/* Any record on a counter input topic (StockFeed and CommitHold matter). */
+/* Changelog key "L<w>|<sku>|<holder %08x>": one holder's allotment at the counter. */
+int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
+                              const char *sku, const hf_allotment_state_t *a) HF_MUST_CHECK;
+int reconcile_allotment_grant(reconcile_t *rc, const rc_pos_t *pos,
+                              const hf_allotment_grant_t *g) HF_MUST_CHECK;
+/* Gateway changelog key "A<w>|<sku>" in partition pos->partition (the holder):
+ * its allotment as the gateway counts it; es NULL for a tombstone. */
+int reconcile_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
+                           const char *sku, const hf_escrow_state_t *es) HF_MUST_CHECK;
+/* Any record on a counter input topic (StockFeed, CommitHold, AllotmentRequest
+ * and AllotmentSale matter). */
 int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *pos,
                             const hf_record_t *rec) HF_MUST_CHECK;
 int reconcile_reply(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r) HF_MUST_CHECK;
@@ -193,6 +223,13 @@ typedef struct {
     /* sales against stock: units the ledger sold (net of reversals), units the
      * counters committed, the most the applicable stock feeds can have brought in */
     int64_t ledger_sold_units, counter_committed_units, stock_fed_units_max;
+    /* escrow: allotments (pair, gateway partition), the counter's grants and
+     * recalls, the gateway's returns and sales (accepted, or answered REVOKED),
+     * units allotted at the end and held in them by HELD reservations */
+    size_t escrow_pairs, allotments, escrow_states, escrow_grants, escrow_recalls, escrow_requests,
+        escrow_returns, escrow_sales, escrow_sales_revoked;
+    int64_t escrow_granted_units, escrow_recalled_units, escrow_returned_units, escrow_sold_units,
+        escrow_allotted_units, escrow_held_units;
 } rc_counts_t;
 
 void reconcile_counts(const reconcile_t *rc, rc_counts_t *out);

@@ -38,6 +38,7 @@ void reconcile_limits_default(reconcile_limits_t *lim)
     lim->reservations_max = RC_RESERVATIONS_MAX_DEFAULT;
     lim->reply_keys_max = RC_REPLY_KEYS_MAX_DEFAULT;
     lim->sales_max = RC_SALES_MAX_DEFAULT;
+    lim->allotments_max = RC_ALLOTMENTS_MAX_DEFAULT;
     lim->dead_letters_max = RC_DEAD_LETTERS_MAX_DEFAULT;
     lim->violations_shown_max = RC_VIOLATIONS_SHOWN_DEFAULT;
     lim->expiry_lag_max_ms = RC_EXPIRY_LAG_MAX_MS_DEFAULT;
@@ -60,6 +61,8 @@ int reconcile_new(const reconcile_limits_t *lim, reconcile_t **out)
         err = rc_map_init(&rc->dead, 1, lim->dead_letters_max);
     if (!err)
         err = rc_map_init(&rc->sales, sizeof(rc_sale_t), lim->sales_max);
+    if (!err)
+        err = rc_map_init(&rc->allots, sizeof(rc_allot_t), lim->allotments_max);
     rc->shown =
         calloc(lim->violations_shown_max ? lim->violations_shown_max : 1, sizeof *rc->shown);
     rc->gw_lag.buckets = calloc(RC_LAG_BUCKETS, sizeof(uint32_t));
@@ -84,6 +87,7 @@ void reconcile_destroy(reconcile_t *rc)
     rc_map_free(&rc->replies);
     rc_map_free(&rc->dead);
     rc_map_free(&rc->sales);
+    rc_map_free(&rc->allots);
     free(rc->shown);
     free(rc->gw_lag.buckets);
     free(rc->counter_lag.buckets);

@@ -81,6 +81,13 @@ int reconcile_counter_state(reconcile_t *rc, const rc_pos_t *pos, const char *wa
                      "on_hand %" PRId64 " reserved %" PRId64 " revoking %" PRId64
                      " safety_stock %" PRId64,
                      c->on_hand, c->reserved, c->revoking, c->safety_stock);
+        return HF_OK;
+    }
+    char why[HF_TEXT_LEN_MAX + 1];
+    if (rc_escrow_state_invalid(c, why, sizeof why)) {
+        char key[RC_KEY_LEN_MAX];
+        rc_pair_key(key, warehouse_id, sku);
+        rc_violation(rc, RC_K_COUNTER_STATE_INVALID, key, pos, "%s", why);
     }
     return HF_OK;
 }
@@ -89,20 +96,25 @@ static void check_level(reconcile_t *rc, const rc_pos_t *pos, const char *key,
                         const hf_stock_level_t *sl)
 {
     if (sl->available < 0 || sl->reserved < 0 || sl->on_hand < 0 || sl->safety_stock < 0 ||
-        sl->shortfall < 0)
+        sl->shortfall < 0 || sl->allotted < 0 || sl->escrow_balance < 0)
         rc_violation(rc, RC_K_STOCK_LEVEL_NEGATIVE, key, pos,
                      "available %" PRId64 " reserved %" PRId64 " on_hand %" PRId64
-                     " safety_stock %" PRId64 " shortfall %" PRId64,
-                     sl->available, sl->reserved, sl->on_hand, sl->safety_stock, sl->shortfall);
-    int64_t avail = sl->on_hand - sl->reserved - sl->safety_stock;
-    avail = avail > 0 ? avail : 0;
+                     " safety_stock %" PRId64 " shortfall %" PRId64 " allotted %" PRId64
+                     " escrow_balance %" PRId64,
+                     sl->available, sl->reserved, sl->on_hand, sl->safety_stock, sl->shortfall,
+                     sl->allotted, sl->escrow_balance);
+    /* Free stock: what is neither held by the counter nor allotted (escrow). */
+    int64_t free_units = sl->on_hand - sl->reserved - sl->allotted - sl->safety_stock;
+    int64_t avail = free_units > 0 ? free_units : 0;
     if (sl->available != avail || sl->shortfall > sl->reserved ||
-        sl->reserved - sl->shortfall > sl->on_hand)
+        sl->reserved - sl->shortfall > sl->on_hand || sl->escrow_balance > sl->allotted)
         rc_violation(rc, RC_K_STOCK_LEVEL_INCONSISTENT, key, pos,
-                     "available %" PRId64 " but on_hand - reserved - safety_stock = %" PRId64
-                     "; reserved %" PRId64 " shortfall %" PRId64 " on_hand %" PRId64,
-                     sl->available, sl->on_hand - sl->reserved - sl->safety_stock, sl->reserved,
-                     sl->shortfall, sl->on_hand);
+                     "available %" PRId64
+                     " but on_hand - reserved - allotted - safety_stock = %" PRId64
+                     "; reserved %" PRId64 " shortfall %" PRId64 " on_hand %" PRId64
+                     " allotted %" PRId64 " escrow_balance %" PRId64,
+                     sl->available, free_units, sl->reserved, sl->shortfall, sl->on_hand,
+                     sl->allotted, sl->escrow_balance);
 }
 
 int reconcile_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_level_t *sl)
@@ -129,6 +141,8 @@ int reconcile_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_l
     p->level_reserved = sl->reserved;
     p->level_safety = sl->safety_stock;
     p->level_shortfall = sl->shortfall;
+    p->level_allotted = sl->allotted;
+    p->level_escrow_balance = sl->escrow_balance;
     p->level_partition = pos->partition;
     p->level_offset = pos->offset;
     return HF_OK;
@@ -211,7 +225,11 @@ static void on_commit_answer(reconcile_t *rc, const rc_pos_t *pos, const char *h
             illegal(rc, pos, hkey, r, "only a released or refused hold conflicts");
         return;
     case HF_OUTCOME_REVOKED:
-        if (s != RC_HOLD_REVOKING)
+        /* Escrow: an AllotmentSale of an allotment being recalled is answered
+         * so, for a hold the counter never held (matched with the sale later). */
+        if (s == RC_HOLD_NONE)
+            h->escrow_revokes++;
+        else if (s != RC_HOLD_REVOKING)
             illegal(rc, pos, hkey, r, "the hold was not being revoked");
         return;
     default:
@@ -410,6 +428,10 @@ int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *p
         return on_feed(rc, input, &rec->u.stock_feed);
     if (rec->type == HF_REC_COMMIT_HOLD)
         on_commit_command(rc, input, &rec->u.commit_hold);
+    if (rec->type == HF_REC_ALLOTMENT_REQUEST && input == RC_IN_COMMANDS)
+        return rc_escrow_request(rc, &rec->u.allotment_request);
+    if (rec->type == HF_REC_ALLOTMENT_SALE && input == RC_IN_COMMANDS)
+        return rc_escrow_sale(rc, &rec->u.allotment_sale);
     return HF_OK;
 }
 
@@ -467,12 +489,14 @@ static void finish_level_vs_state(reconcile_t *rc, const char *key, const rc_pai
         return;
     if (p->has_level != p->has_state || p->level_version != c->version ||
         p->level_on_hand != c->on_hand || p->level_reserved != c->reserved ||
-        p->level_safety != c->safety_stock || p->level_shortfall != c->revoking)
+        p->level_safety != c->safety_stock || p->level_shortfall != c->revoking ||
+        p->level_allotted != c->allotted || p->level_escrow_balance != c->escrow_balance)
         rc_violation(rc, RC_K_STOCK_LEVEL_VS_STATE, key, NULL,
                      "last StockLevel v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64
-                     "; changelog v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64 "%s",
-                     p->level_version, p->level_on_hand, p->level_reserved, c->version, c->on_hand,
-                     c->reserved,
+                     " allotted %" PRId64 "; changelog v%" PRId64 " on_hand %" PRId64
+                     " reserved %" PRId64 " allotted %" PRId64 "%s",
+                     p->level_version, p->level_on_hand, p->level_reserved, p->level_allotted,
+                     c->version, c->on_hand, c->reserved, c->allotted,
                      p->has_level ? (p->has_state ? "" : " (no CounterState)")
                                   : " (no StockLevel)");
 }

@@ -157,6 +157,21 @@ static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
     r->kinds_seen |= KIND_BIT(e->kind);
 }
 
+/* What the HELD event holds at each pair: at the counter (a Hold) or, escrow,
+ * in an allotment of the reservation's gateway partition (judged at the end). */
+static int held_per_pair(reconcile_t *rc, const hf_ledger_event_t *e)
+{
+    for (int32_t a = 0; a < e->allocations_count && a < HF_ALLOCATIONS_MAX; a++) {
+        rc_sale_t *s = NULL;
+        int err = rc_sale_get(rc, e->reservation_id, e->allocations[a].warehouse_id,
+                              e->allocations[a].sku, &s);
+        if (err)
+            return err;
+        s->held_units += e->allocations[a].qty;
+    }
+    return HF_OK;
+}
+
 int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e)
 {
     if ((unsigned)e->kind >= HF_LEDGER__COUNT) {
@@ -173,6 +188,11 @@ int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
         r->terminal = -1;
     bool was_sold = r->sold;
     on_event(rc, pos, e, r);
+    if (e->kind == HF_LEDGER_HELD) {
+        err = held_per_pair(rc, e);
+        if (err)
+            return err;
+    }
     /* The units of the one sale a reservation makes (COMMITTED or re-reserved). */
     return !was_sold && r->sold ? rc_sales_ledger(rc, e) : HF_OK;
 }
@@ -255,6 +275,14 @@ static void open_units_per_reservation(reconcile_t *rc)
             ((rc_res_t *)rc_map_val(&rc->res, idx))->open_units += h->qty;
         else
             rc->n.open_units_without_reservation += h->qty;
+        /* ... and per pair: "rid|w|sku" from "rid|attempt|w|sku" */
+        size_t plen;
+        const char *pk = rc_map_key(&rc->pairs, h->pair, &plen);
+        char skey[RC_KEY_LEN_MAX];
+        int n = snprintf(skey, sizeof skey, "%.*s|%.*s", (int)rid_len, key, (int)plen, pk);
+        if (rid_len && n > 0 && (size_t)n < sizeof skey &&
+            rc_map_find(&rc->sales, skey, (size_t)n, &idx))
+            ((rc_sale_t *)rc_map_val(&rc->sales, idx))->open_units += h->qty;
     }
 }
 
@@ -281,6 +309,7 @@ static void count_terminal(reconcile_t *rc, const rc_res_t *r)
 void rc_finish_reservations(reconcile_t *rc)
 {
     open_units_per_reservation(rc);
+    rc_finish_escrow_held(rc);
     for (uint32_t i = 0; i < rc->res.count; i++) {
         const rc_res_t *r = rc_map_val(&rc->res, i);
         bool held = (r->kinds_seen & KIND_BIT(HF_LEDGER_HELD)) && r->terminal < 0;
@@ -289,7 +318,7 @@ void rc_finish_reservations(reconcile_t *rc)
             rc->n.held++;
             rc->n.ledger_held_units += r->held_units;
         }
-        if (r->open_units == (held ? r->held_units : 0))
+        if (r->open_units + r->escrow_units == (held ? r->held_units : 0))
             continue;
         rc->n.reservations_out_of_step++;
         size_t len;
@@ -298,18 +327,20 @@ void rc_finish_reservations(reconcile_t *rc)
         snprintf(key, sizeof key, "%.*s", (int)len, rid);
         if (rc->quiescent)
             rc_violation(rc, RC_K_RESERVATION_HOLDS, key, NULL,
-                         "ledger says %s with %" PRId64 " units, counters hold %" PRId64,
+                         "ledger says %s with %" PRId64 " units, counters hold %" PRId64
+                         " and allotments %" PRId64,
                          held               ? "HELD"
                          : r->terminal >= 0 ? hf_ledger_kind_name((hf_ledger_kind_t)r->terminal)
                                             : "not held",
-                         held ? r->held_units : 0, r->open_units);
+                         held ? r->held_units : 0, r->open_units, r->escrow_units);
     }
-    if (rc->quiescent && rc->n.ledger_held_units != rc->n.counter_reserved_units)
+    int64_t direct = rc->n.ledger_held_units - rc->n.escrow_held_units;
+    if (rc->quiescent && direct != rc->n.counter_reserved_units)
         rc_violation(rc, RC_K_LEDGER_VS_COUNTERS, NULL, NULL,
-                     "reservations HELD in the ledger hold %" PRId64
-                     " units, the counters reserve %" PRId64 " (%" PRId64
+                     "reservations HELD in the ledger hold %" PRId64 " units (%" PRId64
+                     " of them in allotments), the counters reserve %" PRId64 " (%" PRId64
                      " of them by holds of no reservation)",
-                     rc->n.ledger_held_units, rc->n.counter_reserved_units,
+                     rc->n.ledger_held_units, rc->n.escrow_held_units, rc->n.counter_reserved_units,
                      rc->n.open_units_without_reservation);
 }
 
@@ -321,5 +352,6 @@ void reconcile_finish(reconcile_t *rc, bool quiescent)
     rc->quiescent = quiescent;
     rc_finish_pairs(rc);
     rc_finish_reservations(rc);
+    rc_finish_escrow(rc);
     rc_finish_sales(rc);
 }

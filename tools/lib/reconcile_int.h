@@ -59,6 +59,7 @@ typedef struct {
     bool has_state, has_level;
     hf_counter_state_t state; /* last in the changelog */
     int64_t level_version, level_on_hand, level_reserved, level_safety, level_shortfall;
+    int64_t level_allotted, level_escrow_balance;
     int32_t level_partition;
     int64_t level_offset;
     /* from counter-results */
@@ -66,6 +67,14 @@ typedef struct {
     int64_t ok_holds, changes, commit_qty;
     rc_stream_t in[2];   /* by rc_input_t */
     int64_t ledger_sold; /* units the ledger sold here, net of reversals (finish) */
+    /* escrow: the pair ever had an allotment (a request, grant or state); units
+     * HELD reservations hold here without a counter hold (finish) */
+    bool escrow;
+    int64_t escrow_held;
+    int64_t escrow_allotted; /* its allotments' grants - returns - sales (finish) */
+    /* sums of its AllotmentStates (finish): allotted, recalling, reported_balance */
+    int64_t states_allotted, states_recalling, states_reported;
+    bool has_allotment_state;
 } rc_pair_t;
 
 typedef enum {
@@ -84,6 +93,9 @@ typedef struct {
     int32_t commit_results, change_ordinal, commit_cmds;
     int8_t commit_refused; /* 1 + the first answer other than OK to a CommitHold; 0 none */
     int64_t qty;
+    /* escrow: REVOKED answers to AllotmentSales of this hold (no Hold seen), and
+     * the AllotmentSales of it on counter-commands */
+    int32_t escrow_revokes, escrow_sales;
 } rc_hold_t;
 
 typedef struct {
@@ -97,15 +109,34 @@ typedef struct {
     bool reversed;         /* that sale undone by a revoked hold (shortfall, refund) */
     int64_t expires_at_ms; /* of the EXPIRED event */
     int64_t open_units;    /* at the counters (finish) */
+    int64_t escrow_units;  /* held in allotments (finish) */
 } rc_res_t;
 
-/* One reservation's sale at one pair (key "rid|w|sku"): the units its
- * COMMITTED (or re-reserved) ledger event names, and the units the pair's
- * counter committed for its holds (a CommitHold answered OK for a held hold). */
+/* One reservation at one pair (key "rid|w|sku"): the units its COMMITTED (or
+ * re-reserved) ledger event names, and the units the pair's counter committed
+ * for it (a CommitHold answered OK for a held hold, or an AllotmentSale it
+ * accepted); the units its HELD event names there and the counter's open holds
+ * of it at the end — none while the units are held in an allotment. */
 typedef struct {
     uint32_t pair;
     int64_t ledger_units, counter_units;
+    int64_t held_units, open_units, escrow_sold;
 } rc_sale_t;
+
+/* One gateway partition's allotment of a pair (key "w|sku|holder"), from the
+ * counter's grants and the gateway's returns and accepted sales; the counter's
+ * own AllotmentState when the changelog has it. */
+typedef struct {
+    uint32_t pair;
+    int32_t holder;
+    int64_t granted, returned, sold, wanted;
+    int64_t held; /* units HELD reservations of this holder hold in it (finish) */
+    bool has_state;
+    int64_t state_allotted, state_granted, state_returned, state_sold, state_recalling,
+        state_reported;
+    bool has_gw; /* the holder's EscrowState (gateway changelog) */
+    int64_t gw_allotted, gw_balance;
+} rc_allot_t;
 
 typedef struct {
     int8_t outcome; /* hf_reply_outcome_t of the first settled reply */
@@ -125,7 +156,8 @@ typedef struct {
 
 struct reconcile {
     reconcile_limits_t lim;
-    rc_map_t pairs, holds, res, replies, dead, sales;
+    rc_map_t pairs, holds, res, replies, dead, sales, allots;
+    int32_t gateway_partitions; /* 0: escrow judged per pair only */
     rc_violation_t *shown;
     size_t shown_count;
     size_t total, by_kind[RC_K__COUNT];
@@ -160,10 +192,29 @@ size_t rc_key_rid_len(const char *key, size_t len, int fields);
  * the units a counter committed for one hold of reservation_id. */
 int rc_sales_ledger(reconcile_t *rc, const hf_ledger_event_t *e) HF_MUST_CHECK;
 int rc_sales_counter(reconcile_t *rc, const hf_counter_result_t *r, int64_t qty) HF_MUST_CHECK;
+/* The reservation's entry at a pair (added when new). */
+int rc_sale_get(reconcile_t *rc, const char *reservation_id, const char *warehouse_id,
+                const char *sku, rc_sale_t **out) HF_MUST_CHECK;
+size_t rc_sale_key(char *out, const char *reservation_id, const char *warehouse_id,
+                   const char *sku);
+/* The reservation a key "rid|f1|..|fn" names (n trailing fields), or NULL. */
+const rc_res_t *rc_res_of_key(const reconcile_t *rc, const char *key, size_t len, int fields);
+
+/* Escrow (reconcile_escrow.c): counter inputs that change allotments. */
+int rc_escrow_request(reconcile_t *rc, const hf_allotment_request_t *r) HF_MUST_CHECK;
+int rc_escrow_sale(reconcile_t *rc, const hf_allotment_sale_t *s) HF_MUST_CHECK;
+/* The pair's StockLevel must subtract what is allotted; a CounterState's escrow
+ * fields within their bounds: NULL when fine, else why not (in buf). */
+const char *rc_escrow_state_invalid(const hf_counter_state_t *c, char *buf, size_t size);
 
 /* Finish steps (reconcile_counter.c, reconcile_gateway.c, reconcile_sales.c). */
 void rc_finish_pairs(reconcile_t *rc);
 void rc_finish_reservations(reconcile_t *rc);
 void rc_finish_sales(reconcile_t *rc);
+/* Units HELD reservations hold in allotments, per pair and holder (before
+ * rc_finish_reservations judges each reservation). */
+void rc_finish_escrow_held(reconcile_t *rc);
+/* Allotments against grants, returns, sales, stock and what they hold. */
+void rc_finish_escrow(reconcile_t *rc);
 
 #endif

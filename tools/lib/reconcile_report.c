@@ -49,6 +49,21 @@ static json_t *counts_json(const rc_counts_t *n)
     C(ledger_sold_units);
     C(counter_committed_units);
     C(stock_fed_units_max);
+    C(escrow_pairs);
+    C(allotments);
+    C(escrow_states);
+    C(escrow_grants);
+    C(escrow_granted_units);
+    C(escrow_recalls);
+    C(escrow_recalled_units);
+    C(escrow_requests);
+    C(escrow_returns);
+    C(escrow_returned_units);
+    C(escrow_sales);
+    C(escrow_sold_units);
+    C(escrow_sales_revoked);
+    C(escrow_allotted_units);
+    C(escrow_held_units);
 #undef C
     return o;
 }

@@ -18,23 +18,22 @@
 
 #include "reconcile_int.h"
 
-static size_t sale_key(char *out, const char *reservation_id, const char *warehouse_id,
-                       const char *sku)
+size_t rc_sale_key(char *out, const char *reservation_id, const char *warehouse_id, const char *sku)
 {
     int n = snprintf(out, RC_KEY_LEN_MAX, "%s|%s|%s", reservation_id, warehouse_id, sku);
     return n < 0 ? 0 : (size_t)n < RC_KEY_LEN_MAX ? (size_t)n : RC_KEY_LEN_MAX - 1;
 }
 
-static int sale_get(reconcile_t *rc, const char *reservation_id, const char *warehouse_id,
-                    const char *sku, rc_sale_t **out)
+int rc_sale_get(reconcile_t *rc, const char *reservation_id, const char *warehouse_id,
+                const char *sku, rc_sale_t **out)
 {
     char key[RC_KEY_LEN_MAX];
     uint32_t pidx, idx;
     bool added = false;
     int err = rc_pair_get(rc, warehouse_id, sku, &pidx);
     if (!err)
-        err = rc_map_upsert(&rc->sales, key, sale_key(key, reservation_id, warehouse_id, sku), &idx,
-                            &added);
+        err = rc_map_upsert(&rc->sales, key, rc_sale_key(key, reservation_id, warehouse_id, sku),
+                            &idx, &added);
     if (err)
         return err;
     *out = rc_map_val(&rc->sales, idx);
@@ -46,8 +45,8 @@ int rc_sales_ledger(reconcile_t *rc, const hf_ledger_event_t *e)
 {
     for (int32_t a = 0; a < e->allocations_count && a < HF_ALLOCATIONS_MAX; a++) {
         rc_sale_t *s = NULL;
-        int err = sale_get(rc, e->reservation_id, e->allocations[a].warehouse_id,
-                           e->allocations[a].sku, &s);
+        int err = rc_sale_get(rc, e->reservation_id, e->allocations[a].warehouse_id,
+                              e->allocations[a].sku, &s);
         if (err)
             return err;
         s->ledger_units += e->allocations[a].qty;
@@ -58,7 +57,7 @@ int rc_sales_ledger(reconcile_t *rc, const hf_ledger_event_t *e)
 int rc_sales_counter(reconcile_t *rc, const hf_counter_result_t *r, int64_t qty)
 {
     rc_sale_t *s = NULL;
-    int err = sale_get(rc, r->reservation_id, r->warehouse_id, r->sku, &s);
+    int err = rc_sale_get(rc, r->reservation_id, r->warehouse_id, r->sku, &s);
     if (err)
         return err;
     s->counter_units += qty;
@@ -66,7 +65,7 @@ int rc_sales_counter(reconcile_t *rc, const hf_counter_result_t *r, int64_t qty)
 }
 
 /* The reservation of a key whose last `fields` fields follow its id. */
-static const rc_res_t *res_of_key(const reconcile_t *rc, const char *key, size_t len, int fields)
+const rc_res_t *rc_res_of_key(const reconcile_t *rc, const char *key, size_t len, int fields)
 {
     size_t rid_len = rc_key_rid_len(key, len, fields);
     uint32_t idx;
@@ -84,7 +83,7 @@ static void refused_commits(reconcile_t *rc)
             continue;
         size_t len;
         const char *key = rc_map_key(&rc->holds, i, &len);
-        const rc_res_t *res = res_of_key(rc, key, len, 3);
+        const rc_res_t *res = rc_res_of_key(rc, key, len, 3);
         if (!res || !res->sold)
             continue;
         hf_outcome_t o = (hf_outcome_t)(h->commit_refused - 1);
@@ -109,7 +108,7 @@ static void sales_vs_commits(reconcile_t *rc)
         const rc_sale_t *s = rc_map_val(&rc->sales, i);
         size_t len;
         const char *key = rc_map_key(&rc->sales, i, &len);
-        const rc_res_t *res = res_of_key(rc, key, len, 2);
+        const rc_res_t *res = rc_res_of_key(rc, key, len, 2);
         bool reversed = res && res->reversed;
         char k[RC_KEY_LEN_MAX];
         snprintf(k, sizeof k, "%.*s", (int)len, key);
@@ -121,7 +120,7 @@ static void sales_vs_commits(reconcile_t *rc)
         else if (s->ledger_units > s->counter_units && !reversed && rc->quiescent)
             rc_violation(rc, RC_K_SALE_UNBACKED, k, NULL,
                          "the ledger sold %" PRId64 " units, the counter committed %" PRId64
-                         " for this reservation's held holds",
+                         " for this reservation's held holds and accepted AllotmentSales",
                          s->ledger_units, s->counter_units);
         int64_t net =
             reversed && s->counter_units < s->ledger_units ? s->counter_units : s->ledger_units;
