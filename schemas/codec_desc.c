@@ -71,6 +71,7 @@ REC_DESC(allocation_desc, "Allocation", hf_allocation_t, allocation_fields);
 static const codec_field_t wh_available_fields[] = {
     F_STRING(hf_wh_available_t, warehouse_id),
     F_LONG(hf_wh_available_t, available),
+    F_LONG(hf_wh_available_t, escrow),
 };
 REC_DESC(wh_available_desc, "WarehouseAvailable", hf_wh_available_t, wh_available_fields);
 

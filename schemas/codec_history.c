@@ -379,6 +379,39 @@ static const char reservation_state_v4[] =
     "ve (same key and body) for as long as the reservation is kept, whatever it became since."
     " Stored with reservation_id and idempotency_key empty: they are this record's own.\"}]}";
 
+/* Availability v1, before WarehouseAvailable.escrow (defaulted 0). */
+static const char availability_v1[] =
+    "{\"type\":\"record\",\"name\":\"Availability\",\"namespace\":\"holdfast\",\"doc\":\"The "
+    "routing view of one SKU across the network. Topic holdfast.availability (compacted), key"
+    " sku.\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\",\"doc\":\"Stock keeping unit.\""
+    "},{\"name\":\"warehouses\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\""
+    "name\":\"WarehouseAvailable\",\"doc\":\"Available units of the SKU at one warehouse.\",\""
+    "fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\",\"doc\":\"Warehouse.\"},{\"name"
+    "\":\"available\",\"type\":\"long\",\"doc\":\"Units a new hold may take there.\"}]}},\"do"
+    "c\":\"Warehouses with their available units, up to 64.\"},{\"name\":\"total\",\"type\":\""
+    "long\",\"doc\":\"Network-wide available units.\"},{\"name\":\"in_stock\",\"type\":\"bool"
+    "ean\",\"doc\":\"Debounced in-stock flag (hysteresis around the sold-out watermark).\"},{"
+    "\"name\":\"updated_at_ms\",\"type\":\"long\",\"doc\":\"When the view changed, Unix epoch"
+    " milliseconds.\"}]}";
+
+/* SkuState v1, before WarehouseAvailable.escrow (defaulted 0). */
+static const char sku_state_v1[] =
+    "{\"type\":\"record\",\"name\":\"SkuState\",\"namespace\":\"holdfast\",\"doc\":\"The aggr"
+    "egator's state of one SKU: per-warehouse available, the network total and the debounced "
+    "sold-out state. RocksDB value and changelog value (holdfast.aggregator-changelog), key S"
+    "<sku>.\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\",\"doc\":\"Stock keeping unit."
+    "\"},{\"name\":\"warehouses\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\""
+    ",\"name\":\"WarehouseAvailable\",\"doc\":\"Available units of the SKU at one warehouse.\""
+    ",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\",\"doc\":\"Warehouse.\"},{\"n"
+    "ame\":\"available\",\"type\":\"long\",\"doc\":\"Units a new hold may take there.\"}]}},\""
+    "doc\":\"Warehouses that reported the SKU, up to 64.\"},{\"name\":\"total\",\"type\":\"lo"
+    "ng\",\"doc\":\"Network-wide available units.\"},{\"name\":\"in_stock\",\"type\":\"boolea"
+    "n\",\"doc\":\"Debounced state, as last signalled.\"},{\"name\":\"low_since_ms\",\"type\""
+    ":\"long\",\"default\":0,\"doc\":\"Since when the total has been at or below the low wate"
+    "rmark, epoch ms; 0 when it is not.\"},{\"name\":\"changed_at_ms\",\"type\":\"long\",\"de"
+    "fault\":0,\"doc\":\"When in_stock last changed, epoch ms.\"},{\"name\":\"updated_at_ms\""
+    ",\"type\":\"long\",\"doc\":\"Last update, epoch ms.\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -392,5 +425,7 @@ const codec_history_t codec_history[] = {
     {HF_REC_COUNTER_STATE, counter_state_v2},
     {HF_REC_STOCK_LEVEL, stock_level_v2},
     {HF_REC_RESERVATION_STATE, reservation_state_v4},
+    {HF_REC_AVAILABILITY, availability_v1},
+    {HF_REC_SKU_STATE, sku_state_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -343,6 +343,7 @@ typedef struct {
 typedef struct {
     hf_wh_t warehouse_id;
     int64_t available;
+    int64_t escrow; /* of available, units in allotments' unheld balances */
 } hf_wh_available_t;
 
 /* Topic holdfast.availability (compacted), key sku: the routing view. */

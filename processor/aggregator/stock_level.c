@@ -23,6 +23,7 @@ static int set_warehouse(stage_ctx_t *ctx, hf_sku_state_t *s, const hf_stock_lev
         s->warehouses_count++;
     }
     s->warehouses[i].available = sl->available + sl->escrow_balance;
+    s->warehouses[i].escrow = sl->escrow_balance;
     int64_t total = 0;
     for (int32_t w = 0; w < s->warehouses_count; w++)
         total += s->warehouses[w].available; /* each <= on_hand <= 2^40: no overflow */

@@ -12,7 +12,10 @@
 #
 # env: FT_KILLS (total kills, default 10), FT_RATE (steady reserves/s, 60),
 #      FT_SECONDS (steady run, 40), FT_FLASH (1), FT_FLASH_SECONDS (15),
-#      FT_GAP_MIN/FT_GAP_MAX (2/5), FT_KILL_MARGIN (4), FT_SKUS (500)
+#      FT_GAP_MIN/FT_GAP_MAX (2/5), FT_KILL_MARGIN (4), FT_SKUS (500),
+#      FT_ESCROW (0; 1: the doorbuster and the three most popular SKUs are served
+#      from allotments, docs/ESCROW.md, so the kills land in the middle of
+#      refills, returns, rebalances and one-hop holds)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -25,12 +28,21 @@ gap_min=${FT_GAP_MIN:-2}
 gap_max=${FT_GAP_MAX:-5}
 margin=${FT_KILL_MARGIN:-4}
 skus=${FT_SKUS:-500}
+escrow=${FT_ESCROW:-0}
 doorbuster=50
 
 ft_init kill9
 # Late payments are re-reserved, so the kills also land in the middle of
 # re-reservations (hfbench --late-pct: payments after the hold expired).
-echo '{"late_payment_policy": "rereserve"}' >"$FT_WORK/config.json"
+if [ "$escrow" = 1 ]; then
+  # Small refills and a short idle return: many allotment records per second.
+  echo '{"late_payment_policy": "rereserve", "escrow_skus": "DOORBUSTER,SKU-00000,SKU-00001,SKU-00002",
+         "escrow_refill_min_units": 3, "escrow_refill_max_units": 20, "escrow_idle_return_ms": 1000,
+         "escrow_scarce_units": 5}' >"$FT_WORK/config.json"
+  ft_log "escrow on: DOORBUSTER and SKU-00000..2 served from allotments"
+else
+  echo '{"late_payment_policy": "rereserve"}' >"$FT_WORK/config.json"
+fi
 hf_start p1
 bench_seed --skus "$skus" --per-sku 5 --stock 200 --doorbuster-stock "$doorbuster" --seed 7
 

@@ -98,6 +98,16 @@ static int64_t at(const hf_availability_t *a, const char *w)
     return -1;
 }
 
+/* The part of a warehouse's sellable units in allotments (shows the mode). */
+static int64_t escrow_at(const hf_availability_t *a, const char *w)
+{
+    for (int32_t i = 0; i < a->warehouses_count; i++)
+        if (strcmp(a->warehouses[i].warehouse_id, w) == 0)
+            return a->warehouses[i].escrow;
+    fail_msg("%s not in the availability of %s", w, a->sku);
+    return -1;
+}
+
 static void test_sellable_is_free_stock_plus_escrow_balance(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -107,7 +117,9 @@ static void test_sellable_is_free_stock_plus_escrow_balance(void **state)
     assert_int_equal(apply(fx, &r), HF_OK);
     hf_availability_t a = last_availability(fx);
     assert_int_equal(at(&a, "W1"), 42); /* 30 free + 12 unheld in allotments */
+    assert_int_equal(escrow_at(&a, "W1"), 12);
     assert_int_equal(at(&a, "W2"), 5);
+    assert_int_equal(escrow_at(&a, "W2"), 0);
     assert_int_equal(a.total, 47);
     assert_true(a.in_stock);
 

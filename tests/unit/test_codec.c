@@ -70,7 +70,7 @@ static const ref_fp_t schema_fps[] = {
     {"AllotmentRequest", 0x2bd55b6af6b28425ULL},
     {"AllotmentSale", 0x39b58e54972375a7ULL},
     {"AllotmentState", 0x8279bc20428009c0ULL},
-    {"Availability", 0x038ff709140fe52fULL},
+    {"Availability", 0x506fb9fed3bb9056ULL},
     {"Commit", 0x196d6433575f64adULL},
     {"CommitHold", 0xbcd607f8d824ad52ULL},
     {"CounterResult", 0xa765a71b04c5948cULL},
@@ -88,7 +88,7 @@ static const ref_fp_t schema_fps[] = {
     {"ReservationState", 0x3d65a09fbc677a92ULL},
     {"Reserve", 0xd16e922aada1fc96ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
-    {"SkuState", 0xf15d21cc124c65a4ULL},
+    {"SkuState", 0xf70d82b445863bc4ULL},
     {"StockFeed", 0x5bd9e052d14672b6ULL},
     {"StockLevel", 0x3ba347634bb26293ULL},
 };
