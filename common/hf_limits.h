@@ -89,6 +89,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* An AllotmentRequest unanswered this long no longer blocks the next one (a
  * dead-lettered request is never answered); a late answer still counts. */
 #define HF_ESCROW_ASK_TIMEOUT_MS        5000
+/* SKU x gateway partition entries the contention window tracks per process
+ * (escrow_heat.c): the hottest stay, a cold one gives way. */
+#define HF_ESCROW_HEAT_SLOTS_MAX        4096
+#define HF_ESCROW_HEAT_PROBE_MAX        16
 /* A counter asks one holder for its unheld balance (for a starving holder) at
  * most this often: a burst of refusals must not become a burst of recalls. */
 #define HF_ESCROW_REBALANCE_INTERVAL_MS 250

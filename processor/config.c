@@ -47,6 +47,8 @@ void config_defaults(hf_config_t *cfg)
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
     snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
+    cfg->escrow_auto_reserves_s = 0;
+    cfg->escrow_auto_cool_ms = 10000;
     cfg->escrow_refill_min_units = 10;
     cfg->escrow_refill_max_units = 2000;
     cfg->escrow_refill_horizon_ms = 1000;
@@ -150,6 +152,8 @@ static const config_field_t config_fields[] = {
     INT_FIELD(view_stale_max_ms, 100, 3600000),
     INT_FIELD(reserve_deadline_ms, 0, 60000),
     STR_FIELD(escrow_skus),
+    INT_FIELD(escrow_auto_reserves_s, 0, 1000000),
+    INT_FIELD(escrow_auto_cool_ms, 0, 3600000),
     INT_FIELD(escrow_refill_min_units, 1, 1000000),
     INT_FIELD(escrow_refill_max_units, 1, 1000000),
     INT_FIELD(escrow_refill_horizon_ms, 10, 60000),

@@ -66,10 +66,12 @@ typedef struct hf_config {
     int reserve_deadline_ms; /* a Reserve older than this, or behind a counter hop this slow, is answered BUSY; 0 off */
     /* Escrow (docs/ESCROW.md): hot SKUs served from allotments in one hop. */
     char escrow_skus[HF_CONFIG_STR_MAX]; /* "sku,sku": always escrow (a campaign's pin) */
-    int escrow_refill_min_units;         /* smallest refill asked for */
-    int escrow_refill_max_units;         /* largest refill asked for */
-    int escrow_refill_horizon_ms;        /* a refill covers this long at the partition's rate */
-    int escrow_idle_return_ms;           /* an allotment untouched this long is returned */
+    int escrow_auto_reserves_s; /* per partition, a sku's reserves + refusals/s that switch it on; 0 off */
+    int escrow_auto_cool_ms;       /* ... and how long under half of that switches it off */
+    int escrow_refill_min_units;   /* smallest refill asked for */
+    int escrow_refill_max_units;   /* largest refill asked for */
+    int escrow_refill_horizon_ms;  /* a refill covers this long at the partition's rate */
+    int escrow_idle_return_ms;     /* an allotment untouched this long is returned */
     int escrow_scarce_units;       /* at or under this many sellable units a sku goes direct */
     int escrow_grant_share_pct;    /* counter: a grant takes at most this share of free stock */
     int route_weight_distance_pct; /* routing score weights, percent */

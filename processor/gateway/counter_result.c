@@ -40,6 +40,8 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
     if (h->status != HF_HOLD_REF_HOLD_SENT || !gw_saga_open(rs))
         return HF_OK; /* a duplicate, or the reservation already released it */
     h->status = r->outcome == HF_OUTCOME_OK ? HF_HOLD_REF_HELD : HF_HOLD_REF_REFUSED;
+    if (h->status == HF_HOLD_REF_REFUSED) /* a conflict: the sku is contended */
+        gw_escrow_note(ctx, h->sku);
     h->available_seen = r->available;
     if (!gw_all_answered(rs))
         return gw_store(ctx, rs);

@@ -50,7 +50,17 @@ static bool scarce(const gateway_env_t *env, const char *sku)
 bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku)
 {
     const gateway_env_t *env = gateway_env(ctx);
-    return env->escrow.skus_count > 0 && pinned(env, sku) && !scarce(env, sku);
+    bool on = (env->escrow.skus_count > 0 && pinned(env, sku)) ||
+              (env->escrow.heat &&
+               gw_heat_hot(env->escrow.heat, stage_partition(ctx), sku, stage_now_ms(ctx)));
+    return on && !scarce(env, sku);
+}
+
+void gw_escrow_note(stage_ctx_t *ctx, const char *sku)
+{
+    const gateway_env_t *env = gateway_env(ctx);
+    if (env->escrow.heat)
+        (void)gw_heat_note(env->escrow.heat, stage_partition(ctx), sku, stage_now_ms(ctx), 1);
 }
 
 static void check(const hf_escrow_state_t *e)

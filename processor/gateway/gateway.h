@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "escrow_heat.h"
 #include "records.h"
 #include "route/route.h"
 #include "stage.h"
@@ -125,6 +126,7 @@ typedef struct {
         int64_t idle_return_ms;
         int64_t scarce_units;     /* at or under this many sellable units: direct */
         gw_escrow_stats_t *stats; /* NULL: not counted */
+        gw_heat_t *heat;          /* per-SKU contention (escrow_auto_reserves_s); NULL: off */
     } escrow;
 } gateway_env_t;
 
@@ -362,8 +364,11 @@ int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len) HF_MUST_CHECK;
 #define GW_ESCROW_TAG 'A'
 size_t gw_escrow_key(char *out, const char *warehouse_id, const char *sku);
 /* Whether this partition serves sku from allotments now: pinned (escrow_skus)
- * and not scarce (the view's sellable units above escrow_scarce_units). */
+ * or contended (escrow_heat.h: its reserves and refused holds per second), and
+ * not scarce (the view's sellable units above escrow_scarce_units). */
 bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku);
+/* Counts a reserve line or a refused hold of sku for the contention window. */
+void gw_escrow_note(stage_ctx_t *ctx, const char *sku);
 /* Takes h (HOLD_SENT, of rs) from the allotment of its pair when the balance
  * covers it (*taken: h is HELD, escrow); asks the counter for a refill when the
  * balance runs low or could not cover it. */

@@ -258,6 +258,11 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     return err;
 }
 
+static double gauge_escrow_auto(void *heat)
+{
+    return (double)gw_heat_hot_count(heat, hf_wall_ms());
+}
+
 static double read_escrow_stat(void *counter)
 {
     return (double)atomic_load((atomic_uint_fast64_t *)counter);
@@ -301,6 +306,11 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
         {"holdfast_escrow_units_returned_total", "Units this process's allotments gave back",
          offsetof(gw_escrow_stats_t, returned)},
     };
+    if (w->env.escrow.heat)
+        metrics_gauge(
+            "holdfast_escrow_auto_skus",
+            "SKU x gateway partition in escrow for their contention (escrow_auto_reserves_s)",
+            gauge_escrow_auto, w->env.escrow.heat);
     for (size_t i = 0; i < sizeof escrow_metrics / sizeof escrow_metrics[0]; i++)
         metrics_counter_read(escrow_metrics[i].name, escrow_metrics[i].help, read_escrow_stat,
                              (char *)&w->escrow_stats + escrow_metrics[i].offset);
@@ -339,6 +349,14 @@ int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t
     int err = gateway_env_configure(cfg, &w->env, errstr, errstr_size);
     if (!err)
         err = sweep_init(&w->sweep, errstr, errstr_size);
+    if (!err && cfg->escrow_auto_reserves_s > 0) {
+        gw_heat_conf_t hc = {cfg->escrow_auto_reserves_s, cfg->escrow_auto_cool_ms};
+        w->env.escrow.heat = gw_heat_new(&hc);
+        if (!w->env.escrow.heat) {
+            snprintf(errstr, errstr_size, "gateway: out of memory");
+            err = HF_ERR_NOMEM;
+        }
+    }
     if (!err) {
         w->env.sweep = &w->sweep;
         pthread_mutex_init(&w->topics.mu, NULL);
@@ -359,6 +377,7 @@ void gateway_env_destroy(void *env)
         return;
     gw_world_t *w = env; /* env is the world's first member */
     view_destroy(w->view);
+    gw_heat_destroy(w->env.escrow.heat);
     kafka_reader_destroy(w->topics.reader);
     if (w->topics_mu_ready)
         pthread_mutex_destroy(&w->topics.mu);

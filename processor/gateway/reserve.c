@@ -51,6 +51,8 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
     const gateway_env_t *env = gateway_env(ctx);
     /* Only a reservation not known yet is shed: a retry of one already applied
      * gets its answer (or, while pending, none) as always, never BUSY. */
+    for (int32_t i = 0; i < r->lines_count; i++) /* contention: what may turn escrow on */
+        gw_escrow_note(ctx, r->lines[i].sku);
     char msg[HF_TEXT_LEN_MAX + 1];
     const char *busy = gw_shed_reserve(ctx, env, r, msg, sizeof msg);
     if (busy)

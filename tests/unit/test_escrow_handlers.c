@@ -123,6 +123,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     stage_ctx_t *fx = *state;
+    gw_heat_destroy(fx->user->env.escrow.heat);
     free(fx->user);
     fake_stage_destroy(fx);
     return 0;
@@ -271,6 +272,23 @@ static const hf_record_t *one_command(const stage_ctx_t *fx, size_t from, hf_rec
     assert_int_equal(found->key_len, strlen(PAIR_KEY));
     assert_memory_equal(found->key, PAIR_KEY, found->key_len);
     return &found->rec;
+}
+
+/* The only AllotmentRequest since from, of any pair. */
+static hf_allotment_request_t one_request(const stage_ctx_t *fx, size_t from)
+{
+    const hf_allotment_request_t *q = NULL;
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].rec.type == HF_REC_ALLOTMENT_REQUEST) {
+            if (q)
+                fail_msg("more than one AllotmentRequest since %zu", from);
+            q = &fx->emits[i].rec.u.allotment_request;
+        }
+    if (!q) {
+        fail_msg("no AllotmentRequest since %zu", from);
+        return (hf_allotment_request_t){0};
+    }
+    return *q;
 }
 
 static hf_reply_t one_reply(const stage_ctx_t *fx, size_t from)
@@ -721,6 +739,49 @@ static void test_non_pinned_sku_never_touches_escrow(void **state)
     assert_false(load_rs(fx, rid).allocations[0].escrow);
 }
 
+/* Not pinned, but contended (escrow_auto_reserves_s): once a second brings
+ * enough reserves of the SKU to this partition, its next reserve asks for an
+ * allotment, and after the grant is held in one hop; cooled down, the balance
+ * goes back and reserves go direct again. */
+static void test_contended_sku_switches_to_escrow_and_back(void **state)
+{
+    stage_ctx_t *fx = *state;
+    gw_heat_conf_t hc = {.enter_per_s = 5, .cool_ms = 2000};
+    fx->user->env.escrow.heat = gw_heat_new(&hc);
+    char rid[32];
+    size_t from = fx->emits_count;
+    for (int i = 0; i < 4; i++) { /* 4 in a second: still direct, nothing asked */
+        rid_in(rid, sizeof rid, 1, 100 + i);
+        reserve(fx, rid, COLD, 1);
+        assert_false(load_rs(fx, rid).allocations[0].escrow);
+    }
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+    rid_in(rid, sizeof rid, 1, 104); /* the 5th: contended now */
+    reserve(fx, rid, COLD, 1);
+    hf_allotment_request_t q = one_request(fx, from);
+    assert_string_equal(q.sku, COLD);
+    assert_true(q.want_qty >= REFILL_MIN);
+
+    hf_record_t g = grant_rec(1, q.seq, 20, 0);
+    snprintf(g.u.allotment_grant.sku, sizeof g.u.allotment_grant.sku, "%s", COLD);
+    assert_int_equal(apply_key(fx, rid, &g), HF_OK);
+    rid_in(rid, sizeof rid, 1, 105);
+    from = fx->emits_count;
+    reserve(fx, rid, COLD, 2);
+    assert_true(load_rs(fx, rid).allocations[0].escrow);
+    assert_int_equal(commands(fx, from, HF_REC_HOLD), 0);
+
+    /* Quiet for longer than cool_ms: direct again, the balance given back. */
+    fx->now_ms += 5000;
+    from = fx->emits_count;
+    tick(fx);
+    q = one_request(fx, from);
+    assert_int_equal(q.return_qty, 18);
+    rid_in(rid, sizeof rid, 1, 106);
+    reserve(fx, rid, COLD, 1);
+    assert_false(load_rs(fx, rid).allocations[0].escrow);
+}
+
 /* A report the tick sends while a refill is asked for moves seq on; the grant
  * that answers the ask (its seq) must still end the ask, or the partition
  * cannot ask again for HF_ESCROW_ASK_TIMEOUT_MS and serves direct meanwhile. */
@@ -882,6 +943,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_grant_for_other_partition_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_pinned_sku_never_touches_escrow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contended_sku_switches_to_escrow_and_back, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_allotment_survives_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grant_answers_ask_after_a_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recall_racing_a_return_does_not_wedge_escrow, setup,
