@@ -49,6 +49,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->result_timeout_ms = 3000;
     cfg->escrow_auto_reserves_s = 0;
     cfg->escrow_auto_cool_ms = 10000;
+    cfg->escrow_prime_units = 200;
     cfg->escrow_refill_min_units = 10;
     cfg->escrow_refill_max_units = 2000;
     cfg->escrow_refill_horizon_ms = 1000;
@@ -154,6 +155,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(escrow_skus),
     INT_FIELD(escrow_auto_reserves_s, 0, 1000000),
     INT_FIELD(escrow_auto_cool_ms, 0, 3600000),
+    INT_FIELD(escrow_prime_units, 0, 1000000),
     INT_FIELD(escrow_refill_min_units, 1, 1000000),
     INT_FIELD(escrow_refill_max_units, 1, 1000000),
     INT_FIELD(escrow_refill_horizon_ms, 10, 60000),

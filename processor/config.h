@@ -68,6 +68,7 @@ typedef struct hf_config {
     char escrow_skus[HF_CONFIG_STR_MAX]; /* "sku,sku": always escrow (a campaign's pin) */
     int escrow_auto_reserves_s; /* per partition, a sku's reserves + refusals/s that switch it on; 0 off */
     int escrow_auto_cool_ms;       /* ... and how long under half of that switches it off */
+    int escrow_prime_units;        /* asked for each pinned pair before its first shopper */
     int escrow_refill_min_units;   /* smallest refill asked for */
     int escrow_refill_max_units;   /* largest refill asked for */
     int escrow_refill_horizon_ms;  /* a refill covers this long at the partition's rate */

@@ -72,8 +72,9 @@ int counter_on_allotment_request(stage_ctx_t *ctx, const hf_record_t *rec)
     if (err || (r->want_qty == 0 && r->return_qty == 0))
         return err;
     err = counter_emit_grant(ctx, r->warehouse_id, r->sku, &a, r->seq, granted, 0, false, &c);
-    /* Not covered while others sit on unheld units: ask them to give back. */
-    if (!err && granted < r->want_qty && a.recalling == 0)
+    /* Starving (no free stock left) while others sit on unheld units: ask
+     * them to give back. */
+    if (!err && r->want_qty > 0 && granted == 0 && a.recalling == 0)
         err = counter_rebalance(ctx, r->warehouse_id, r->sku, &c, r->holder_partition);
     return err;
 }

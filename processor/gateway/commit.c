@@ -5,7 +5,8 @@
  * sweeper has not yet) and is a late payment (late_payment.c: refunded, or
  * re-reserved and committed, per late_payment_policy). A commit of a
  * reservation a stock shortfall released answers CONFLICT and flags the
- * payment for refund. A
+ * payment for refund, and so does a commit of units in an allotment a stock
+ * shortfall recalls (escrow.c: the counter would refuse their sale). A
  * retried webhook gets the first answer (by idempotency key, and by payment_id,
  * which also keeps a payment from being flagged twice). */
 #include <stdio.h>
@@ -43,11 +44,26 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
     hf_reservation_state_t *rs = &req.rs;
     const gw_asker_t *a = &req.asker;
     switch (rs->status) {
-    case HF_RES_HELD:
+    case HF_RES_HELD: {
+        bool owes = false;
+        err = gw_escrow_owes(ctx, rs, &owes);
+        if (err)
+            return err;
+        if (owes) {
+            /* A stock shortfall recalls the allotment its units sit in: they
+             * may not be on the shelf, and the counter would refuse the sale.
+             * Revoked here, as a counter revokes a direct hold. */
+            err = gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+            return err ? err
+                       : gw_refund_payment(ctx, rs, c->payment_id, a, HF_REPLY_CONFLICT,
+                                           "reservation was released: stock_shortfall; payment "
+                                           "flagged for refund");
+        }
         if (stage_now_ms(ctx) < rs->expires_at_ms)
             return commit_held(ctx, c, &req);
         err = gw_expire(ctx, rs); /* the sweeper has not got to it yet */
         return err ? err : gw_late_payment(ctx, c, a, rs);
+    }
     case HF_RES_EXPIRED:
         return gw_late_payment(ctx, c, a, rs);
     case HF_RES_COMMITTED:

@@ -18,6 +18,7 @@
 
 #include "gateway.h"
 #include "hf_assert.h"
+#include "kafka.h"
 #include "log.h"
 
 static void count(stage_ctx_t *ctx, size_t offset, uint64_t n)
@@ -152,6 +153,30 @@ static int request_and_store(stage_ctx_t *ctx, hf_escrow_state_t *e, int64_t wan
     return err ? err : store(ctx, e);
 }
 
+/* A holder key for an allotment no reservation has touched yet (a pinned pair
+ * primed before the sale): a key the requests topic's murmur2 places in this
+ * partition, so the counter's grant comes back here. false when the partition
+ * count is unknown. */
+static bool ensure_holder_key(stage_ctx_t *ctx, hf_escrow_state_t *e)
+{
+    if (e->holder_key[0])
+        return true;
+    const gateway_env_t *env = gateway_env(ctx);
+    int32_t p = stage_partition(ctx);
+    if (env->escrow.partitions <= 0 || p >= env->escrow.partitions)
+        return false;
+    char key[sizeof e->holder_key];
+    /* About `partitions` tries on average; bounded all the same. */
+    for (int n = 0; n < (1 << 20); n++) {
+        int len = snprintf(key, sizeof key, "escrow-holder-%d-%d", p, n);
+        if (kafka_partition_for_key(key, (size_t)len, env->escrow.partitions) == p) {
+            snprintf(e->holder_key, sizeof e->holder_key, "%s", key);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Units taken per second x 1000, decayed over one second: a steady take of
  * u units/s settles at u x 1000. */
 static void observe_take(hf_escrow_state_t *e, int64_t qty, int64_t now)
@@ -255,6 +280,23 @@ int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_
     return err ? err : store(ctx, &e);
 }
 
+int gw_escrow_owes(stage_ctx_t *ctx, const hf_reservation_state_t *rs, bool *owes)
+{
+    *owes = false;
+    for (int32_t i = 0; i < rs->allocations_count && !*owes; i++) {
+        const hf_hold_ref_t *h = &rs->allocations[i];
+        if (!h->escrow || h->status != HF_HOLD_REF_HELD)
+            continue;
+        hf_escrow_state_t e;
+        bool found = false;
+        int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+        if (err)
+            return err;
+        *owes = e.owed_qty > 0;
+    }
+    return HF_OK;
+}
+
 int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h)
 {
     hf_assert(h->escrow);
@@ -318,14 +360,45 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
     if (e->owed_qty > 0) {
         give = e->owed_qty < e->balance ? e->owed_qty : e->balance;
         e->owed_qty -= give;
-    } else if (e->balance > 0 && (now - e->last_take_ms >= env->escrow.idle_return_ms ||
-                                  !gw_escrow_mode(ctx, e->sku))) {
-        give = e->balance;
+    } else if (e->balance > 0 &&
+               ((now - e->last_take_ms >= env->escrow.idle_return_ms && !pinned(env, e->sku)) ||
+                !gw_escrow_mode(ctx, e->sku))) {
+        give = e->balance; /* a pinned SKU keeps its allotments warm for its sale */
     }
     bool report = e->balance != e->reported_balance;
     if ((give == 0 && !report) || !e->holder_key[0])
         return HF_OK;
     return request_and_store(ctx, e, 0, give);
+}
+
+/* A pinned SKU's allotments asked for before its first shopper ("trigger the
+ * split ahead of the sale"): at every warehouse the view shows with more than
+ * escrow_scarce_units sellable, this partition asks once for escrow_prime_units
+ * (the counter grants its share of the free stock); later refills follow the
+ * shoppers. At most *budget pairs are looked at. */
+static int prime(stage_ctx_t *ctx, const gateway_env_t *env, const char *sku, int64_t now,
+                 size_t *budget)
+{
+    hf_availability_t av;
+    if (env->escrow.prime_units <= 0 || !gw_escrow_mode(ctx, sku) ||
+        env->availability(env->opaque, sku, &av) != HF_OK)
+        return HF_OK;
+    for (int32_t w = 0; w<av.warehouses_count && * budget> 0; w++, (*budget)--) {
+        const hf_wh_available_t *wa = &av.warehouses[w];
+        if (wa->available - wa->escrow <= env->escrow.scarce_units)
+            continue;
+        hf_escrow_state_t e;
+        bool found = false;
+        int err = load(ctx, wa->warehouse_id, sku, &e, &found);
+        if (err)
+            return err;
+        if (found || !ensure_holder_key(ctx, &e)) /* once: then refills follow demand */
+            continue;
+        err = request_and_store(ctx, &e, env->escrow.prime_units, 0);
+        if (err)
+            return err;
+    }
+    return HF_OK;
 }
 
 int gw_escrow_tick(stage_ctx_t *ctx)
@@ -353,5 +426,8 @@ int gw_escrow_tick(stage_ctx_t *ctx)
     int64_t now = stage_now_ms(ctx);
     for (size_t i = 0; err == HF_OK && i < n; i++)
         err = tick_one(ctx, env, &all[i], now);
+    size_t budget = HF_ESCROW_TICK_ALLOTMENTS_MAX;
+    for (size_t i = 0; err == HF_OK && i < env->escrow.skus_count && budget > 0; i++)
+        err = prime(ctx, env, env->escrow.skus[i], now, &budget);
     return err;
 }

@@ -18,9 +18,9 @@ typedef struct {
     bool hot;
     int32_t partition;
     char sku[HF_SKU_LEN_MAX + 1];
-    int64_t second;      /* the second (now_ms / 1000) cur counts */
-    uint32_t cur, prev;  /* events in that second, in the one before */
-    int64_t warm_at_ms;  /* last time the rate was at least half of enter */
+    int64_t second;     /* the second (now_ms / 1000) cur counts */
+    uint32_t cur, prev; /* events in that second, in the one before */
+    int64_t warm_at_ms; /* last time the rate was at least half of enter */
 } heat_slot_t;
 
 struct gw_heat {
@@ -114,8 +114,7 @@ static heat_slot_t *find(gw_heat_t *h, int32_t partition, const char *sku, int64
     return coldest;
 }
 
-bool gw_heat_note(gw_heat_t *h, int32_t partition, const char *sku, int64_t now_ms,
-                  uint32_t weight)
+bool gw_heat_note(gw_heat_t *h, int32_t partition, const char *sku, int64_t now_ms, uint32_t weight)
 {
     pthread_mutex_lock(&h->mu);
     heat_slot_t *s = find(h, partition, sku, now_ms, true);

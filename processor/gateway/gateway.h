@@ -127,6 +127,8 @@ typedef struct {
         int64_t scarce_units;     /* at or under this many sellable units: direct */
         gw_escrow_stats_t *stats; /* NULL: not counted */
         gw_heat_t *heat;          /* per-SKU contention (escrow_auto_reserves_s); NULL: off */
+        int32_t partitions;       /* of the requests topic; 0: unknown, pinned SKUs not primed */
+        int64_t prime_units;      /* a pinned pair's allotment asked for before any shopper */
     } escrow;
 } gateway_env_t;
 
@@ -380,6 +382,9 @@ int gw_escrow_give_back(stage_ctx_t *ctx, const hf_hold_ref_t *h) HF_MUST_CHECK;
 /* An escrow hold of rs sold: an AllotmentSale, the units leave the allotment. */
 int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
                    const hf_hold_ref_t *h) HF_MUST_CHECK;
+/* Whether a HELD escrow hold of rs sits in an allotment a stock shortfall
+ * recalls and that still owes units (its sale would be refused). */
+int gw_escrow_owes(stage_ctx_t *ctx, const hf_reservation_state_t *rs, bool *owes) HF_MUST_CHECK;
 /* The counter refused the sale of h (REVOKED: its allotment is being
  * recalled): the units are this partition's again, to be released. */
 int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h) HF_MUST_CHECK;

@@ -248,6 +248,7 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     env->escrow.refill_horizon_ms = cfg->escrow_refill_horizon_ms;
     env->escrow.idle_return_ms = cfg->escrow_idle_return_ms;
     env->escrow.scarce_units = cfg->escrow_scarce_units;
+    env->escrow.prime_units = cfg->escrow_prime_units;
     err = parse_late_policy(cfg->late_payment_policy, &env->late_policy, errstr, errstr_size);
     if (!err)
         err = gateway_parse_campaigns(cfg->campaign_ttls, env, errstr, errstr_size);
@@ -290,6 +291,17 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
                   w->view);
     metrics_ready_check(ready_view, w);
     w->env.escrow.stats = &w->escrow_stats;
+    if (w->env.escrow.skus_count > 0) {
+        /* Pinned SKUs are primed before their first shopper: a grant must find
+         * its way back here before any reservation of this partition exists. */
+        char why[256];
+        int32_t partitions = 0;
+        if (kafka_partition_count(w->topics.reader, topic_name(HF_T_REQUESTS), 10000, &partitions,
+                                  why, sizeof why) == HF_OK)
+            w->env.escrow.partitions = partitions;
+        else
+            log_warn("gateway", "escrow: allotments of pinned SKUs are not primed (%s)", why);
+    }
     static const struct {
         const char *name, *help;
         size_t offset;

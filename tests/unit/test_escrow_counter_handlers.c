@@ -297,8 +297,8 @@ static size_t grants_to(const stage_ctx_t *fx, size_t from, const char *holder_k
     return n;
 }
 
-/* A holder that cannot be covered while another sits on unheld units: the
- * other is asked to give back its balance (nothing owed, not a shortfall), at
+/* A holder that starves (no free stock left) while another sits on unheld
+ * units: the other is asked to give back its balance (nothing owed, not a shortfall), at
  * most every HF_ESCROW_REBALANCE_INTERVAL_MS. */
 static void test_uncovered_ask_rebalances_from_other_holders(void **state)
 {
@@ -309,6 +309,12 @@ static void test_uncovered_ask_rebalances_from_other_holders(void **state)
     hf_allotment_grant_t g = ask(fx, HOLDER_B, KEY_B, 1, 80);
     assert_int_equal(g.granted_qty, 25); /* half of the 50 still free */
     hf_allotment_grant_t back;
+    assert_int_equal(grants_to(fx, from, KEY_A, &back), 0); /* not starving: A keeps its own */
+    assert_int_equal(hold(fx, "res-direct-1", 25).outcome, HF_OUTCOME_OK); /* free stock gone */
+    fx->now_ms += HF_ESCROW_REBALANCE_INTERVAL_MS;
+    from = fx->emits_count;
+    g = ask(fx, HOLDER_B, KEY_B, 2, 80);
+    assert_int_equal(g.granted_qty, 0);
     assert_int_equal(grants_to(fx, from, KEY_A, &back), 1);
     assert_int_equal(back.seq, 0);
     assert_int_equal(back.recall_qty, 50);
@@ -318,11 +324,11 @@ static void test_uncovered_ask_rebalances_from_other_holders(void **state)
 
     /* Asked again at once: A is not asked twice within the interval. */
     from = fx->emits_count;
-    (void)ask(fx, HOLDER_B, KEY_B, 2, 80);
+    (void)ask(fx, HOLDER_B, KEY_B, 3, 80);
     assert_int_equal(grants_to(fx, from, KEY_A, &back), 0);
     fx->now_ms += HF_ESCROW_REBALANCE_INTERVAL_MS;
     from = fx->emits_count;
-    (void)ask(fx, HOLDER_B, KEY_B, 3, 80);
+    (void)ask(fx, HOLDER_B, KEY_B, 4, 80);
     assert_int_equal(grants_to(fx, from, KEY_A, &back), 1);
 }
 

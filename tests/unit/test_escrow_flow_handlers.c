@@ -398,8 +398,10 @@ static void run(unsigned seed, int steps, bool shortfalls)
         }
     }
     /* Everything said; every reservation ends (released, or expired), then the
-     * allotments go idle and are returned. */
+     * sale is over: the SKU is unpinned (a pinned SKU keeps its allotments warm)
+     * and the allotments are returned. */
     drain(f);
+    f->gw->user->env.escrow.skus_count = 0;
     for (int i = 0; i < f->rids_count; i++)
         if (load(f, f->rids[i]).status == HF_RES_HELD)
             op_end(f, false, f->rids[i]);

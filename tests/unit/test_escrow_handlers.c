@@ -23,6 +23,7 @@
 #include "codec.h"
 #include "fake/fake_stage.h"
 #include "gateway/gateway.h"
+#include "kafka.h"
 #include "hf_limits.h"
 #include "log.h"
 #include "stage.h"
@@ -542,10 +543,21 @@ static void test_scarce_sku_goes_direct_and_tick_returns_balance(void **state)
     assert_int_equal(e.allotted, 0);
 }
 
+/* HOT in escrow at partition p for its contention rather than pinned: a
+ * pinned SKU keeps its allotments warm for its sale, only these go back idle. */
+static void hot_by_contention(stage_ctx_t *fx, int32_t p)
+{
+    gw_heat_conf_t hc = {.enter_per_s = 1, .cool_ms = 24 * 3600 * 1000LL};
+    fx->user->env.escrow.heat = gw_heat_new(&hc);
+    assert_true(gw_heat_note(fx->user->env.escrow.heat, p, HOT, fx->now_ms, 1));
+    fx->user->env.escrow.skus_count = 0;
+}
+
 static void test_idle_allotment_returned_by_tick(void **state)
 {
     stage_ctx_t *fx = *state;
     allotment_t a = with_allotment(fx, 10);
+    hot_by_contention(fx, a.p);
     fx->now_ms += 250;
     tick(fx); /* reports the granted balance */
     size_t from = fx->emits_count;
@@ -565,6 +577,80 @@ static void test_idle_allotment_returned_by_tick(void **state)
     fx->now_ms += 250;
     tick(fx);
     assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0); /* nothing left */
+}
+
+/* A pinned SKU keeps its allotment however long no shopper comes: it is
+ * there for the sale. */
+static void test_pinned_allotment_kept_warm(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    fx->now_ms += 250;
+    tick(fx); /* reports the granted balance */
+    fx->now_ms += 100 * IDLE_MS;
+    size_t from = fx->emits_count;
+    tick(fx);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+    assert_int_equal(escrow_of(fx, a.p).allotted, 10);
+}
+
+/* A pinned SKU's allotments are asked for before its first shopper, at every
+ * warehouse the view shows stock at, once; the grant's key lands in the
+ * asking partition (the requests topic's murmur2), with no reservation yet. */
+static void test_pinned_sku_primed_before_first_shopper(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.escrow.partitions = FAKE_STAGE_PARTITIONS;
+    fx->user->env.escrow.prime_units = 50;
+    size_t from = fx->emits_count;
+    tick(fx);
+    size_t asks = 0;
+    for (size_t i = from; i < fx->emits_count; i++) {
+        const fake_stage_emit_t *m = &fx->emits[i];
+        if (m->rec.type != HF_REC_ALLOTMENT_REQUEST)
+            continue;
+        const hf_allotment_request_t *q = &m->rec.u.allotment_request;
+        asks++;
+        assert_string_equal(q->sku, HOT); /* COLD is not pinned */
+        assert_int_equal(q->want_qty, 50);
+        assert_int_equal(
+            kafka_partition_for_key(q->holder_key, strlen(q->holder_key), FAKE_STAGE_PARTITIONS),
+            q->holder_partition);
+    }
+    assert_int_equal(asks, FAKE_STAGE_PARTITIONS); /* one warehouse in the view, each partition */
+    from = fx->emits_count;
+    fx->now_ms += 2 * HF_ESCROW_ASK_TIMEOUT_MS;
+    tick(fx); /* once: later refills follow the shoppers */
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+}
+
+/* A Commit of units in an allotment a stock shortfall recalls and that still
+ * owes them: revoked at the gateway (the counter would refuse the sale), the
+ * payment flagged for refund, the units given back. */
+static void test_commit_while_recall_owed_is_revoked(void **state)
+{
+    stage_ctx_t *fx = *state;
+    allotment_t a = with_allotment(fx, 10);
+    char rid[32];
+    rid_in(rid, sizeof rid, a.p, 1);
+    reserve(fx, rid, HOT, 3); /* balance 7, 3 held */
+    hf_record_t g = grant_rec(a.p, 0, 0, 10);
+    assert_int_equal(apply_key(fx, a.first, &g), HF_OK); /* 7 back now, 3 owed */
+    assert_int_equal(escrow_of(fx, a.p).owed_qty, 3);
+    size_t from = fx->emits_count;
+    commit(fx, rid);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_SALE), 0);
+    hf_allotment_request_t q = one_request(fx, from);
+    assert_int_equal(q.return_qty, 3);
+    hf_reply_t r = one_reply(fx, from);
+    assert_int_equal(r.outcome, HF_REPLY_CONFLICT);
+    hf_reservation_state_t rs = load_rs(fx, rid);
+    assert_int_equal(rs.status, HF_RES_RELEASED);
+    assert_string_equal(rs.reason, "stock_shortfall");
+    assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_LATE_PAYMENT), 1); /* refund */
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_int_equal(e.owed_qty, 0);
+    assert_int_equal(e.allotted, 0);
 }
 
 static void test_changed_balance_reported_by_tick(void **state)
@@ -829,6 +915,7 @@ static void test_recall_racing_a_return_does_not_wedge_escrow(void **state)
 {
     stage_ctx_t *fx = *state;
     allotment_t a = with_allotment(fx, 10);
+    hot_by_contention(fx, a.p);
     char r1[32], r2[32];
     rid_in(r1, sizeof r1, a.p, 1);
     rid_in(r2, sizeof r2, a.p, 2);
@@ -935,6 +1022,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scarce_sku_goes_direct_and_tick_returns_balance, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_idle_allotment_returned_by_tick, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_allotment_kept_warm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_sku_primed_before_first_shopper, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_commit_while_recall_owed_is_revoked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changed_balance_reported_by_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recall_returns_balance_now_and_rest_on_release, setup,
                                         teardown),
