@@ -93,6 +93,9 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * (escrow_heat.c): the hottest stay, a cold one gives way. */
 #define HF_ESCROW_HEAT_SLOTS_MAX        4096
 #define HF_ESCROW_HEAT_PROBE_MAX        16
+/* A scarce SKU's balance unused this long goes back to the counter (escrow):
+ * short, so its last units do not wait in a quiet partition. */
+#define HF_ESCROW_DRAIN_IDLE_MS         500
 /* A counter asks one holder for its unheld balance (for a starving holder) at
  * most this often: a burst of refusals must not become a burst of recalls. */
 #define HF_ESCROW_REBALANCE_INTERVAL_MS 250

@@ -51,10 +51,9 @@ static bool scarce(const gateway_env_t *env, const char *sku)
 bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku)
 {
     const gateway_env_t *env = gateway_env(ctx);
-    bool on = (env->escrow.skus_count > 0 && pinned(env, sku)) ||
-              (env->escrow.heat &&
-               gw_heat_hot(env->escrow.heat, stage_partition(ctx), sku, stage_now_ms(ctx)));
-    return on && !scarce(env, sku);
+    return (env->escrow.skus_count > 0 && pinned(env, sku)) ||
+           (env->escrow.heat &&
+            gw_heat_hot(env->escrow.heat, stage_partition(ctx), sku, stage_now_ms(ctx)));
 }
 
 void gw_escrow_note(stage_ctx_t *ctx, const char *sku)
@@ -231,7 +230,9 @@ int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_r
     int64_t refill = refill_units(env, &e);
     if (refill < h->qty)
         refill = h->qty;
-    if (e.balance < (refill + 1) / 2 && may_ask(&e, now))
+    /* A scarce SKU drains what it holds and asks for no more: the counters
+     * serve its last units. */
+    if (e.balance < (refill + 1) / 2 && may_ask(&e, now) && !scarce(env, h->sku))
         return request_and_store(ctx, &e, refill, 0);
     return store(ctx, &e);
 }
@@ -360,10 +361,14 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
     if (e->owed_qty > 0) {
         give = e->owed_qty < e->balance ? e->owed_qty : e->balance;
         e->owed_qty -= give;
-    } else if (e->balance > 0 &&
-               ((now - e->last_take_ms >= env->escrow.idle_return_ms && !pinned(env, e->sku)) ||
-                !gw_escrow_mode(ctx, e->sku))) {
-        give = e->balance; /* a pinned SKU keeps its allotments warm for its sale */
+    } else if (e->balance > 0) {
+        int64_t idle_ms = now - e->last_take_ms;
+        bool idle = idle_ms >= env->escrow.idle_return_ms && !pinned(env, e->sku);
+        /* Scarce: a balance this partition is not using goes back at once, so
+         * no unit sits here while a shopper elsewhere is refused. */
+        bool drained = idle_ms >= HF_ESCROW_DRAIN_IDLE_MS && scarce(env, e->sku);
+        if (idle || drained || !gw_escrow_mode(ctx, e->sku))
+            give = e->balance; /* a pinned SKU keeps its allotments warm for its sale */
     }
     bool report = e->balance != e->reported_balance;
     if ((give == 0 && !report) || !e->holder_key[0])
@@ -380,7 +385,7 @@ static int prime(stage_ctx_t *ctx, const gateway_env_t *env, const char *sku, in
                  size_t *budget)
 {
     hf_availability_t av;
-    if (env->escrow.prime_units <= 0 || !gw_escrow_mode(ctx, sku) ||
+    if (env->escrow.prime_units <= 0 || !gw_escrow_mode(ctx, sku) || scarce(env, sku) ||
         env->availability(env->opaque, sku, &av) != HF_OK)
         return HF_OK;
     for (int32_t w = 0; w<av.warehouses_count && * budget> 0; w++, (*budget)--) {

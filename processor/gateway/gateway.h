@@ -366,8 +366,11 @@ int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len) HF_MUST_CHECK;
 #define GW_ESCROW_TAG 'A'
 size_t gw_escrow_key(char *out, const char *warehouse_id, const char *sku);
 /* Whether this partition serves sku from allotments now: pinned (escrow_skus)
- * or contended (escrow_heat.h: its reserves and refused holds per second), and
- * not scarce (the view's sellable units above escrow_scarce_units). */
+ * or contended (escrow_heat.h: its reserves and refused holds per second).
+ * A scarce SKU (the view's sellable units at or under escrow_scarce_units)
+ * still takes from the balance it has, but asks for no refill, and the tick
+ * returns a balance unused for HF_ESCROW_DRAIN_IDLE_MS: its last units are
+ * served exactly, wherever they sit. */
 bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku);
 /* Counts a reserve line or a refused hold of sku for the contention window. */
 void gw_escrow_note(stage_ctx_t *ctx, const char *sku);

@@ -515,7 +515,11 @@ static void test_release_and_expiry_put_units_back(void **state)
     assert_int_equal(e.allotted, 10);
 }
 
-static void test_scarce_sku_goes_direct_and_tick_returns_balance(void **state)
+/* Scarce (the view at escrow_scarce_units): the partition drains what it
+ * holds — a reserve its balance covers is still held in one hop, exactly —
+ * but asks for no refill, and a balance it leaves unused for
+ * HF_ESCROW_DRAIN_IDLE_MS goes back so the counters serve the last units. */
+static void test_scarce_sku_drains_and_tick_returns_unused_balance(void **state)
 {
     stage_ctx_t *fx = *state;
     allotment_t a = with_allotment(fx, 10);
@@ -523,24 +527,35 @@ static void test_scarce_sku_goes_direct_and_tick_returns_balance(void **state)
     char rid[32];
     rid_in(rid, sizeof rid, a.p, 1);
     size_t from = fx->emits_count;
+    reserve(fx, rid, HOT, 8); /* leaves 2, well under half a refill: no ask all the same */
+    assert_int_equal(commands(fx, from, HF_REC_HOLD), 0);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+    assert_true(load_rs(fx, rid).allocations[0].escrow);
+    assert_int_equal(escrow_of(fx, a.p).balance, 2);
+
+    fx->now_ms += 250; /* in use: kept (the tick reports the balance) */
+    from = fx->emits_count;
+    tick(fx);
+    assert_int_equal(one_request(fx, from).return_qty, 0);
+    assert_int_equal(escrow_of(fx, a.p).balance, 2);
+
+    fx->now_ms += HF_ESCROW_DRAIN_IDLE_MS;
+    from = fx->emits_count;
+    tick(fx);
+    hf_allotment_request_t q = one_request(fx, from);
+    assert_int_equal(q.return_qty, 2);
+    assert_int_equal(q.want_qty, 0);
+    assert_int_equal(q.balance, 0);
+    hf_escrow_state_t e = escrow_of(fx, a.p);
+    assert_int_equal(e.balance, 0);
+    assert_int_equal(e.allotted, 8); /* the held units stay until their reservation ends */
+
+    /* Nothing left: the next reserve asks its counter, and no refill. */
+    rid_in(rid, sizeof rid, a.p, 2);
+    from = fx->emits_count;
     reserve(fx, rid, HOT, 1);
     assert_int_equal(commands(fx, from, HF_REC_HOLD), 1);
     assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
-    assert_int_equal(count_of(fx, from, -1, HF_REC_REPLY), 0);
-    assert_false(load_rs(fx, rid).allocations[0].escrow);
-    assert_int_equal(escrow_of(fx, a.p).balance, 10);
-
-    fx->now_ms += 250; /* far from idle */
-    from = fx->emits_count;
-    tick(fx);
-    const hf_allotment_request_t *q =
-        &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
-    assert_int_equal(q->return_qty, 10);
-    assert_int_equal(q->want_qty, 0);
-    assert_int_equal(q->balance, 0);
-    hf_escrow_state_t e = escrow_of(fx, a.p);
-    assert_int_equal(e.balance, 0);
-    assert_int_equal(e.allotted, 0);
 }
 
 /* HOT in escrow at partition p for its contention rather than pinned: a
@@ -1019,8 +1034,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commit_of_escrow_hold_sends_allotment_sale, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_release_and_expiry_put_units_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scarce_sku_goes_direct_and_tick_returns_balance, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_scarce_sku_drains_and_tick_returns_unused_balance,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_allotment_returned_by_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned_allotment_kept_warm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned_sku_primed_before_first_shopper, setup,
