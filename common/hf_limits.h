@@ -53,6 +53,10 @@
 #define HF_BATCH_RECORDS_MAX 2000
 /* Partitions one task may own. */
 #define HF_PARTITIONS_MAX    256
+/* Replicas of a holdfast topic (hfctl topics apply --replication-factor): a
+ * replica beyond the fifth buys no durability a retailer's cluster needs and costs
+ * every write another fetch; Kafka itself takes any int16. */
+#define HF_REPLICATION_FACTOR_MAX 7
 /* Retries of an abortable transaction before the task gives up and exits. */
 #define HF_TXN_RETRIES_MAX   20
 
