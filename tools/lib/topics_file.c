@@ -139,8 +139,8 @@ static int apply_decls(const char *bootstrap, const topics_replication_t *repl, 
     for (size_t i = 0; i < n; i++) {
         actual[i] = existing[i] ? existing[i] : d[i].partitions;
         if (existing[i])
-            fprintf(out, "{\"topic\":\"%s\",\"partitions\":%d,\"action\":\"exists\"}\n",
-                    d[i].name, actual[i]);
+            fprintf(out, "{\"topic\":\"%s\",\"partitions\":%d,\"action\":\"exists\"}\n", d[i].name,
+                    actual[i]);
         else
             fprintf(out,
                     "{\"topic\":\"%s\",\"partitions\":%d,\"action\":\"created\","
