@@ -7,7 +7,8 @@
 # started, in which case it is left running. The shared broker on 9092 is never
 # touched.
 #
-#   full  (about 14 min): leader, controller, restart, netsplit; FT_FAULTS=2 each
+#   full  (about 17 min): none (the control), leader, controller, restart, netsplit;
+#                         FT_FAULTS=2 each
 #   quick (about 5 min):  leader and netsplit, one fault each
 #
 # usage: tests/faults/cluster-run.sh full|quick [FAULT...]
@@ -18,9 +19,9 @@ cd "$(dirname "$0")/../.."
 mode=${1:-full}
 shift || true
 case $mode in
-  full) plan=(leader controller restart netsplit) faults=${FT_FAULTS:-2} ;;
+  full) plan=(none leader controller restart netsplit) faults=${FT_FAULTS:-2} ;;
   quick) plan=(leader netsplit) faults=${FT_FAULTS:-1} ;;
-  *) echo "usage: $0 full|quick [leader|controller|restart|netsplit ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 full|quick [none|leader|controller|restart|netsplit ...]" >&2; exit 2 ;;
 esac
 [ $# -eq 0 ] || plan=("$@")
 [ "$(id -u)" = 0 ] || { echo "cluster-run: not root: no network namespace, netsplit skipped" >&2; plan=("${plan[@]/netsplit/}"); }
