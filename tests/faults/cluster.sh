@@ -67,7 +67,7 @@ liveness() {
   for inst in "${!HF_STAGES[@]}"; do
     hf_alive "$inst" || continue
     ts=$(grep -o '"ts_ms":[0-9]*,"level":"error","comp":"main","msg":"[a-z]* task [0-9]* stopped' \
-      "$FT_WORK/$inst.log" 2>/dev/null | tail -n 1 | sed 's/"ts_ms":\([0-9]*\).*/\1/')
+      "$FT_WORK/$inst.log" 2>/dev/null | tail -n 1 | sed 's/"ts_ms":\([0-9]*\).*/\1/' || true)
     [ -n "$ts" ] && [ "$ts" -gt "${HF_STARTED_MS[$inst]}" ] || continue
     [ $(($(now_ms) - ts)) -ge $((hang_s * 1000)) ] || continue
     FT_HUNG=$((FT_HUNG + 1))
@@ -291,7 +291,7 @@ for i in $(seq "$faults"); do
       sleep "$down_s"
       ;;
     leader)
-      id=$(busiest_leader)
+      id=$(busiest_leader || true)
       [ -n "$id" ] || ft_fail "no partition leader found (TopicCommand: $(tail -n 2 "$FT_WORK/kafka-tools.err"))"
       node=$(node_of_id "$id")
       t0=$(now_ms)
@@ -304,7 +304,7 @@ for i in $(seq "$faults"); do
       node_restart "$node"
       ;;
     controller)
-      id=$(active_controller)
+      id=$(active_controller || true)
       [ -n "$id" ] || ft_fail "no active controller found (MetadataQuorumCommand)"
       node=c$id
       t0=$(now_ms)

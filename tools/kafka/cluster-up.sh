@@ -128,7 +128,7 @@ for _ in $(seq $((start_timeout_s * 4))); do
     kafka_started "$(node_dir "$n")" && port_open "$(node_port "$n")" || ready=0
   done
   if [ "$ready" = 1 ]; then
-    leader=$(quorum_leader)
+    leader=$(quorum_leader || true)
     if [ -n "$leader" ] && [ "$leader" -ge 0 ]; then
       echo "$me: cluster up in $((($(date +%s%N) - t0) / 1000000)) ms, active controller c$leader"
       [ -f "$cluster_home/netns" ] && echo "$me: from namespace $cluster_netns: $(cluster_ns_bootstrap)"
