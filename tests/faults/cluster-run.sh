@@ -3,8 +3,9 @@
 # 3-broker, 3-controller cluster up (tools/kafka/cluster-up.sh; as root with the
 # network namespace hfcl), runs tests/faults/cluster.sh once per fault kind, prints
 # each scenario's figures, and takes the cluster down again with its data and the
-# namespace (cluster-down.sh --wipe) — unless it was already up when the suite
-# started, in which case it is left running. The shared broker on 9092 is never
+# namespace (cluster-down.sh --wipe; after a failure without --wipe, so the topics can
+# be looked at) — unless it was already up when the suite started, in which case it is
+# left running. The shared broker on 9092 is never
 # touched.
 #
 #   full  (about 17 min): none (the control), leader, controller, restart, netsplit;
@@ -32,7 +33,9 @@ source tools/kafka/cluster-env.sh
 started_here=0
 if [ -z "$(node_pid b1)" ]; then
   started_here=1
-  trap 'bash tools/kafka/cluster-down.sh --wipe' EXIT
+  # A failed run keeps the data (and the namespace) for a post-mortem: the topics can be
+  # reconciled again after cluster-up.sh; cluster-down.sh --wipe removes them.
+  trap 'if [ "${status:-1}" = 0 ]; then bash tools/kafka/cluster-down.sh --wipe; else bash tools/kafka/cluster-down.sh; echo "cluster-run: a scenario failed: the data stays in .cache/kafka-cluster (cluster-up.sh to look, cluster-down.sh --wipe to remove)"; fi' EXIT
 fi
 bash tools/kafka/cluster-up.sh || { echo "cluster-run: the cluster did not come up" >&2; exit 1; }
 mkdir -p build/faults
