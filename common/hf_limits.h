@@ -50,11 +50,15 @@
 
 /* Task loop: records per transaction. Larger batches amortise the commit (a
  * round trip to the transaction coordinator) but add latency under load. */
-#define HF_BATCH_RECORDS_MAX 2000
+#define HF_BATCH_RECORDS_MAX      2000
 /* Partitions one task may own. */
-#define HF_PARTITIONS_MAX    256
+#define HF_PARTITIONS_MAX         256
+/* Replicas of a holdfast topic (hfctl topics apply --replication-factor): a
+ * replica beyond the fifth buys no durability a retailer's cluster needs and costs
+ * every write another fetch; Kafka itself takes any int16. */
+#define HF_REPLICATION_FACTOR_MAX 7
 /* Retries of an abortable transaction before the task gives up and exits. */
-#define HF_TXN_RETRIES_MAX   20
+#define HF_TXN_RETRIES_MAX        20
 
 _Static_assert(HF_ALLOCATIONS_MAX >= HF_SPLITS_MAX, "one line's split must fit");
 _Static_assert(HF_INPUT_VALUE_BYTES_MAX <= HF_RECORD_LEN_MAX, "an admitted input fits a record");

@@ -18,6 +18,7 @@
 #include "gateway/gateway.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
+#include "hf_limits.h"
 #include "hf_version.h"
 #include "kafka.h"
 #include "lib/burst.h"
@@ -375,7 +376,15 @@ static int cmd_tail(cli_t *c)
 static int topics_apply_cmd(cli_t *c)
 {
     const char *file = opt(c, "file") ? opt(c, "file") : "topics/topics.json";
-    return topics_apply(c->bootstrap, file, stdout, c->errstr, sizeof c->errstr);
+    int64_t factor = 0;
+    if (opt_int64(c, "replication-factor", 0, &factor))
+        return HF_ERR_INVAL;
+    if (opt(c, "replication-factor") && (factor < 1 || factor > HF_REPLICATION_FACTOR_MAX)) {
+        fprintf(stderr, "hfctl topics apply: --replication-factor must be in [1, %d]\n",
+                HF_REPLICATION_FACTOR_MAX);
+        return HF_ERR_INVAL;
+    }
+    return topics_apply(c->bootstrap, file, (int)factor, stdout, c->errstr, sizeof c->errstr);
 }
 
 static int cmd_burst(cli_t *c)
@@ -634,7 +643,10 @@ static int cmd_reconcile(cli_t *c)
     }
 
 static const hf_cli_opt_t topics_apply_opts[] = {
-    {"file", "FILE", false, "topics file (default topics/topics.json)"}, OPT_END};
+    {"file", "FILE", false, "topics file (default topics/topics.json)"},
+    {"replication-factor", "N", false,
+     "replicas of each new topic (default: the file's); min.insync.replicas 2 from 3"},
+    OPT_END};
 static const hf_cli_opt_t send_hold_opts[] = {
     OPT_COUNTER_IDS, {"qty", "N", false, "units to hold (default 1)"}, OPT_END};
 static const hf_cli_opt_t send_commit_hold_opts[] = {OPT_COUNTER_IDS, OPT_END};

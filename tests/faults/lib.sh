@@ -25,6 +25,7 @@ declare -A HF_PID=()      # instance -> pid of the running holdfast
 declare -A HF_STAGES=()   # instance -> --stages
 declare -A HF_STARTS=()   # instance -> how many times started
 declare -A HF_STARTED_MS=()
+declare -A HF_WRAP=()     # instance -> command words run before holdfast (e.g. ip netns exec NS env ...)
 FT_KILLS_DONE=0                # kill -9s done by the scenario
 FT_UNEXPECTED_EXITS=0     # processor exits the scenario did not cause
 FT_BENCH_PIDS=()
@@ -54,7 +55,8 @@ ft_mark() {
 }
 
 port_open() {
-  local host=${HOLDFAST_BOOTSTRAP%:*} port=${HOLDFAST_BOOTSTRAP##*:}
+  local first=${HOLDFAST_BOOTSTRAP%%,*}
+  local host=${first%:*} port=${first##*:}
   (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
 }
 
@@ -73,7 +75,9 @@ ft_init() {
   for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do
     [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
   done
-  "$HFCTL" topics apply >"$FT_WORK/topics.json" 2>"$FT_WORK/topics.err" ||
+  # FT_REPLICATION_FACTOR: the cluster scenarios' topics get 3 replicas, min ISR 2.
+  "$HFCTL" topics apply ${FT_REPLICATION_FACTOR:+--replication-factor "$FT_REPLICATION_FACTOR"} \
+    >"$FT_WORK/topics.json" 2>"$FT_WORK/topics.err" ||
     ft_fail "hfctl topics apply: $(cat "$FT_WORK/topics.err")"
   ft_log "prefix $FT_PREFIX, app id $FT_APP, artifacts in $FT_WORK"
 }
@@ -105,7 +109,8 @@ hf_start() {
   HF_STARTS[$inst]=$((${HF_STARTS[$inst]:-0} + 1))
   HF_STAGES[$inst]=$stages
   ft_mark "$inst" "start #${HF_STARTS[$inst]}"
-  "$HOLDFAST" run --stages "$stages" --instance "$inst" --state-dir "$FT_WORK/state-$inst" \
+  # shellcheck disable=SC2086 # HF_WRAP is a list of words
+  ${HF_WRAP[$inst]:-} "$HOLDFAST" run --stages "$stages" --instance "$inst" --state-dir "$FT_WORK/state-$inst" \
     --config "$FT_WORK/config.json" >>"$FT_WORK/$inst.log" 2>&1 &
   HF_PID[$inst]=$!
   HF_STARTED_MS[$inst]=$(now_ms)

@@ -108,7 +108,7 @@ void harness_init(harness_t *h, const char *name)
         fail_msg("kafka client config: %s", errstr);
     client_config_loaded = true;
     FILE *devnull = fopen("/dev/null", "w");
-    int err = topics_apply(h->bootstrap, "topics/topics.json", devnull, errstr, sizeof errstr);
+    int err = topics_apply(h->bootstrap, "topics/topics.json", 0, devnull, errstr, sizeof errstr);
     fclose(devnull);
     if (err)
         fail_msg("topics apply: %s (is the broker up? make kafka-up)", errstr);

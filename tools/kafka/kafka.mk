@@ -3,7 +3,8 @@
 
 KAFKA_TOOLS := $(CURDIR)/tools/kafka
 
-.PHONY: kafka-fetch kafka-up kafka-down kafka-wipe kafka-secure-up kafka-secure-down
+.PHONY: kafka-fetch kafka-up kafka-down kafka-wipe kafka-secure-up kafka-secure-down \
+        kafka-cluster-up kafka-cluster-down
 
 # Get the broker jars into .cache/kafka/libs without starting anything.
 kafka-fetch:
@@ -27,3 +28,14 @@ kafka-secure-up:
 
 kafka-secure-down:
 	@bash $(KAFKA_TOOLS)/kafka-secure-down.sh
+
+# A local 3-broker cluster with 3 KRaft controllers, six JVMs on 127.0.0.1:19192-19194
+# (brokers) and 19292-19294 (controllers), for the cluster fault scenarios
+# (make test-faults-cluster); as root also the network namespace hfcl. Layout in
+# tools/kafka/cluster-env.sh. Down keeps the data; CLUSTER_WIPE=1 deletes it and the
+# namespace.
+kafka-cluster-up:
+	@bash $(KAFKA_TOOLS)/cluster-up.sh
+
+kafka-cluster-down:
+	@bash $(KAFKA_TOOLS)/cluster-down.sh $(if $(filter 1,$(CLUSTER_WIPE)),--wipe)
