@@ -43,7 +43,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
-        bench-pipeline bench-hot test-bench-pipeline help
+        bench-pipeline bench-hot bench-flash test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -184,6 +184,12 @@ $(BUILD)/pipeline-topics: $(BUILD)/obj/tests/bench/pipeline_topics.o $(BUILD)/li
 	$(CC) -o $@ $^ $(PKG_LIBS)
 bench-pipeline: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/pipeline.py
+
+# A flash sale on a large doorbuster (20,000 shoppers in 2 s for 5,000 units by default),
+# direct against escrow alternating, reconcile after each (tests/bench/flash_sale.py).
+.PHONY: bench-flash
+bench-flash: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/flash_sale.py
 
 # One hot pair (BENCH_HOT_WAREHOUSES=5: one SKU over 5 warehouses), direct against
 # escrow side by side in one run: the same build, escrow_skus set for "escrow" only

@@ -92,6 +92,30 @@ static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku, hf_
     return HF_OK;
 }
 
+int gw_escrow_local_view(stage_ctx_t *ctx, const char *sku, const hf_availability_t *net,
+                         hf_availability_t *out, bool *any)
+{
+    *any = false;
+    memset(out, 0, sizeof *out);
+    snprintf(out->sku, sizeof out->sku, "%s", sku);
+    for (int32_t w = 0; w < net->warehouses_count; w++) {
+        hf_escrow_state_t e;
+        bool found = false;
+        int err = load(ctx, net->warehouses[w].warehouse_id, sku, &e, &found);
+        if (err)
+            return err;
+        int64_t usable = e.owed_qty == 0 ? e.balance : 0;
+        hf_wh_available_t *o = &out->warehouses[out->warehouses_count++];
+        snprintf(o->warehouse_id, sizeof o->warehouse_id, "%s", net->warehouses[w].warehouse_id);
+        o->available = usable;
+        out->total += usable;
+        *any = *any || usable > 0;
+    }
+    out->in_stock = *any;
+    out->updated_at_ms = net->updated_at_ms;
+    return HF_OK;
+}
+
 static int store(stage_ctx_t *ctx, hf_escrow_state_t *e)
 {
     check(e);

@@ -372,6 +372,12 @@ size_t gw_escrow_key(char *out, const char *warehouse_id, const char *sku);
  * returns a balance unused for HF_ESCROW_DRAIN_IDLE_MS: its last units are
  * served exactly, wherever they sit. */
 bool gw_escrow_mode(stage_ctx_t *ctx, const char *sku);
+/* This partition's unheld allotment balances of sku at the warehouses of net
+ * (the routing view), as an availability vector to route a line on first:
+ * a line this partition can hold itself is routed where it can (one hop).
+ * *any false when no balance is there. */
+int gw_escrow_local_view(stage_ctx_t *ctx, const char *sku, const hf_availability_t *net,
+                         hf_availability_t *out, bool *any) HF_MUST_CHECK;
 /* Counts a reserve line or a refused hold of sku for the contention window. */
 void gw_escrow_note(stage_ctx_t *ctx, const char *sku);
 /* Takes h (HOLD_SENT, of rs) from the allotment of its pair when the balance

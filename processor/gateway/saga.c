@@ -95,7 +95,23 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
             return HF_OK;
         }
         route_plan_t plan;
-        if (route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
+        /* Escrow: where this partition's own balances cover the line, it is
+         * routed there (held in one hop); else on the network view. */
+        hf_availability_t local;
+        bool mine = false;
+        if (line.avail && !gw_is_rebook(rs) && gw_escrow_mode(ctx, l->sku)) {
+            int err = gw_escrow_local_view(ctx, l->sku, line.avail, &local, &mine);
+            if (err)
+                return err;
+        }
+        bool routed = false;
+        if (mine && local.total >= l->qty) {
+            route_line_t own = line;
+            own.avail = &local;
+            routed = route_strategy_for(l->sku)(&env->routes, &own, &plan) == ROUTE_OK;
+        }
+        if (!routed &&
+            route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
             *end = GW_SAGA_INSUFFICIENT;
             snprintf(why, why_size, "sku %s: %lld asked, %lld available in the network", l->sku,
                      (long long)l->qty, line.avail ? (long long)line.avail->total : 0LL);

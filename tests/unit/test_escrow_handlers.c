@@ -558,6 +558,42 @@ static void test_scarce_sku_drains_and_tick_returns_unused_balance(void **state)
     assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
 }
 
+/* A line this partition can hold itself goes where its balance is, even when
+ * another warehouse scores better on the network view: one hop instead of a
+ * counter round trip. */
+static void test_line_routed_to_the_partitions_own_balance(void **state)
+{
+    stage_ctx_t *fx = *state;
+    hf_availability_t *v = &fx->user->view[0]; /* HOT: W1 (nearest) and W2 */
+    assert_string_equal(v->sku, HOT);
+    snprintf(v->warehouses[1].warehouse_id, sizeof v->warehouses[1].warehouse_id, "%s",
+             fake_warehouses[1].id);
+    v->warehouses[1].available = 1000;
+    v->warehouses_count = 2;
+    v->total = 2000;
+    char rid[32];
+    rid_in(rid, sizeof rid, 1, 0);
+    hf_record_t g = grant_rec(1, 0, 50, 0);
+    snprintf(g.u.allotment_grant.warehouse_id, sizeof g.u.allotment_grant.warehouse_id, "%s",
+             fake_warehouses[1].id);
+    assert_int_equal(apply_key(fx, rid, &g), HF_OK);
+
+    size_t from = fx->emits_count;
+    reserve(fx, rid, HOT, 3);
+    assert_int_equal(commands(fx, from, HF_REC_HOLD), 0);
+    hf_reservation_state_t rs = load_rs(fx, rid);
+    assert_int_equal(rs.status, HF_RES_HELD);
+    assert_true(rs.allocations[0].escrow);
+    assert_string_equal(rs.allocations[0].warehouse_id, fake_warehouses[1].id);
+
+    /* More than the balance: routed on the network view as before (W1, direct). */
+    rid_in(rid, sizeof rid, 1, 1);
+    from = fx->emits_count;
+    reserve(fx, rid, HOT, 60);
+    assert_int_equal(commands(fx, from, HF_REC_HOLD), 1);
+    assert_string_equal(load_rs(fx, rid).allocations[0].warehouse_id, fake_warehouses[0].id);
+}
+
 /* HOT in escrow at partition p for its contention rather than pinned: a
  * pinned SKU keeps its allotments warm for its sale, only these go back idle. */
 static void hot_by_contention(stage_ctx_t *fx, int32_t p)
@@ -1038,6 +1074,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_allotment_returned_by_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned_allotment_kept_warm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_line_routed_to_the_partitions_own_balance, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pinned_sku_primed_before_first_shopper, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_commit_while_recall_owed_is_revoked, setup, teardown),
