@@ -97,6 +97,9 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * (escrow_heat.c): the hottest stay, a cold one gives way. */
 #define HF_ESCROW_HEAT_SLOTS_MAX        4096
 #define HF_ESCROW_HEAT_PROBE_MAX        16
+/* A balance change smaller than a minimum refill is reported (escrow, for the
+ * routing view) at the latest after this long; a drained balance at once. */
+#define HF_ESCROW_REPORT_MAX_MS         1000
 /* A scarce SKU's balance unused this long goes back to the counter (escrow):
  * short, so its last units do not wait in a quiet partition. */
 #define HF_ESCROW_DRAIN_IDLE_MS         500

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec.h"
 #include "counter.h"
 #include "hf_assert.h"
 #include "log.h"
@@ -103,8 +104,9 @@ static int read_allotments(stage_ctx_t *ctx, const char *warehouse_id, const cha
     /* One per holder partition: bounded by HF_PARTITIONS_MAX. */
     while (err == HF_OK && *count < HF_PARTITIONS_MAX &&
            state_iter_next(it, &k, &klen, &v, &vlen)) {
-        hf_record_t rec;
-        err = stage_get(ctx, k, klen, &rec);
+        hf_record_t rec; /* the iterator's value is the stored record */
+        char why[128];
+        err = codec_decode(v, vlen, &rec, why, sizeof why);
         if (err == HF_OK && rec.type == HF_REC_ALLOTMENT_STATE)
             out[(*count)++] = rec.u.allotment_state;
     }

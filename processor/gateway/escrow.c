@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec.h"
 #include "gateway.h"
 #include "hf_assert.h"
 #include "kafka.h"
@@ -394,7 +395,12 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
         if (idle || drained || !gw_escrow_mode(ctx, e->sku))
             give = e->balance; /* a pinned SKU keeps its allotments warm for its sale */
     }
-    bool report = e->balance != e->reported_balance;
+    /* Reported when it matters to the view: drained to 0, moved by a refill's
+     * worth, or changed at all for a second. */
+    int64_t moved = e->balance - e->reported_balance;
+    bool report = moved != 0 && (e->balance == 0 || moved >= env->escrow.refill_min_units ||
+                                 -moved >= env->escrow.refill_min_units ||
+                                 now - e->reported_at_ms >= HF_ESCROW_REPORT_MAX_MS);
     if ((give == 0 && !report) || !e->holder_key[0])
         return HF_OK;
     return request_and_store(ctx, e, 0, give);
@@ -405,14 +411,19 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
  * escrow_scarce_units sellable, this partition asks once for escrow_prime_units
  * (the counter grants its share of the free stock); later refills follow the
  * shoppers. At most *budget pairs are looked at. */
-static int prime(stage_ctx_t *ctx, const gateway_env_t *env, const char *sku, int64_t now,
+static int prime(stage_ctx_t *ctx, const gateway_env_t *env, size_t pin, int64_t now,
                  size_t *budget)
 {
+    const char *sku = env->escrow.skus[pin];
+    atomic_bool *done =
+        env->escrow.primed ? &env->escrow.primed->done[stage_partition(ctx)][pin] : NULL;
     hf_availability_t av;
-    if (env->escrow.prime_units <= 0 || !gw_escrow_mode(ctx, sku) || scarce(env, sku) ||
-        env->availability(env->opaque, sku, &av) != HF_OK)
-        return HF_OK;
-    for (int32_t w = 0; w<av.warehouses_count && * budget> 0; w++, (*budget)--) {
+    if ((done && atomic_load(done)) || env->escrow.prime_units <= 0 || !gw_escrow_mode(ctx, sku) ||
+        scarce(env, sku) || env->availability(env->opaque, sku, &av) != HF_OK ||
+        (size_t)av.warehouses_count > *budget)
+        return HF_OK; /* not yet: a later tick looks again */
+    *budget -= (size_t)av.warehouses_count;
+    for (int32_t w = 0; w < av.warehouses_count; w++) {
         const hf_wh_available_t *wa = &av.warehouses[w];
         if (wa->available - wa->escrow <= env->escrow.scarce_units)
             continue;
@@ -427,6 +438,10 @@ static int prime(stage_ctx_t *ctx, const gateway_env_t *env, const char *sku, in
         if (err)
             return err;
     }
+    /* Looked at every warehouse: done for this run (an aborted transaction
+     * may lose a prime request; the shoppers' refills then fill it). */
+    if (done)
+        atomic_store(done, true);
     return HF_OK;
 }
 
@@ -446,8 +461,9 @@ int gw_escrow_tick(stage_ctx_t *ctx)
     /* Read first, write after: a batch iterator must not see its own writes. */
     while (err == HF_OK && n < HF_ESCROW_TICK_ALLOTMENTS_MAX &&
            state_iter_next(it, &k, &klen, &v, &vlen)) {
-        hf_record_t rec;
-        err = stage_get(ctx, k, klen, &rec);
+        hf_record_t rec; /* the iterator's value is the stored record */
+        char why[128];
+        err = codec_decode(v, vlen, &rec, why, sizeof why);
         if (err == HF_OK && rec.type == HF_REC_ESCROW_STATE)
             all[n++] = rec.u.escrow_state;
     }
@@ -457,6 +473,6 @@ int gw_escrow_tick(stage_ctx_t *ctx)
         err = tick_one(ctx, env, &all[i], now);
     size_t budget = HF_ESCROW_TICK_ALLOTMENTS_MAX;
     for (size_t i = 0; err == HF_OK && i < env->escrow.skus_count && budget > 0; i++)
-        err = prime(ctx, env, env->escrow.skus[i], now, &budget);
+        err = prime(ctx, env, i, now, &budget);
     return err;
 }

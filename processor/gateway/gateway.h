@@ -85,6 +85,12 @@ typedef struct {
     atomic_uint_fast64_t returned; /* units given back */
 } gw_escrow_stats_t;
 
+/* Which pinned SKUs each partition of this process has primed (escrow.c):
+ * looked at once per process run, not at every tick. */
+typedef struct {
+    atomic_bool done[HF_PARTITIONS_MAX][HF_ESCROW_SKUS_MAX];
+} gw_escrow_primed_t;
+
 /* What the gateway needs from the outside world: built once per process by the
  * stage's init (gateway_env_new, in main before any task starts), or filled by
  * a unit test and handed to the fake stage. Read-only once built, but for what
@@ -124,11 +130,12 @@ typedef struct {
         size_t skus_count;
         int64_t refill_min_units, refill_max_units, refill_horizon_ms;
         int64_t idle_return_ms;
-        int64_t scarce_units;     /* at or under this many sellable units: direct */
-        gw_escrow_stats_t *stats; /* NULL: not counted */
-        gw_heat_t *heat;          /* per-SKU contention (escrow_auto_reserves_s); NULL: off */
-        int32_t partitions;       /* of the requests topic; 0: unknown, pinned SKUs not primed */
-        int64_t prime_units;      /* a pinned pair's allotment asked for before any shopper */
+        int64_t scarce_units;       /* at or under this many sellable units: direct */
+        gw_escrow_stats_t *stats;   /* NULL: not counted */
+        gw_escrow_primed_t *primed; /* NULL: every tick looks (tests) */
+        gw_heat_t *heat;            /* per-SKU contention (escrow_auto_reserves_s); NULL: off */
+        int32_t partitions;         /* of the requests topic; 0: unknown, pinned SKUs not primed */
+        int64_t prime_units;        /* a pinned pair's allotment asked for before any shopper */
     } escrow;
 } gateway_env_t;
 

@@ -54,6 +54,7 @@ typedef struct {
     gateway_env_t env; /* first: gateway_env_new hands out &world->env */
     gw_sweep_t sweep;
     gw_escrow_stats_t escrow_stats;
+    gw_escrow_primed_t escrow_primed;
     view_t *view;
     reply_topics_t topics;
     bool topics_mu_ready;
@@ -291,6 +292,7 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
                   w->view);
     metrics_ready_check(ready_view, w);
     w->env.escrow.stats = &w->escrow_stats;
+    w->env.escrow.primed = &w->escrow_primed;
     if (w->env.escrow.skus_count > 0) {
         /* Pinned SKUs are primed before their first shopper: a grant must find
          * its way back here before any reservation of this partition exists. */

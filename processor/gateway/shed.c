@@ -3,8 +3,8 @@
  * the reserves in the same partitions. So a Reserve that arrives past its
  * deadline, or while the counter hop is slower than that deadline, is answered
  * BUSY at once (one reply, no state, no counter round trip) and the backlog
- * drains. A slow counter hop does not shed reserves of SKUs served in escrow
- * (escrow.c): they are answered from this partition's allotments. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
+ * drains. A slow counter hop does not shed a reserve this partition's
+ * allotments cover (escrow.c): it is answered without the counters. What counts as late is `reserve_deadline_ms` (docs/CONFIGURATION.md). */
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -41,6 +41,22 @@ void gw_shed_observe_result(stage_ctx_t *ctx, int64_t lag_ms)
     }
 }
 
+/* Whether this partition's own allotments cover every line of r (escrow.c):
+ * such a reserve is answered in one hop and does not wait for the counters.
+ * Looked at only when the counter hop is slow. */
+static bool held_here(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r)
+{
+    for (int32_t i = 0; i < r->lines_count; i++) {
+        const hf_line_t *l = &r->lines[i];
+        hf_availability_t net, mine;
+        bool any = false;
+        if (!gw_escrow_mode(ctx, l->sku) || env->availability(env->opaque, l->sku, &net) != HF_OK ||
+            gw_escrow_local_view(ctx, l->sku, &net, &mine, &any) != HF_OK || mine.total < l->qty)
+            return false;
+    }
+    return r->lines_count > 0;
+}
+
 const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r,
                             char *why, size_t why_size)
 {
@@ -61,14 +77,9 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
                  (long long)waited_ms, (long long)env->reserve_deadline_ms);
         return why;
     }
-    /* A reserve this partition's allotments serve does not wait for the counters. */
-    bool escrow = true;
-    for (int32_t i = 0; escrow && i < r->lines_count; i++)
-        escrow = gw_escrow_mode(ctx, r->lines[i].sku);
-    if (escrow)
-        return NULL;
     const shed_hop_t *h = &hops[stage_partition(ctx)];
-    if (now - h->at_ms <= GW_SHED_OBSERVATION_MS && h->lag_ms > env->reserve_deadline_ms) {
+    if (now - h->at_ms <= GW_SHED_OBSERVATION_MS && h->lag_ms > env->reserve_deadline_ms &&
+        !held_here(ctx, env, r)) {
         snprintf(why, why_size,
                  "busy: the counters answer in %lld ms (deadline %lld ms); "
                  "retry with the same idempotency key",

@@ -95,6 +95,7 @@ typedef struct {
     stage_ctx_t *fx;
     gateway_env_t env;
     gw_sweep_t sweep;
+    gw_escrow_primed_t primed;
     hf_availability_t view[BENCH_SKUS];
     queue_t requests, results;
     size_t in_batch;
@@ -140,6 +141,19 @@ static void env_init(bench_t *b)
     e->opaque = b;
     b->sweep.run_id = 1;
     e->sweep = &b->sweep;
+    /* BENCH_ESCROW=1: every SKU pinned to escrow (docs/ESCROW.md), the driver
+     * granting each refill. */
+    const char *escrow = getenv("BENCH_ESCROW");
+    if (escrow && strcmp(escrow, "1") == 0) {
+        for (int s = 0; s < BENCH_SKUS; s++)
+            snprintf(e->escrow.skus[e->escrow.skus_count++], sizeof e->escrow.skus[0], "SKU%d", s);
+        e->escrow.refill_min_units = 10;
+        e->escrow.refill_max_units = 2000;
+        e->escrow.refill_horizon_ms = 1000;
+        e->escrow.idle_return_ms = 5000;
+        e->escrow.scarce_units = 20;
+        e->escrow.primed = &b->primed; /* as a process has: priming looked at once */
+    }
     for (int s = 0; s < BENCH_SKUS; s++) {
         hf_availability_t *a = &b->view[s];
         snprintf(a->sku, sizeof a->sku, "SKU%d", s);
@@ -164,6 +178,14 @@ static const char *rid_of(const hf_record_t *rec)
         return rec->u.release.reservation_id;
     case HF_REC_COUNTER_RESULT:
         return rec->u.counter_result.reservation_id;
+    case HF_REC_ALLOTMENT_GRANT: { /* keyed by a holder key of its partition */
+        static char key[32];
+        for (int n = 0;; n++) {
+            snprintf(key, sizeof key, "holder-%d", n);
+            if (fake_stage_partition_of(key) == rec->u.allotment_grant.holder_partition)
+                return key;
+        }
+    }
     default:
         abort();
     }
@@ -203,8 +225,8 @@ static void shopper(bench_t *b, const char *rid)
     if (x < 70) {
         r.type = HF_REC_COMMIT;
         snprintf(r.u.commit.reservation_id, sizeof r.u.commit.reservation_id, "%s", rid);
-        snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "c-%s", rid);
-        snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "pay-%s", rid);
+        snprintf(r.u.commit.idempotency_key, sizeof r.u.commit.idempotency_key, "c-%.50s", rid);
+        snprintf(r.u.commit.payment_id, sizeof r.u.commit.payment_id, "pay-%.50s", rid);
         b->committed++;
         q_push(&b->requests, due, &r);
         if (rnd(b) % 100 == 0) { /* a retried webhook */
@@ -215,7 +237,7 @@ static void shopper(bench_t *b, const char *rid)
     }
     r.type = HF_REC_RELEASE;
     snprintf(r.u.release.reservation_id, sizeof r.u.release.reservation_id, "%s", rid);
-    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "r-%s", rid);
+    snprintf(r.u.release.idempotency_key, sizeof r.u.release.idempotency_key, "r-%.50s", rid);
     b->released++;
     q_push(&b->requests, due, &r);
 }
@@ -240,6 +262,20 @@ static void react(bench_t *b)
                 result_for(b, r->u.release_hold.reservation_id, r->u.release_hold.attempt,
                            r->u.release_hold.warehouse_id, r->u.release_hold.sku, 0,
                            HF_CMD_RELEASE);
+                break;
+            case HF_REC_ALLOTMENT_REQUEST: /* escrow: the counter grants what is asked */
+                if (r->u.allotment_request.want_qty > 0) {
+                    hf_record_t g;
+                    hf_allotment_grant_t *a =
+                        &hf_record_reset(&g, HF_REC_ALLOTMENT_GRANT)->u.allotment_grant;
+                    snprintf(a->warehouse_id, sizeof a->warehouse_id, "%s",
+                             r->u.allotment_request.warehouse_id);
+                    snprintf(a->sku, sizeof a->sku, "%s", r->u.allotment_request.sku);
+                    a->holder_partition = r->u.allotment_request.holder_partition;
+                    a->seq = r->u.allotment_request.seq;
+                    a->granted_qty = r->u.allotment_request.want_qty;
+                    q_push(&b->results, fx->now_ms + BENCH_COUNTER_MS, &g);
+                }
                 break;
             default:
                 break;
@@ -400,14 +436,16 @@ int main(int argc, char **argv)
         state_iter_destroy(it);
         it = state_iter_new(fx->st, NULL, p, "", 0, false);
         while (state_iter_next(it, &k, &kl, &v, &vl))
-            left += *(const char *)k != 'C'; /* the sweeper's cursor stays */
+            /* The sweeper's cursor stays, and a pinned SKU's allotments. */
+            left += *(const char *)k != 'C' && *(const char *)k != GW_ESCROW_TAG;
     }
     state_iter_destroy(it);
 
     printf("bench_gateway_cpu: %llu reservations at %d/ms simulated, batch %d records, tick %d ms, "
-           "ttl %d ms, result timeout %d ms, retention %d ms\n",
+           "ttl %d ms, result timeout %d ms, retention %d ms, %s\n",
            (unsigned long long)n, BENCH_RATE_PER_MS, BENCH_BATCH, BENCH_TICK_MS, BENCH_TTL_MS,
-           BENCH_RESULT_MS, BENCH_RETENTION_MS);
+           BENCH_RESULT_MS, BENCH_RETENTION_MS,
+           b->env.escrow.skus_count ? "escrow (every SKU pinned)" : "direct");
     printf("  records applied %llu, batches %llu, ticks %llu; held %llu, commit %llu, release "
            "%llu, left to expire %llu, duplicates %llu; lifecycles ended %llu; keys left %zu\n",
            (unsigned long long)b->applied, (unsigned long long)b->batches,

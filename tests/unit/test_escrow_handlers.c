@@ -533,10 +533,10 @@ static void test_scarce_sku_drains_and_tick_returns_unused_balance(void **state)
     assert_true(load_rs(fx, rid).allocations[0].escrow);
     assert_int_equal(escrow_of(fx, a.p).balance, 2);
 
-    fx->now_ms += 250; /* in use: kept (the tick reports the balance) */
+    fx->now_ms += 250; /* in use: kept */
     from = fx->emits_count;
     tick(fx);
-    assert_int_equal(one_request(fx, from).return_qty, 0);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
     assert_int_equal(escrow_of(fx, a.p).balance, 2);
 
     fx->now_ms += HF_ESCROW_DRAIN_IDLE_MS;
@@ -717,10 +717,16 @@ static void test_changed_balance_reported_by_tick(void **state)
     assert_int_equal(q->return_qty, 0);
     assert_int_equal(q->balance, 10);
 
+    /* Less than a minimum refill's worth: said within HF_ESCROW_REPORT_MAX_MS,
+     * not at the next tick. */
     char rid[32];
     rid_in(rid, sizeof rid, a.p, 1);
     reserve(fx, rid, HOT, 3);
     fx->now_ms += 250;
+    from = fx->emits_count;
+    tick(fx);
+    assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+    fx->now_ms += HF_ESCROW_REPORT_MAX_MS;
     from = fx->emits_count;
     tick(fx);
     q = &one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request;
@@ -728,6 +734,18 @@ static void test_changed_balance_reported_by_tick(void **state)
     assert_int_equal(q->return_qty, 0);
     assert_int_equal(q->balance, 7);
     assert_int_equal(escrow_of(fx, a.p).reported_balance, 7);
+
+    /* Drained to 0: said at the next tick. */
+    rid_in(rid, sizeof rid, a.p, 2);
+    reserve(fx, rid, HOT, 7);
+    fx->now_ms += 250;
+    from = fx->emits_count;
+    tick(fx);
+    bool drained = false;
+    for (size_t i = from; i < fx->emits_count; i++)
+        drained = drained || (fx->emits[i].rec.type == HF_REC_ALLOTMENT_REQUEST &&
+                              fx->emits[i].rec.u.allotment_request.balance == 0);
+    assert_true(drained || escrow_of(fx, a.p).reported_balance == 0);
 
     /* Unchanged: nothing said. */
     fx->now_ms += 250;
@@ -940,7 +958,7 @@ static void test_grant_answers_ask_after_a_report(void **state)
     int64_t ask_seq = q->seq;
     assert_true(q->want_qty > 0);
     reserve(fx, r2, HOT, 1); /* balance 3 */
-    fx->now_ms += 250;
+    fx->now_ms += HF_ESCROW_REPORT_MAX_MS;
     tick(fx); /* reports balance 3 before the grant is back */
     assert_true(escrow_of(fx, a.p).seq > ask_seq);
 
