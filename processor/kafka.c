@@ -894,6 +894,37 @@ int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_
     return HF_OK;
 }
 
+int kafka_reader_assign(kafka_reader_t *rd, const char *topic, const int32_t *partitions,
+                        const int64_t *offsets, size_t count, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t kerr;
+    if (count == 0) {
+        kerr = rd_kafka_assign(rd->rk, NULL);
+    } else {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)count);
+        for (size_t i = 0; i < count; i++)
+            rd_kafka_topic_partition_list_add(l, topic, partitions[i])->offset =
+                offsets[i] >= 0 ? offsets[i] : RD_KAFKA_OFFSET_BEGINNING;
+        kerr = rd_kafka_assign(rd->rk, l);
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (kerr) {
+        snprintf(errstr, errstr_size, "assign %zu partitions of %s: %s", count, topic,
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    return HF_OK;
+}
+
+int64_t kafka_reader_high_watermark(kafka_reader_t *rd, const char *topic, int32_t partition)
+{
+    int64_t low = -1, high = -1;
+    if (rd_kafka_get_watermark_offsets(rd->rk, topic, partition, &low, &high) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    return high;
+}
+
 int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
                       size_t errstr_size)
 {
@@ -902,6 +933,7 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
         return 0;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         msg->partition = m->partition;
+        msg->offset = m->offset;
         msg->handle = NULL;
         rd_kafka_message_destroy(m);
         return 2;

@@ -191,9 +191,21 @@ int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
 int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_t *start_offsets,
                              int32_t start_offsets_count, int timeout_ms, int32_t *partitions_out,
                              char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Follows exactly partitions[i] of topic from offsets[i] (>= 0, or
+ * KAFKA_OFFSET_BEGINNING), replacing what the reader followed before; count 0
+ * follows nothing. A standby follows the changelog partitions its process does
+ * not own, and re-assigns whenever that set changes. */
+int kafka_reader_assign(kafka_reader_t *rd, const char *topic, const int32_t *partitions,
+                        const int64_t *offsets, size_t count, char *errstr,
+                        size_t errstr_size) HF_MUST_CHECK;
+/* The high watermark of topic/partition as the reader last learned it from a
+ * fetch (no request; -1 when not known yet): a follower's lag is it minus its
+ * position. */
+int64_t kafka_reader_high_watermark(kafka_reader_t *rd, const char *topic, int32_t partition);
 /* While following: 1 with *msg set (release it), 2 when a partition's end was
- * reached (msg->partition says which; nothing to release), 0 when nothing came in
- * timeout_ms, or an error. */
+ * reached (msg->partition says which and msg->offset the position there, the
+ * last stable offset under read_committed; nothing to release), 0 when nothing
+ * came in timeout_ms, or an error. */
 int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
                       size_t errstr_size) HF_MUST_CHECK;
 /* True when the broker answers a watermark query for topic/partition: the reader
