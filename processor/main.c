@@ -253,8 +253,8 @@ static int build_envs(const hf_config_t *cfg, main_stage_t *stages, size_t stage
  * partition of the stage no task of this process owns). *tasks_count: the
  * workers that are tasks (what /readyz waits for). */
 static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t stages_count,
-                        worker_t *workers, size_t *workers_count, size_t *tasks_count,
-                        char *errstr, size_t errstr_size)
+                        worker_t *workers, size_t *workers_count, size_t *tasks_count, char *errstr,
+                        size_t errstr_size)
 {
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(errstr, errstr_size, "state dir %s: %s", cfg->state_dir, strerror(errno));

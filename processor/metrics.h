@@ -28,9 +28,9 @@
     X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")               \
     X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")   \
     X(RESTORED, "holdfast_changelog_records_restored_total",                                       \
-      "Changelog records applied while restoring state")                                         \
+      "Changelog records applied while restoring state")                                           \
     X(RESTORE_MS, "holdfast_restore_milliseconds_total",                                           \
-      "Time spent restoring assigned partitions from their changelogs, ms")                      \
+      "Time spent restoring assigned partitions from their changelogs, ms")                        \
     X(STANDBY_APPLIED, "holdfast_standby_records_applied_total",                                   \
       "Changelog records a standby applied to partitions this process does not own")
 

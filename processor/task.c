@@ -958,10 +958,9 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
     t->stats.restore_ms += (uint64_t)took_ms;
     metrics_add(t->metrics, HF_M_RESTORED, r.records);
     metrics_add(t->metrics, HF_M_RESTORE_MS, (uint64_t)took_ms);
-    log_info("task",
-             "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
-             t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
-             (long long)took_ms);
+    log_info(
+        "task", "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
+        t->def->name, p, (unsigned long long)r.records, (long long)cl_next, (long long)took_ms);
     return HF_OK;
 }
 
@@ -1418,8 +1417,8 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     const hf_config_t *cfg = opts->cfg;
     if (opts->standby) {
         hf_assert(opts->owners);
-        snprintf(t->client_id, sizeof t->client_id, "%s-%s-%s-standby", cfg->app_id,
-                 t->def->name, cfg->instance_id);
+        snprintf(t->client_id, sizeof t->client_id, "%s-%s-%s-standby", cfg->app_id, t->def->name,
+                 cfg->instance_id);
         t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, NULL};
         t->buf = state_buf_new(t->st);
         t->msgs = calloc(TASK_STANDBY_BATCH_MAX, sizeof *t->msgs);
@@ -1474,8 +1473,8 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     const char *const consumer_overrides[] = {session, heartbeat, NULL};
     kafka_conf_t cconf = t->kconf;
     cconf.overrides = consumer_overrides;
-    err = kafka_consumer_new(&cconf, t->group_id, t->txn_id, t->inputs,
-                             t->def->input_topics_count, &rb, &t->kc, errstr, errstr_size);
+    err = kafka_consumer_new(&cconf, t->group_id, t->txn_id, t->inputs, t->def->input_topics_count,
+                             &rb, &t->kc, errstr, errstr_size);
     if (err)
         goto fail;
     *t_out = t;

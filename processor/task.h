@@ -32,7 +32,7 @@ typedef struct task task_t;
  * revoke) and its standby (which writes only partitions nobody here owns). */
 typedef struct task_owners task_owners_t;
 
-task_owners_t *task_owners_new(void);   /* NULL: out of memory */
+task_owners_t *task_owners_new(void);       /* NULL: out of memory */
 void task_owners_destroy(task_owners_t *o); /* accepts NULL */
 
 typedef struct {
