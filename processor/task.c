@@ -40,6 +40,10 @@
  * the first when there is nothing. */
 #define TASK_STANDBY_BATCH_MAX     1000
 #define TASK_STANDBY_POLL_MS       100
+/* Members of a stage's group a task remembers (processes x threads_per_stage);
+ * a departed member beyond it is not fenced: its open transaction then ends
+ * at the broker's transaction timeout. */
+#define TASK_GROUP_MEMBERS_MAX     64
 
 struct task_owners {
     pthread_mutex_t mu;
@@ -143,6 +147,11 @@ struct task {
     int64_t sb_current_at_ms[HF_PARTITIONS_MAX];
     bool sb_synced;
     unsigned sb_generation;
+    /* The group.instance.ids (= transactional ids) of the group's members at
+     * the last assignment: one missing at the next has left (died, stalled
+     * past its session) and is fenced. */
+    char members[TASK_GROUP_MEMBERS_MAX][KAFKA_INSTANCE_ID_LEN_MAX];
+    size_t members_count;
     task_stats_t stats;
     char errstr[512];
 };
@@ -993,6 +1002,59 @@ static int64_t primary_committed(const task_t *t, const kafka_tp_t *tps, const i
     return KAFKA_OFFSET_NONE;
 }
 
+/* Before the committed offsets of a new assignment are fetched: the members
+ * that were in the group at the last assignment and are gone now left it
+ * without a word — killed, or stalled past their session. A transaction such
+ * a member left open holds back the stable offsets (and every read_committed
+ * read of what it wrote) until the broker's transaction timeout aborts it; a
+ * producer initialised with the member's transactional id (its
+ * group.instance.id) aborts it now, and fences the member should it come back
+ * as a zombie (it exits on its next commit; a supervisor restarts it). Each
+ * survivor of the stage does this; fencing twice is harmless. Best effort: on
+ * an error the wait for the transaction timeout remains. */
+static void fence_departed(void *opaque)
+{
+    task_t *t = opaque;
+    static _Thread_local char now[TASK_GROUP_MEMBERS_MAX][KAFKA_INSTANCE_ID_LEN_MAX];
+    size_t count = 0;
+    int err = kafka_consumer_group_instance_ids(t->kc, now, TASK_GROUP_MEMBERS_MAX, &count, 5000,
+                                                t->errstr, sizeof t->errstr);
+    if (err) {
+        log_warn("task", "%s: cannot tell which members left the group: %s", t->def->name,
+                 t->errstr);
+        return;
+    }
+    if (count > TASK_GROUP_MEMBERS_MAX)
+        count = TASK_GROUP_MEMBERS_MAX;
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%s-%s-", t->o.cfg->app_id, t->def->name);
+    for (size_t i = 0; i < t->members_count; i++) {
+        const char *id = t->members[i];
+        bool present = strcmp(id, t->txn_id) == 0;
+        for (size_t j = 0; j < count && !present; j++)
+            present = strcmp(id, now[j]) == 0;
+        if (present || strncmp(id, prefix, strlen(prefix)) != 0)
+            continue;
+        int64_t t0 = hf_mono_ms();
+        kafka_conf_t fconf = t->kconf;
+        char client_id[KAFKA_INSTANCE_ID_LEN_MAX + 16];
+        snprintf(client_id, sizeof client_id, "%s-fencer", t->txn_id);
+        fconf.client_id = client_id;
+        err = kafka_txn_fence(&fconf, id, t->o.cfg->transaction_timeout_ms, 10000, t->errstr,
+                              sizeof t->errstr);
+        if (err)
+            log_warn("task", "%s: fencing %s, which left the group, failed: %s", t->def->name, id,
+                     t->errstr);
+        else
+            log_info("task",
+                     "%s: fenced %s, which left the group (its open transaction is "
+                     "aborted) in %lld ms",
+                     t->def->name, id, (long long)(hf_mono_ms() - t0));
+    }
+    memcpy(t->members, now, count * sizeof now[0]);
+    t->members_count = count;
+}
+
 /* The committed offsets in tps are stable (kafka.h): every transaction of a
  * previous owner has ended, so the changelog read below holds all it wrote. */
 static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committed, size_t count)
@@ -1463,7 +1525,11 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
         t->inputs[i] = topic_name(t->def->input_topics[i]);
     /* Committed offsets wait for a stalled previous owner's transaction,
      * which the broker aborts after its transaction timeout at the latest. */
-    kafka_rebalance_t rb = {on_assign, on_revoke, t, 2 * cfg->transaction_timeout_ms + 10000};
+    kafka_rebalance_t rb = {.before_assign = fence_departed,
+                            .on_assign = on_assign,
+                            .on_revoke = on_revoke,
+                            .opaque = t,
+                            .committed_timeout_ms = 2 * cfg->transaction_timeout_ms + 10000};
     /* The session decides how soon the others take over after this process
      * dies (config.h): the consumer's own client settings. */
     char session[64], heartbeat[64];

@@ -73,7 +73,9 @@ ft_init() {
   for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do
     [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
   done
-  "$HFCTL" topics apply >"$FT_WORK/topics.json" 2>"$FT_WORK/topics.err" ||
+  # FT_TOPICS_FILE: another topics file (e.g. more partitions, so that three
+  # processes each own some); default topics/topics.json.
+  "$HFCTL" topics apply ${FT_TOPICS_FILE:+--file "$FT_TOPICS_FILE"} >"$FT_WORK/topics.json" 2>"$FT_WORK/topics.err" ||
     ft_fail "hfctl topics apply: $(cat "$FT_WORK/topics.err")"
   ft_log "prefix $FT_PREFIX, app id $FT_APP, artifacts in $FT_WORK"
 }

@@ -73,8 +73,8 @@ static long standby_lag(int port, int32_t p)
     if (!get_metrics(port))
         return -1;
     char needle[128];
-    snprintf(needle, sizeof needle, "holdfast_standby_lag_records{stage=\"counter\",partition=\"%d\"} ",
-             p);
+    snprintf(needle, sizeof needle,
+             "holdfast_standby_lag_records{stage=\"counter\",partition=\"%d\"} ", p);
     const char *at = strstr(page, needle);
     return at ? strtol(at + strlen(needle), NULL, 10) : -1;
 }
@@ -193,8 +193,8 @@ static size_t same_state(state_t *db, state_t *other, int32_t p, char tag, size_
     return n;
 }
 
-static void test_a_takeover_with_a_standby_restores_the_tail_into_the_state_of_a_full_restore(
-    void **state)
+static void
+test_a_takeover_with_a_standby_restores_the_tail_into_the_state_of_a_full_restore(void **state)
 {
     harness_t h;
     harness_init(&h, "standby");
@@ -216,7 +216,7 @@ static void test_a_takeover_with_a_standby_restores_the_tail_into_the_state_of_a
     while ((pb = owned_partition(&h, "b", parts)) < 0 && harness_now_ms() < deadline)
         harness_sleep_ms(200);
     assert_true(pb >= 0);
-    int32_t pa = pb == 0 ? 1 : 0; /* a keeps it (two members, range assignor) */
+    int32_t pa = pb == 0 ? 1 : 0;                /* a keeps it (two members, range assignor) */
     load(&h, PAIRS, PAIRS, -1, parts, &results); /* both own one */
 
     if (replicas > 0) { /* b's standby has a's partition up to its end */
