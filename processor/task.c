@@ -52,6 +52,10 @@ struct task_owners {
      * another epoch reloads them (a task wrote p meanwhile). */
     uint32_t epoch[HF_PARTITIONS_MAX];
     atomic_uint generation; /* bumped by every claim and release */
+    /* Set by a task's first assignment (even of nothing): the standby starts
+     * only then, so that it follows what the group left to others instead of
+     * racing the tasks' own first restores. */
+    atomic_bool assigned;
 };
 
 typedef struct {
@@ -1081,6 +1085,8 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committ
         t->assigned_at_ms[p] = assigned_at_ms;
         metrics_add_partitions(t->metrics, 1);
     }
+    if (t->o.owners) /* after every partition of this assignment was claimed */
+        atomic_store(&t->o.owners->assigned, true);
     metrics_task_restoring(t->metrics, false);
     return HF_OK;
 }
@@ -1387,6 +1393,10 @@ static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
 
 static int standby_step(task_t *t)
 {
+    if (!atomic_load(&t->o.owners->assigned)) {
+        hf_sleep_ms(TASK_STANDBY_POLL_MS);
+        return HF_OK;
+    }
     int err = standby_sync(t);
     if (err) {
         log_warn("task", "%s: standby cannot follow the changelog yet: %s", t->def->name,
