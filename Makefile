@@ -232,8 +232,9 @@ test-faults-process: deps-check release
 	@FT_MODE=kill FT_CYCLES=$${FT_CYCLES:-3} bash tests/faults/process.sh
 	@FT_MODE=stop FT_CYCLES=$${FT_STOP_CYCLES:-2} bash tests/faults/process.sh
 test-soak: deps-check release
-	@FT_MODE=kill FT_VICTIM=random FT_CYCLES=$${FT_CYCLES:-100} FT_DOWN_S=$${FT_DOWN_S:-4} FT_SECONDS=$${FT_SECONDS:-1700} \
-	  FT_RATE=$${FT_RATE:-30} bash tests/faults/process.sh
+	@FT_MODE=kill FT_VICTIM=random FT_CYCLES=$${FT_CYCLES:-100} FT_DOWN_S=$${FT_DOWN_S:-4} \
+	  FT_GAP_S=$${FT_GAP_S:-10} FT_SECONDS=$${FT_SECONDS:-1850} FT_RATE=$${FT_RATE:-30} \
+	  bash tests/faults/process.sh
 
 # Command-line conventions of the three binaries (no broker needed).
 .PHONY: test-cli test-suite

@@ -27,6 +27,7 @@
 # reserves unanswered, reconcile verdict.
 #
 # env: FT_MODE (kill), FT_CYCLES (3), FT_VICTIM (rotate), FT_DOWN_S (6),
+#      FT_GAP_S (3: the pause before each fault, once all partitions are owned),
 #      FT_RATE (40), FT_SECONDS (load; default 30 + 20 per cycle),
 #      FT_PARTITIONS (3), FT_CONFIG ('{}'), FT_EXPIRY_LAG_MS (unset: strict)
 set -euo pipefail
@@ -36,6 +37,7 @@ mode=${FT_MODE:-kill}
 cycles=${FT_CYCLES:-3}
 victims=${FT_VICTIM:-rotate}
 down_s=${FT_DOWN_S:-6}
+gap_s=${FT_GAP_S:-3}
 rate=${FT_RATE:-40}
 seconds=${FT_SECONDS:-$((30 + 20 * cycles))}
 parts=${FT_PARTITIONS:-3}
@@ -142,7 +144,7 @@ t_load=$(date +%s)
 takeovers=()   # ms, one per partition taken over
 faults=0
 for cycle in $(seq "$cycles"); do
-  sleep 3 # load flowing through all three
+  sleep "$gap_s" # load flowing through all three
   wait_for 120 "every partition of every stage has one owner (cycle $cycle)" stable
   victim=$(pick_victim "$cycle")
   spec=""
