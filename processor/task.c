@@ -1382,9 +1382,9 @@ static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
             err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p],
                                         t->sb_current_at_ms[p]);
     }
-    if (!err)
+    if (!err && state_buf_count(t->buf) > 0) /* an idle poll writes nothing */
         err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
-    else
+    else if (err)
         state_buf_clear(t->buf);
     pthread_mutex_unlock(&o->mu);
     *applied_out = applied;
