@@ -15,6 +15,8 @@
 #                 It finds itself out of the group: a transaction it had open
 #                 is fenced or aborted, it rejoins (or exits and is restarted by
 #                 the supervisor: counted), and applies nothing twice.
+#   FT_MODE=mixed kill -9 in odd cycles, SIGSTOP in even ones (the reduced
+#                 form for `make test`: FT_CYCLES=2).
 # Each cycle waits until every partition of every stage has an owner again and
 # the load flows through all three before the next fault.
 #
@@ -44,7 +46,7 @@ parts=${FT_PARTITIONS:-3}
 skus=300
 insts=(a b c)
 stage_names=(counter gateway aggregator)
-case $mode in kill | stop) ;; *) echo "FT_MODE must be kill or stop" >&2; exit 2 ;; esac
+case $mode in kill | stop | mixed) ;; *) echo "FT_MODE must be kill, stop or mixed" >&2; exit 2 ;; esac
 
 # The topics file with $parts partitions for every topic but the dead letters.
 mkdir -p build/faults
@@ -147,19 +149,21 @@ for cycle in $(seq "$cycles"); do
   sleep "$gap_s" # load flowing through all three
   wait_for 120 "every partition of every stage has one owner (cycle $cycle)" stable
   victim=$(pick_victim "$cycle")
+  fault=$mode
+  [ "$mode" != mixed ] || fault=$([ $((cycle % 2)) = 1 ] && echo kill || echo stop)
   spec=""
   for st in "${stage_names[@]}"; do
     for p in $(current "$victim" "$st"); do spec="$spec $st:$p"; done
   done
   fault_ms=$(now_ms)
-  if [ "$mode" = kill ]; then
+  if [ "$fault" = kill ]; then
     hf_kill9 "$victim"
   else
     ft_mark "$victim" "SIGSTOP (#$((faults + 1)))"
     kill -STOP "${HF_PID[$victim]}"
   fi
   faults=$((faults + 1))
-  ft_log "cycle $cycle: $mode $victim (held$spec) at t=$(($(date +%s) - t_load))s of the load"
+  ft_log "cycle $cycle: $fault $victim (held$spec) at t=$(($(date +%s) - t_load))s of the load"
   wait_for 90 "the others took over$spec" taken_over "$spec" "$fault_ms"
   line="cycle $cycle takeover ms:"
   for sp in $spec; do
@@ -170,7 +174,7 @@ for cycle in $(seq "$cycles"); do
   ft_log "$line"
   left=$((fault_ms / 1000 + down_s - $(date +%s)))
   [ "$left" -le 0 ] || sleep "$left"
-  if [ "$mode" = kill ]; then
+  if [ "$fault" = kill ]; then
     hf_start "$victim"
   else
     ft_mark "$victim" "SIGCONT"
