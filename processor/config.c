@@ -24,6 +24,9 @@ void config_defaults(hf_config_t *cfg)
     cfg->idle_poll_ms = 100;
     cfg->transaction_timeout_ms = 10000;
     cfg->state_max_age_ms = 6 * 24 * 3600 * 1000;
+    cfg->consumer_session_timeout_ms = 3000;
+    cfg->consumer_heartbeat_interval_ms = 500;
+    cfg->standby_replicas = 1;
     cfg->metrics_port = 0;
     snprintf(cfg->metrics_bind, sizeof cfg->metrics_bind, "127.0.0.1");
     cfg->health_loop_stall_ms = 30000;
@@ -125,6 +128,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(idle_poll_ms, 1, 10000),
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
     INT_FIELD(state_max_age_ms, 1000, 604800000),
+    INT_FIELD(consumer_session_timeout_ms, 1000, 300000),
+    INT_FIELD(consumer_heartbeat_interval_ms, 100, 100000),
+    INT_FIELD(standby_replicas, 0, 1),
     INT_FIELD(metrics_port, 0, 65535),
     STR_FIELD(metrics_bind),
     INT_FIELD(health_loop_stall_ms, 1000, 3600000),
@@ -263,6 +269,14 @@ int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size,
                  "reservation_retention_ms %d must be at least idempotency_retention_ms %d",
                  cfg->reservation_retention_ms, cfg->idempotency_retention_ms);
+        return HF_ERR_CONFIG;
+    }
+    if (cfg->consumer_heartbeat_interval_ms * 3 > cfg->consumer_session_timeout_ms) {
+        /* Two lost heartbeats in a row must not end the session. */
+        snprintf(errstr, errstr_size,
+                 "consumer_heartbeat_interval_ms %d must be at most a third of "
+                 "consumer_session_timeout_ms %d (e.g. 500 with 3000)",
+                 cfg->consumer_heartbeat_interval_ms, cfg->consumer_session_timeout_ms);
         return HF_ERR_CONFIG;
     }
     struct in_addr bind_addr;

@@ -26,6 +26,17 @@ typedef struct hf_config {
     /* Local state last current longer ago is rebuilt from the whole changelog on
      * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
     int state_max_age_ms;
+    /* The group consumer's session: a process that stops heartbeating for
+     * consumer_session_timeout_ms loses its partitions to the others (the
+     * takeover after a kill -9 starts then); it heartbeats every
+     * consumer_heartbeat_interval_ms (at most a third of the session). */
+    int consumer_session_timeout_ms;
+    int consumer_heartbeat_interval_ms;
+    /* 1: the process keeps a warm copy of every partition of its stages that
+     * it does not own, by following their changelogs (a standby), so a
+     * takeover restores only the tail; 0: none (a takeover restores from
+     * where this process's own copy stopped, or from the beginning). */
+    int standby_replicas;
     int metrics_port;      /* HTTP GET /metrics and /healthz on this port; 0: off */
     char metrics_bind[64]; /* IPv4 address it listens on: "127.0.0.1" (this host only) */
     /* /healthz is 503 when a task completed no loop for health_loop_stall_ms, or

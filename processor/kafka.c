@@ -23,6 +23,7 @@
 struct kafka_consumer {
     rd_kafka_t *rk;
     kafka_rebalance_t rebalance;
+    char group_id[256];
 };
 
 #define KAFKA_WARM_TOPICS_MAX 32
@@ -292,6 +293,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     kafka_tp_t *tps = calloc(n ? n : 1, sizeof *tps);
     int64_t *committed = calloc(n ? n : 1, sizeof *committed);
     hf_assert(tps && committed);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && kc->rebalance.before_assign)
+        kc->rebalance.before_assign(kc->rebalance.opaque);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS &&
         fetch_committed(rk, parts, kc->rebalance.committed_timeout_ms) != HF_OK) {
         /* Restoring without them could miss a batch a previous owner still
@@ -360,6 +363,7 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
         goto fail;
     if (conf_set(c, "group.id", group_id, errstr, errstr_size) != HF_OK)
         goto fail;
+    snprintf(kc->group_id, sizeof kc->group_id, "%s", group_id);
     if (group_instance_id &&
         conf_set(c, "group.instance.id", group_instance_id, errstr, errstr_size) != HF_OK)
         goto fail;
@@ -450,6 +454,52 @@ fail:
     snprintf(errstr, errstr_size, "rewind: %s", rd_kafka_err2str(kerr));
     if (parts)
         rd_kafka_topic_partition_list_destroy(parts);
+    return err;
+}
+
+int kafka_consumer_group_instance_ids(kafka_consumer_t *kc, char (*ids)[KAFKA_INSTANCE_ID_LEN_MAX],
+                                      size_t max, size_t *count, int timeout_ms, char *errstr,
+                                      size_t errstr_size)
+{
+    *count = 0;
+    char why[256];
+    rd_kafka_queue_t *q = rd_kafka_queue_new(kc->rk);
+    rd_kafka_AdminOptions_t *opts =
+        rd_kafka_AdminOptions_new(kc->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+    rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, why, sizeof why);
+    const char *groups[1] = {kc->group_id};
+    rd_kafka_DescribeConsumerGroups(kc->rk, groups, 1, opts, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    int err = HF_OK;
+    const rd_kafka_DescribeConsumerGroups_result_t *res =
+        ev ? rd_kafka_event_DescribeConsumerGroups_result(ev) : NULL;
+    size_t n = 0;
+    const rd_kafka_ConsumerGroupDescription_t **gs =
+        res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &n) : NULL;
+    const rd_kafka_error_t *gerr = n == 1 ? rd_kafka_ConsumerGroupDescription_error(gs[0]) : NULL;
+    if (!ev || rd_kafka_event_error(ev) || n != 1 || gerr) {
+        snprintf(errstr, errstr_size, "describe group %s: %s", kc->group_id,
+                 !ev                        ? "no answer in time"
+                 : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                 : gerr                     ? rd_kafka_error_string(gerr)
+                                            : "no description");
+        err = HF_ERR_KAFKA;
+    } else {
+        size_t members = rd_kafka_ConsumerGroupDescription_member_count(gs[0]);
+        for (size_t i = 0; i < members; i++) {
+            const char *id = rd_kafka_MemberDescription_group_instance_id(
+                rd_kafka_ConsumerGroupDescription_member(gs[0], i));
+            if (!id || !*id)
+                continue;
+            if (*count < max)
+                snprintf(ids[*count], KAFKA_INSTANCE_ID_LEN_MAX, "%s", id);
+            (*count)++;
+        }
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_queue_destroy(q);
     return err;
 }
 
@@ -577,6 +627,18 @@ void kafka_producer_poll(kafka_producer_t *kp)
 uint64_t kafka_producer_failed_count(const kafka_producer_t *kp)
 {
     return kp->failed_count;
+}
+
+int kafka_txn_fence(const kafka_conf_t *conf, const char *transactional_id,
+                    int transaction_timeout_ms, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    kafka_producer_t *kp = NULL;
+    int err = kafka_producer_new(conf, transactional_id, transaction_timeout_ms, &kp, errstr,
+                                 errstr_size);
+    if (!err)
+        err = kafka_txn_init(kp, timeout_ms, errstr, errstr_size);
+    kafka_producer_destroy(kp);
+    return err;
 }
 
 int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr, size_t errstr_size)
@@ -894,6 +956,37 @@ int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_
     return HF_OK;
 }
 
+int kafka_reader_assign(kafka_reader_t *rd, const char *topic, const int32_t *partitions,
+                        const int64_t *offsets, size_t count, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t kerr;
+    if (count == 0) {
+        kerr = rd_kafka_assign(rd->rk, NULL);
+    } else {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)count);
+        for (size_t i = 0; i < count; i++)
+            rd_kafka_topic_partition_list_add(l, topic, partitions[i])->offset =
+                offsets[i] >= 0 ? offsets[i] : RD_KAFKA_OFFSET_BEGINNING;
+        kerr = rd_kafka_assign(rd->rk, l);
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (kerr) {
+        snprintf(errstr, errstr_size, "assign %zu partitions of %s: %s", count, topic,
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    return HF_OK;
+}
+
+int64_t kafka_reader_high_watermark(kafka_reader_t *rd, const char *topic, int32_t partition)
+{
+    int64_t low = -1, high = -1;
+    if (rd_kafka_get_watermark_offsets(rd->rk, topic, partition, &low, &high) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    return high;
+}
+
 int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
                       size_t errstr_size)
 {
@@ -902,6 +995,7 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
         return 0;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         msg->partition = m->partition;
+        msg->offset = m->offset;
         msg->handle = NULL;
         rd_kafka_message_destroy(m);
         return 2;

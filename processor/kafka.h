@@ -65,6 +65,12 @@ typedef struct {
  * transaction timeout: the broker aborts a stalled transaction after that),
  * is fatal for the process. */
 typedef struct {
+    /* Called first when partitions are assigned, before their committed
+     * offsets are fetched (may be NULL): a task fences the transactional ids
+     * of members that left the group, so that a dead member's open
+     * transaction is aborted now instead of after the transaction timeout —
+     * until then the fetch of stable offsets waits for it. */
+    void (*before_assign)(void *opaque);
     /* committed[i]: the group's committed offset (next to read) of tps[i],
      * fetched as stable (KIP-447: after every pending transaction that sent
      * offsets for it has ended), or KAFKA_OFFSET_NONE. */
@@ -119,6 +125,15 @@ int kafka_consumer_rewind(kafka_consumer_t *kc, char *errstr, size_t errstr_size
 /* Leaves the group and destroys. Accepts NULL. */
 void kafka_consumer_destroy(kafka_consumer_t *kc);
 
+#define KAFKA_INSTANCE_ID_LEN_MAX 160 /* a group.instance.id (holdfast's: the txn id) */
+
+/* The group.instance.id of every current member of the consumer's group
+ * (members without one are left out), at most max of them into ids; *count is
+ * how many there are in all. Works inside a rebalance callback. */
+int kafka_consumer_group_instance_ids(kafka_consumer_t *kc, char (*ids)[KAFKA_INSTANCE_ID_LEN_MAX],
+                                      size_t max, size_t *count, int timeout_ms, char *errstr,
+                                      size_t errstr_size) HF_MUST_CHECK;
+
 /* ---- producer (transactional when transactional_id != NULL) */
 
 int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
@@ -131,6 +146,14 @@ void kafka_producer_destroy(kafka_producer_t *kp); /* flushes; accepts NULL */
  * take ~1 s to commit (measured: the first SOLD_OUT after a start). */
 int kafka_producer_warm(kafka_producer_t *kp, const char *const *topics, size_t count,
                         int timeout_ms, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
+/* Fences every producer with transactional_id, by initialising one with it
+ * and destroying it again: the transaction such a producer left open is
+ * aborted by the time this returns, and a zombie holding the id gets fenced
+ * errors from then on. */
+int kafka_txn_fence(const kafka_conf_t *conf, const char *transactional_id,
+                    int transaction_timeout_ms, int timeout_ms, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
 
 /* Fences older producers with the same transactional.id. */
 int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr,
@@ -191,9 +214,21 @@ int kafka_reader_follow(kafka_reader_t *rd, const char *topic, int timeout_ms,
 int kafka_reader_follow_from(kafka_reader_t *rd, const char *topic, const int64_t *start_offsets,
                              int32_t start_offsets_count, int timeout_ms, int32_t *partitions_out,
                              char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Follows exactly partitions[i] of topic from offsets[i] (>= 0, or
+ * KAFKA_OFFSET_BEGINNING), replacing what the reader followed before; count 0
+ * follows nothing. A standby follows the changelog partitions its process does
+ * not own, and re-assigns whenever that set changes. */
+int kafka_reader_assign(kafka_reader_t *rd, const char *topic, const int32_t *partitions,
+                        const int64_t *offsets, size_t count, char *errstr,
+                        size_t errstr_size) HF_MUST_CHECK;
+/* The high watermark of topic/partition as the reader last learned it from a
+ * fetch (no request; -1 when not known yet): a follower's lag is it minus its
+ * position. */
+int64_t kafka_reader_high_watermark(kafka_reader_t *rd, const char *topic, int32_t partition);
 /* While following: 1 with *msg set (release it), 2 when a partition's end was
- * reached (msg->partition says which; nothing to release), 0 when nothing came in
- * timeout_ms, or an error. */
+ * reached (msg->partition says which and msg->offset the position there, the
+ * last stable offset under read_committed; nothing to release), 0 when nothing
+ * came in timeout_ms, or an error. */
 int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char *errstr,
                       size_t errstr_size) HF_MUST_CHECK;
 /* True when the broker answers a watermark query for topic/partition: the reader

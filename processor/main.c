@@ -31,7 +31,7 @@
 #include "topics.h"
 
 #define MAIN_STAGES_MAX  4
-#define MAIN_THREADS_MAX (MAIN_STAGES_MAX * 16)
+#define MAIN_THREADS_MAX (MAIN_STAGES_MAX * 17) /* 16 tasks and a standby per stage */
 
 static atomic_bool stop_flag;
 
@@ -54,17 +54,20 @@ static void *worker_main(void *arg)
     if (w->rc == HF_OK)
         w->rc = task_run(t, w->errstr, sizeof w->errstr);
     if (w->rc != HF_OK) {
-        log_error("main", "%s task %d stopped: %s", w->opts.def->name, w->opts.thread_index,
-                  w->errstr);
+        log_error("main", "%s %s %d stopped: %s", w->opts.def->name,
+                  w->opts.standby ? "standby" : "task", w->opts.thread_index, w->errstr);
         atomic_store(&stop_flag, true); /* one broken task stops the process */
     } else {
         task_stats_t s;
         task_stats(t, &s);
         log_info("main",
-                 "%s task %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters",
-                 w->opts.def->name, w->opts.thread_index, (unsigned long long)s.records,
-                 (unsigned long long)s.transactions, (unsigned long long)s.aborts,
-                 (unsigned long long)s.dead_letters);
+                 "%s %s %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters, "
+                 "%llu changelog records restored in %llu ms, %llu applied as a standby",
+                 w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
+                 (unsigned long long)s.records, (unsigned long long)s.transactions,
+                 (unsigned long long)s.aborts, (unsigned long long)s.dead_letters,
+                 (unsigned long long)s.restored_records, (unsigned long long)s.restore_ms,
+                 (unsigned long long)s.standby_records);
     }
     task_destroy(t);
     return NULL;
@@ -194,6 +197,7 @@ typedef struct {
     const stage_def_t *def;
     void *env;
     state_t *st;
+    task_owners_t *owners; /* which partitions its tasks own, for its standby */
 } main_stage_t;
 
 /* Resolves the names of cfg->stages. */
@@ -219,7 +223,7 @@ static int find_stages(const hf_config_t *cfg, main_stage_t *stages, size_t *sta
             snprintf(errstr, errstr_size, "stages: at most %d", MAIN_STAGES_MAX);
             return HF_ERR_CONFIG;
         }
-        stages[(*stages_count)++] = (main_stage_t){def, NULL, NULL};
+        stages[(*stages_count)++] = (main_stage_t){def, NULL, NULL, NULL};
     }
     return HF_OK;
 }
@@ -244,9 +248,13 @@ static int build_envs(const hf_config_t *cfg, main_stage_t *stages, size_t stage
     return HF_OK;
 }
 
-/* Opens one state DB per stage and fills one worker per task thread. */
+/* Opens one state DB per stage and fills one worker per task thread, and one
+ * for the stage's standby when standby_replicas is 1 (it follows every
+ * partition of the stage no task of this process owns). *tasks_count: the
+ * workers that are tasks (what /readyz waits for). */
 static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t stages_count,
-                        worker_t *workers, size_t *workers_count, char *errstr, size_t errstr_size)
+                        worker_t *workers, size_t *workers_count, size_t *tasks_count, char *errstr,
+                        size_t errstr_size)
 {
     if (mkdir(cfg->state_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(errstr, errstr_size, "state dir %s: %s", cfg->state_dir, strerror(errno));
@@ -259,9 +267,17 @@ static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t sta
         int err = state_open(path, NULL, &s->st, errstr, errstr_size);
         if (err)
             return err;
+        s->owners = task_owners_new();
+        if (!s->owners)
+            return HF_ERR_NOMEM;
         for (int t = 0; t < cfg->threads_per_stage; t++) {
             worker_t *w = &workers[(*workers_count)++];
-            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, t, &stop_flag};
+            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, t, &stop_flag, s->owners, false};
+            (*tasks_count)++;
+        }
+        if (cfg->standby_replicas >= 1) {
+            worker_t *w = &workers[(*workers_count)++];
+            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, 0, &stop_flag, s->owners, true};
         }
     }
     return HF_OK;
@@ -272,6 +288,7 @@ static void close_stages(main_stage_t *stages, size_t stages_count)
 {
     for (size_t i = 0; i < stages_count; i++) {
         state_close(stages[i].st);
+        task_owners_destroy(stages[i].owners);
         stages_env_destroy(stages[i].def, stages[i].env);
     }
 }
@@ -299,12 +316,14 @@ static int start(const hf_config_t *cfg, main_stage_t *stages, size_t *stages_co
         err = framing_start(cfg, true, errstr, errstr_size);
     if (!err)
         err = build_envs(cfg, stages, *stages_count, errstr, errstr_size);
+    size_t tasks_count = 0;
     if (!err)
-        err = plan_workers(cfg, stages, *stages_count, workers, workers_count, errstr, errstr_size);
+        err = plan_workers(cfg, stages, *stages_count, workers, workers_count, &tasks_count, errstr,
+                           errstr_size);
     if (!err && cfg->metrics_port > 0) {
         int port = 0;
         metrics_serve_opts_t mo = {cfg->metrics_bind, cfg->metrics_port, cfg->health_loop_stall_ms,
-                                   cfg->health_aborts_max, (int)*workers_count};
+                                   cfg->health_aborts_max, (int)tasks_count};
         err = metrics_serve(&mo, &port, errstr, errstr_size);
         if (!err)
             log_info("main", "metrics on http://%s:%d/metrics", cfg->metrics_bind, port);

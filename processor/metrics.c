@@ -40,6 +40,8 @@ static _Atomic uint64_t counters[HF_METRICS_STAGES_MAX][HF_M__COUNT];
 static _Atomic uint64_t commit_buckets[HF_METRICS_STAGES_MAX][COMMIT_BUCKETS + 1];
 static _Atomic uint64_t commit_sum_ms[HF_METRICS_STAGES_MAX];
 static _Atomic int64_t partitions[HF_METRICS_STAGES_MAX];
+/* lag + 1 per partition: 0 (the zeroed start) = not followed. */
+static _Atomic int64_t standby_lag1[HF_METRICS_STAGES_MAX][HF_PARTITIONS_MAX];
 
 static struct {
     char name[METRICS_NAME_MAX], help[128];
@@ -92,6 +94,13 @@ void metrics_add_partitions(int stage, int64_t delta)
 {
     if (slot_ok(stage))
         atomic_fetch_add_explicit(&partitions[stage], delta, memory_order_relaxed);
+}
+
+void metrics_standby_lag(int stage, int32_t partition, int64_t lag)
+{
+    if (slot_ok(stage) && partition >= 0 && partition < HF_PARTITIONS_MAX)
+        atomic_store_explicit(&standby_lag1[stage][partition], lag < 0 ? 0 : lag + 1,
+                              memory_order_relaxed);
 }
 
 static bool register_read(const char *type, const char *name, const char *help,
@@ -163,6 +172,20 @@ static void render_histograms(out_t *o, int stages)
     }
 }
 
+static void render_standby_lag(out_t *o, int stages)
+{
+    out(o, "# HELP holdfast_standby_lag_records Changelog records a standby is behind on a "
+           "partition its process does not own\n"
+           "# TYPE holdfast_standby_lag_records gauge\n");
+    for (int s = 0; s < stages; s++)
+        for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+            int64_t lag1 = atomic_load_explicit(&standby_lag1[s][p], memory_order_relaxed);
+            if (lag1 > 0)
+                out(o, "holdfast_standby_lag_records{stage=\"%s\",partition=\"%d\"} %lld\n",
+                    stage_names[s], p, (long long)(lag1 - 1));
+        }
+}
+
 size_t metrics_render(char *buf, size_t size)
 {
     out_t o = {buf, size, 0};
@@ -182,6 +205,7 @@ size_t metrics_render(char *buf, size_t size)
         out(&o, "holdfast_partitions_owned{stage=\"%s\"} %lld\n", stage_names[s],
             (long long)atomic_load(&partitions[s]));
     render_histograms(&o, stages);
+    render_standby_lag(&o, stages);
     pthread_mutex_lock(&reg_mu);
     for (size_t g = 0; g < gauges_count; g++)
         out(&o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,

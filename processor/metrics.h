@@ -28,7 +28,11 @@
     X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")               \
     X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")   \
     X(RESTORED, "holdfast_changelog_records_restored_total",                                       \
-      "Changelog records applied while restoring state")
+      "Changelog records applied while restoring state")                                           \
+    X(RESTORE_MS, "holdfast_restore_milliseconds_total",                                           \
+      "Time spent restoring assigned partitions from their changelogs, ms")                        \
+    X(STANDBY_APPLIED, "holdfast_standby_records_applied_total",                                   \
+      "Changelog records a standby applied to partitions this process does not own")
 
 typedef enum {
 #define HF_METRIC_ENUM(id, name, help) HF_M_##id,
@@ -45,6 +49,11 @@ void metrics_add(int stage, hf_metric_t m, uint64_t n);
 void metrics_observe_commit_ms(int stage, int64_t ms);
 /* Partitions a stage's tasks own right now (holdfast_partitions_owned). */
 void metrics_add_partitions(int stage, int64_t delta);
+
+/* How many changelog records the stage's standby is behind on a partition it
+ * does not own (holdfast_standby_lag_records{stage,partition}); lag < 0: it
+ * does not follow that partition (owned here, or no standby). */
+void metrics_standby_lag(int stage, int32_t partition, int64_t lag);
 
 /* A gauge read at scrape time: name must be a valid metric name; fn returns the
  * value. Registered once per process; false when the table is full. */

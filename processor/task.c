@@ -35,6 +35,28 @@
 #define TASK_RESTORE_CHUNK_RECORDS 5000
 /* How often the state of owned partitions is marked current even when idle. */
 #define TASK_STATE_AGE_REFRESH_MS  (3600 * 1000)
+/* A standby applies at most this many changelog records per write (and holds
+ * the owners' lock that long: a claim waits for it), and waits this long for
+ * the first when there is nothing. */
+#define TASK_STANDBY_BATCH_MAX     1000
+#define TASK_STANDBY_POLL_MS       100
+/* Members of a stage's group a task remembers (processes x threads_per_stage);
+ * a departed member beyond it is not fenced: its open transaction then ends
+ * at the broker's transaction timeout. */
+#define TASK_GROUP_MEMBERS_MAX     64
+
+struct task_owners {
+    pthread_mutex_t mu;
+    bool owned[HF_PARTITIONS_MAX];
+    /* How often partition p was claimed: a standby that loaded p's offsets at
+     * another epoch reloads them (a task wrote p meanwhile). */
+    uint32_t epoch[HF_PARTITIONS_MAX];
+    atomic_uint generation; /* bumped by every claim and release */
+    /* Set by a task's first assignment (even of nothing): the standby starts
+     * only then, so that it follows what the group left to others instead of
+     * racing the tasks' own first restores. */
+    atomic_bool assigned;
+};
 
 typedef struct {
     uint8_t *data;
@@ -118,9 +140,67 @@ struct task {
     int64_t last_begin_ms;
     int64_t last_commit_ms;
     int64_t age_refreshed_ms; /* last time every owned partition was marked current */
+    /* Epoch ms at which each partition's assignment began, until its first
+     * record is applied (then 0): the takeover time in the log. */
+    int64_t assigned_at_ms[HF_PARTITIONS_MAX];
+    /* A standby's view: which partitions it follows, at which claim epoch it
+     * loaded their stored offsets (cl_next and input_next above hold them), and
+     * since when their state is known current. */
+    bool sb_following[HF_PARTITIONS_MAX];
+    uint32_t sb_epoch[HF_PARTITIONS_MAX];
+    int64_t sb_current_at_ms[HF_PARTITIONS_MAX];
+    bool sb_synced;
+    unsigned sb_generation;
+    /* The group.instance.ids (= transactional ids) of the group's members at
+     * the last assignment: one missing at the next has left (died, stalled
+     * past its session) and is fenced. */
+    char members[TASK_GROUP_MEMBERS_MAX][KAFKA_INSTANCE_ID_LEN_MAX];
+    size_t members_count;
     task_stats_t stats;
     char errstr[512];
 };
+
+/* ---- which partitions this process owns */
+
+task_owners_t *task_owners_new(void)
+{
+    task_owners_t *o = calloc(1, sizeof *o);
+    if (o)
+        pthread_mutex_init(&o->mu, NULL);
+    return o;
+}
+
+void task_owners_destroy(task_owners_t *o)
+{
+    if (!o)
+        return;
+    pthread_mutex_destroy(&o->mu);
+    free(o);
+}
+
+/* Once this returns, the standby writes p no more (it writes under the lock and
+ * checks first), so the restore that follows reads what it stored last. */
+static void owners_claim(task_owners_t *o, int32_t p)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->mu);
+    hf_assert(!o->owned[p]); /* the group gives a partition to one task */
+    o->owned[p] = true;
+    o->epoch[p]++;
+    atomic_fetch_add(&o->generation, 1);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void owners_release(task_owners_t *o, int32_t p)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->mu);
+    o->owned[p] = false;
+    atomic_fetch_add(&o->generation, 1);
+    pthread_mutex_unlock(&o->mu);
+}
 
 /* ---- arena and written-key set */
 
@@ -514,6 +594,15 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
     hf_assert(ti >= 0 && msg->partition >= 0 && msg->partition < HF_PARTITIONS_MAX);
     t->batch_next[ti][msg->partition] = msg->offset + 1;
     t->batch_touched[msg->partition] = true;
+    if (t->assigned_at_ms[msg->partition] > 0) {
+        int64_t now = hf_wall_ms();
+        log_info("task",
+                 "%s: partition %d first record applied after assignment: at_ms=%lld offset %lld, "
+                 "%lld ms after the assignment began",
+                 t->def->name, msg->partition, (long long)now, (long long)msg->offset,
+                 (long long)(now - t->assigned_at_ms[msg->partition]));
+        t->assigned_at_ms[msg->partition] = 0;
+    }
     t->stats.records++;
     metrics_add(t->metrics, HF_M_RECORDS, 1);
 
@@ -748,27 +837,39 @@ static int reindex_record(task_t *t, int32_t partition, const kafka_msg_t *msg)
     return t->def->reindex(ctx, msg->key, msg->key_len, rec);
 }
 
-static int restore_record(void *opaque, const kafka_msg_t *msg)
+/* Applies one changelog record of partition p to t->buf the way a restore
+ * does — the stage's reindex first, then the value — for a restore and a
+ * standby alike, so derived indexes come out the same. *applied: false for a
+ * record skipped (not a key of ours, or derived state reindex rebuilds). */
+static int changelog_apply(task_t *t, int32_t p, const kafka_msg_t *msg, bool *applied)
 {
-    restore_t *r = opaque;
-    task_t *t = r->t;
+    *applied = false;
     if (msg->key_len == 0 || ((const uint8_t *)msg->key)[0] == 0) {
         /* Not a key this program wrote; skipping it loses nothing of ours. */
         log_error("task", "%s: changelog partition %d offset %lld has an invalid key; skipped",
-                  t->def->name, r->partition, (long long)msg->offset);
+                  t->def->name, p, (long long)msg->offset);
         return HF_OK;
     }
     char tag = ((const char *)msg->key)[0];
     if (t->def->local_tags && strchr(t->def->local_tags, tag))
         return HF_OK; /* derived state an older version logged: reindex rebuilds it */
     int err = t->def->reindex && t->def->reindex_tags && strchr(t->def->reindex_tags, tag)
-                  ? reindex_record(t, r->partition, msg)
+                  ? reindex_record(t, p, msg)
                   : HF_OK;
     if (!err)
-        err = msg->value ? state_put(t->buf, r->partition, msg->key, msg->key_len, msg->value,
-                                     msg->value_len)
-                         : state_del(t->buf, r->partition, msg->key, msg->key_len);
-    if (err)
+        err = msg->value ? state_put(t->buf, p, msg->key, msg->key_len, msg->value, msg->value_len)
+                         : state_del(t->buf, p, msg->key, msg->key_len);
+    *applied = err == HF_OK;
+    return err;
+}
+
+static int restore_record(void *opaque, const kafka_msg_t *msg)
+{
+    restore_t *r = opaque;
+    task_t *t = r->t;
+    bool applied = false;
+    int err = changelog_apply(t, r->partition, msg, &applied);
+    if (err || !applied)
         return err;
     if (++r->records % TASK_RESTORE_CHUNK_RECORDS == 0) {
         err = state_buf_set_offsets(t->buf, r->partition, t->input_next[r->partition],
@@ -865,12 +966,14 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
     }
     t->cl_next[p] = next;
     t->cl_last[p] = next - 1;
+    int64_t took_ms = hf_wall_ms() - started_ms;
     t->stats.restored_records += r.records;
+    t->stats.restore_ms += (uint64_t)took_ms;
     metrics_add(t->metrics, HF_M_RESTORED, r.records);
-    log_info("task",
-             "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
-             t->def->name, p, (unsigned long long)r.records, (long long)cl_next,
-             (long long)(hf_wall_ms() - started_ms));
+    metrics_add(t->metrics, HF_M_RESTORE_MS, (uint64_t)took_ms);
+    log_info(
+        "task", "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
+        t->def->name, p, (unsigned long long)r.records, (long long)cl_next, (long long)took_ms);
     return HF_OK;
 }
 
@@ -903,6 +1006,64 @@ static int64_t primary_committed(const task_t *t, const kafka_tp_t *tps, const i
     return KAFKA_OFFSET_NONE;
 }
 
+/* Before the committed offsets of a new assignment are fetched: the members
+ * that were in the group at the last assignment and are gone now left it
+ * without a word — killed, or stalled past their session. A transaction such
+ * a member left open holds back the stable offsets (and every read_committed
+ * read of what it wrote) until the broker's transaction timeout aborts it; a
+ * producer initialised with the member's transactional id (its
+ * group.instance.id) aborts it now, and fences the member should it come back
+ * as a zombie (it exits on its next commit; a supervisor restarts it). Only
+ * the current member whose id sorts first fences: two survivors initialising
+ * the same id at once make the second wait for the first's abort (measured:
+ * 570-870 ms instead of ~13 ms). Best effort: on an error the wait for the
+ * transaction timeout remains. */
+static void fence_departed(void *opaque)
+{
+    task_t *t = opaque;
+    static _Thread_local char now[TASK_GROUP_MEMBERS_MAX][KAFKA_INSTANCE_ID_LEN_MAX];
+    size_t count = 0;
+    int err = kafka_consumer_group_instance_ids(t->kc, now, TASK_GROUP_MEMBERS_MAX, &count, 5000,
+                                                t->errstr, sizeof t->errstr);
+    if (err) {
+        log_warn("task", "%s: cannot tell which members left the group: %s", t->def->name,
+                 t->errstr);
+        return;
+    }
+    if (count > TASK_GROUP_MEMBERS_MAX)
+        count = TASK_GROUP_MEMBERS_MAX;
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%s-%s-", t->o.cfg->app_id, t->def->name);
+    bool first = true;
+    for (size_t j = 0; j < count && first; j++)
+        first = strcmp(t->txn_id, now[j]) <= 0;
+    for (size_t i = 0; i < t->members_count && first; i++) {
+        const char *id = t->members[i];
+        bool present = strcmp(id, t->txn_id) == 0;
+        for (size_t j = 0; j < count && !present; j++)
+            present = strcmp(id, now[j]) == 0;
+        if (present || strncmp(id, prefix, strlen(prefix)) != 0)
+            continue;
+        int64_t t0 = hf_mono_ms();
+        kafka_conf_t fconf = t->kconf;
+        char client_id[KAFKA_INSTANCE_ID_LEN_MAX + 16];
+        snprintf(client_id, sizeof client_id, "%s-fencer", t->txn_id);
+        fconf.client_id = client_id;
+        err = kafka_txn_fence(&fconf, id, t->o.cfg->transaction_timeout_ms, 10000, t->errstr,
+                              sizeof t->errstr);
+        if (err)
+            log_warn("task", "%s: fencing %s, which left the group, failed: %s", t->def->name, id,
+                     t->errstr);
+        else
+            log_info("task",
+                     "%s: fenced %s, which left the group (its open transaction is "
+                     "aborted) in %lld ms",
+                     t->def->name, id, (long long)(hf_mono_ms() - t0));
+    }
+    memcpy(t->members, now, count * sizeof now[0]);
+    t->members_count = count;
+}
+
 /* The committed offsets in tps are stable (kafka.h): every transaction of a
  * previous owner has ended, so the changelog read below holds all it wrote. */
 static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committed, size_t count)
@@ -920,12 +1081,17 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committ
         }
         if (t->owned[p])
             continue; /* co-partitioned topics share partition p */
+        int64_t assigned_at_ms = hf_wall_ms();
+        owners_claim(t->o.owners, p); /* before the restore: the standby stops writing p */
+        t->owned[p] = true;
         err = restore_partition(t, p, primary_committed(t, tps, committed, count, p));
         if (err)
             return err;
-        t->owned[p] = true;
+        t->assigned_at_ms[p] = assigned_at_ms;
         metrics_add_partitions(t->metrics, 1);
     }
+    if (t->o.owners) /* after every partition of this assignment was claimed */
+        atomic_store(&t->o.owners->assigned, true);
     metrics_task_restoring(t->metrics, false);
     return HF_OK;
 }
@@ -937,8 +1103,12 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
     /* State stays on disk: when the partition comes back, restore resumes from the
      * changelog offset it reflects instead of replaying everything. */
     int64_t owned = 0;
-    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++)
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
         owned += t->owned[p];
+        if (t->owned[p]) /* its state is written: gather polls between batches */
+            owners_release(t->o.owners, p);
+        t->assigned_at_ms[p] = 0;
+    }
     metrics_add_partitions(t->metrics, -owned);
     memset(t->owned, 0, sizeof t->owned);
     log_info("task", "%s: %zu partitions revoked", t->def->name, count);
@@ -1079,8 +1249,209 @@ static int task_step(task_t *t)
     return abort_batch(t, err);
 }
 
+/* ---- the standby */
+
+/* Brings the set of partitions the standby follows in line with the owners:
+ * every partition of the changelog no task here owns. A partition it starts
+ * to follow (or one a task owned since the standby loaded it) resumes from the
+ * offsets stored with its state — rebuilt from the beginning when there are
+ * none or they are too old, as a restore would. */
+static int standby_sync(task_t *t)
+{
+    task_owners_t *o = t->o.owners;
+    if (t->sb_synced && atomic_load(&o->generation) == t->sb_generation)
+        return HF_OK;
+    const char *topic = topic_name(t->def->changelog_topic);
+    int32_t count = 0;
+    int err = kafka_partition_count(t->rd, topic, 10000, &count, t->errstr, sizeof t->errstr);
+    if (err)
+        return err;
+    if (count > HF_PARTITIONS_MAX)
+        count = HF_PARTITIONS_MAX; /* on_assign refuses the others */
+    bool want[HF_PARTITIONS_MAX];
+    uint32_t epoch[HF_PARTITIONS_MAX];
+    pthread_mutex_lock(&o->mu);
+    t->sb_generation = atomic_load(&o->generation);
+    for (int32_t p = 0; p < count; p++) {
+        want[p] = !o->owned[p];
+        epoch[p] = o->epoch[p];
+    }
+    pthread_mutex_unlock(&o->mu);
+    int32_t parts[HF_PARTITIONS_MAX];
+    int64_t offsets[HF_PARTITIONS_MAX];
+    size_t n = 0;
+    for (int32_t p = 0; p < count; p++) {
+        if (!want[p]) {
+            t->sb_following[p] = false;
+            metrics_standby_lag(t->metrics, p, -1);
+            continue;
+        }
+        if (!t->sb_following[p] || t->sb_epoch[p] != epoch[p]) {
+            int64_t input_next = -1, cl_next = -1, current_at_ms = -1;
+            err = state_get_offsets(t->st, p, &input_next, &cl_next, &current_at_ms);
+            if (err)
+                return err;
+            if (cl_next < 0 || state_too_old(t, p, cl_next, current_at_ms)) {
+                /* The same rule as restore_partition: a full read from now on,
+                 * current as of its start. A task claiming p meanwhile waits
+                 * for the lock, and restores after this drop. */
+                pthread_mutex_lock(&o->mu);
+                if (!o->owned[p])
+                    err = state_drop_partition(t->st, p, t->errstr, sizeof t->errstr);
+                pthread_mutex_unlock(&o->mu);
+                if (err)
+                    return err;
+                cl_next = -1;
+                current_at_ms = hf_wall_ms();
+            }
+            t->input_next[p] = input_next;
+            t->cl_next[p] = cl_next;
+            t->sb_current_at_ms[p] = current_at_ms;
+            t->sb_epoch[p] = epoch[p];
+            t->sb_following[p] = true;
+            log_info("task", "%s: standby follows partition %d from changelog offset %lld",
+                     t->def->name, p, (long long)cl_next);
+        }
+        parts[n] = p;
+        offsets[n++] = t->cl_next[p] < 0 ? KAFKA_OFFSET_BEGINNING : t->cl_next[p];
+    }
+    for (int32_t p = count; p < HF_PARTITIONS_MAX; p++)
+        t->sb_following[p] = false;
+    err = kafka_reader_assign(t->rd, topic, parts, offsets, n, t->errstr, sizeof t->errstr);
+    if (!err)
+        t->sb_synced = true;
+    return err;
+}
+
+/* Gathers what the reader has: records into t->msgs, the end-of-partition
+ * positions it reached into eof[] (-1: none). */
+static int standby_gather(task_t *t, int64_t *eof)
+{
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++)
+        eof[p] = -1;
+    int timeout = TASK_STANDBY_POLL_MS;
+    while (t->msgs_count < TASK_STANDBY_BATCH_MAX) {
+        kafka_msg_t *m = &t->msgs[t->msgs_count];
+        int rc = kafka_reader_poll(t->rd, timeout, m, t->errstr, sizeof t->errstr);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            /* The broker away for a while: the standby only falls behind. */
+            log_warn("task", "%s: standby: %s", t->def->name, t->errstr);
+            break;
+        }
+        timeout = 0;
+        if (rc == 2) {
+            if (m->partition >= 0 && m->partition < HF_PARTITIONS_MAX)
+                eof[m->partition] = m->offset;
+            continue;
+        }
+        t->msgs_count++;
+    }
+    return HF_OK;
+}
+
+/* Applies the gathered records of partitions still followed and not owned,
+ * then writes them with the offsets reached, under the owners' lock: a task
+ * claiming one of them waits until the write is done. */
+static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
+{
+    task_owners_t *o = t->o.owners;
+    bool touched[HF_PARTITIONS_MAX] = {false};
+    uint64_t applied = 0;
+    int err = HF_OK;
+    int64_t now = hf_wall_ms();
+    pthread_mutex_lock(&o->mu);
+    for (size_t i = 0; i < t->msgs_count && !err; i++) {
+        const kafka_msg_t *m = &t->msgs[i];
+        int32_t p = m->partition;
+        if (p < 0 || p >= HF_PARTITIONS_MAX || !t->sb_following[p] || o->owned[p] ||
+            o->epoch[p] != t->sb_epoch[p] || m->offset < t->cl_next[p])
+            continue; /* owned here now, or already in the state */
+        bool ok = false;
+        err = changelog_apply(t, p, m, &ok);
+        applied += ok;
+        t->cl_next[p] = m->offset + 1;
+        touched[p] = true;
+    }
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX && !err; p++) {
+        if (!t->sb_following[p] || o->owned[p] || o->epoch[p] != t->sb_epoch[p])
+            continue;
+        if (eof[p] >= 0) { /* caught up: current now */
+            if (eof[p] > t->cl_next[p])
+                t->cl_next[p] = eof[p]; /* markers and aborted records read past */
+            t->sb_current_at_ms[p] = now;
+            touched[p] = true;
+        }
+        if (touched[p])
+            err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p],
+                                        t->sb_current_at_ms[p]);
+    }
+    if (!err && state_buf_count(t->buf) > 0) /* an idle poll writes nothing */
+        err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    else if (err)
+        state_buf_clear(t->buf);
+    pthread_mutex_unlock(&o->mu);
+    *applied_out = applied;
+    return err;
+}
+
+static int standby_step(task_t *t)
+{
+    if (!atomic_load(&t->o.owners->assigned)) {
+        hf_sleep_ms(TASK_STANDBY_POLL_MS);
+        return HF_OK;
+    }
+    int err = standby_sync(t);
+    if (err) {
+        log_warn("task", "%s: standby cannot follow the changelog yet: %s", t->def->name,
+                 t->errstr);
+        hf_sleep_ms(1000);
+        return HF_OK;
+    }
+    int64_t eof[HF_PARTITIONS_MAX];
+    err = standby_gather(t, eof);
+    uint64_t applied = 0;
+    if (!err)
+        err = standby_apply(t, eof, &applied);
+    release_msgs(t, t->msgs_count);
+    if (err) {
+        log_error("task", "%s: standby state write failed: %s", t->def->name, t->errstr);
+        return HF_ERR_FATAL;
+    }
+    t->stats.standby_records += applied;
+    metrics_add(t->metrics, HF_M_STANDBY_APPLIED, applied);
+    const char *topic = topic_name(t->def->changelog_topic);
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+        if (!t->sb_following[p])
+            continue;
+        int64_t high = kafka_reader_high_watermark(t->rd, topic, p);
+        int64_t pos = t->cl_next[p] < 0 ? 0 : t->cl_next[p];
+        metrics_standby_lag(t->metrics, p, high < pos ? 0 : high - pos);
+    }
+    return HF_OK;
+}
+
+static int standby_run(task_t *t, char *errstr, size_t errstr_size)
+{
+    char name[16];
+    snprintf(name, sizeof name, "hf-%s-sb", t->def->name);
+    pthread_setname_np(pthread_self(), name);
+    while (!atomic_load(t->o.stop)) {
+        int err = standby_step(t);
+        if (err) {
+            snprintf(errstr, errstr_size, "%s standby: %s: %s", t->def->name, hf_err_str(err),
+                     t->errstr);
+            return err;
+        }
+    }
+    return HF_OK;
+}
+
 int task_run(task_t *t, char *errstr, size_t errstr_size)
 {
+    if (t->o.standby)
+        return standby_run(t, errstr, errstr_size);
     /* "hf-gateway-0": top -H and /proc/<pid>/task/<tid>/comm tell the stages apart
      * (the kernel keeps 15 characters). */
     char name[16];
@@ -1121,6 +1492,21 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     for (int p = 0; p < HF_PARTITIONS_MAX; p++)
         t->cl_next[p] = t->cl_last[p] = t->input_next[p] = -1;
     const hf_config_t *cfg = opts->cfg;
+    if (opts->standby) {
+        hf_assert(opts->owners);
+        snprintf(t->client_id, sizeof t->client_id, "%s-%s-%s-standby", cfg->app_id, t->def->name,
+                 cfg->instance_id);
+        t->kconf = (kafka_conf_t){cfg->bootstrap, t->client_id, NULL};
+        t->buf = state_buf_new(t->st);
+        t->msgs = calloc(TASK_STANDBY_BATCH_MAX, sizeof *t->msgs);
+        if (!t->buf || !t->msgs)
+            goto fail;
+        err = kafka_reader_new(&t->kconf, &t->rd, errstr, errstr_size);
+        if (err)
+            goto fail;
+        *t_out = t;
+        return HF_OK;
+    }
     snprintf(t->group_id, sizeof t->group_id, "%s-%s", cfg->app_id, t->def->name);
     snprintf(t->txn_id, sizeof t->txn_id, "%s-%s-%s-%d", cfg->app_id, t->def->name,
              cfg->instance_id, opts->thread_index);
@@ -1154,9 +1540,22 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
         t->inputs[i] = topic_name(t->def->input_topics[i]);
     /* Committed offsets wait for a stalled previous owner's transaction,
      * which the broker aborts after its transaction timeout at the latest. */
-    kafka_rebalance_t rb = {on_assign, on_revoke, t, 2 * cfg->transaction_timeout_ms + 10000};
-    err = kafka_consumer_new(&t->kconf, t->group_id, t->txn_id, t->inputs,
-                             t->def->input_topics_count, &rb, &t->kc, errstr, errstr_size);
+    kafka_rebalance_t rb = {.before_assign = fence_departed,
+                            .on_assign = on_assign,
+                            .on_revoke = on_revoke,
+                            .opaque = t,
+                            .committed_timeout_ms = 2 * cfg->transaction_timeout_ms + 10000};
+    /* The session decides how soon the others take over after this process
+     * dies (config.h): the consumer's own client settings. */
+    char session[64], heartbeat[64];
+    snprintf(session, sizeof session, "session.timeout.ms=%d", cfg->consumer_session_timeout_ms);
+    snprintf(heartbeat, sizeof heartbeat, "heartbeat.interval.ms=%d",
+             cfg->consumer_heartbeat_interval_ms);
+    const char *const consumer_overrides[] = {session, heartbeat, NULL};
+    kafka_conf_t cconf = t->kconf;
+    cconf.overrides = consumer_overrides;
+    err = kafka_consumer_new(&cconf, t->group_id, t->txn_id, t->inputs, t->def->input_topics_count,
+                             &rb, &t->kc, errstr, errstr_size);
     if (err)
         goto fail;
     *t_out = t;

@@ -76,7 +76,10 @@ ft_init() {
     [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
   done
   # FT_REPLICATION_FACTOR: the cluster scenarios' topics get 3 replicas, min ISR 2.
-  "$HFCTL" topics apply ${FT_REPLICATION_FACTOR:+--replication-factor "$FT_REPLICATION_FACTOR"} \
+  # FT_TOPICS_FILE: another topics file (e.g. more partitions, so that three
+  # processes each own some); default topics/topics.json.
+  "$HFCTL" topics apply ${FT_TOPICS_FILE:+--file "$FT_TOPICS_FILE"} \
+    ${FT_REPLICATION_FACTOR:+--replication-factor "$FT_REPLICATION_FACTOR"} \
     >"$FT_WORK/topics.json" 2>"$FT_WORK/topics.err" ||
     ft_fail "hfctl topics apply: $(cat "$FT_WORK/topics.err")"
   ft_log "prefix $FT_PREFIX, app id $FT_APP, artifacts in $FT_WORK"

@@ -79,6 +79,30 @@ static void test_a_hold_must_outlive_the_gateways_resends(void **state)
                    "signal_high_watermark 5 must be above");
 }
 
+/* The takeover after a kill -9 starts when the session ends: its defaults keep
+ * it inside the 5 s expiry bound, and a heartbeat too slow for the session (two
+ * lost heartbeats would end it) is refused naming both keys. */
+static void test_session_heartbeat_and_standby_settings_are_checked(void **state)
+{
+    hf_config_t cfg;
+    config_defaults(&cfg);
+    assert_int_equal(cfg.consumer_session_timeout_ms, 3000);
+    assert_int_equal(cfg.consumer_heartbeat_interval_ms, 500);
+    assert_int_equal(cfg.standby_replicas, 1);
+    assert_int_equal(load("{\"consumer_session_timeout_ms\": 6000, "
+                          "\"consumer_heartbeat_interval_ms\": 2000, \"standby_replicas\": 0}",
+                          &cfg),
+                     HF_OK);
+    assert_int_equal(cfg.consumer_session_timeout_ms, 6000);
+    assert_int_equal(cfg.standby_replicas, 0);
+    expect_refused("{\"consumer_session_timeout_ms\": 3000, "
+                   "\"consumer_heartbeat_interval_ms\": 1500}",
+                   "consumer_heartbeat_interval_ms 1500 must be at most a third of "
+                   "consumer_session_timeout_ms 3000");
+    expect_refused("{\"consumer_session_timeout_ms\": 500}", "consumer_session_timeout_ms");
+    expect_refused("{\"standby_replicas\": 2}", "standby_replicas");
+}
+
 static void test_reservations_outlive_their_idempotency_records(void **state)
 {
     expect_refused("{\"reservation_retention_ms\": 1000, \"idempotency_retention_ms\": 2000}",
@@ -216,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_defaults_pass_their_own_rules),
         cmocka_unit_test(test_settings_are_applied_and_typos_or_bounds_refused_by_name),
         cmocka_unit_test(test_a_hold_must_outlive_the_gateways_resends),
+        cmocka_unit_test(test_session_heartbeat_and_standby_settings_are_checked),
         cmocka_unit_test(test_reservations_outlive_their_idempotency_records),
         cmocka_unit_test(test_registry_settings_are_checked_naming_the_key),
         cmocka_unit_test(test_gateway_settings_are_checked_by_its_init_naming_the_key),

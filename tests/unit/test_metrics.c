@@ -86,6 +86,22 @@ static void test_counters_histogram_and_gauges_render_as_prometheus_text(void **
     expect_line(page, "# TYPE holdfast_test_gauge gauge");
     expect_line(page, "holdfast_test_gauge 42.5");
 
+    /* A standby's lag per followed partition; a partition it stops following
+     * (owned here now) is no longer shown, a lag of 0 is. */
+    metrics_standby_lag(s, 3, 42);
+    metrics_standby_lag(s, 4, 0);
+    metrics_standby_lag(s, 5, 7);
+    metrics_standby_lag(s, 5, -1);
+    metrics_add(s, HF_M_RESTORE_MS, 12);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    expect_line(page, "# TYPE holdfast_standby_lag_records gauge");
+    expect_line(page, "holdfast_standby_lag_records{stage=\"counter\",partition=\"3\"} 42");
+    expect_line(page, "holdfast_standby_lag_records{stage=\"counter\",partition=\"4\"} 0");
+    if (strstr(page, "partition=\"5\""))
+        fail_msg("a partition no longer followed is still shown:\n%s", page);
+    expect_line(page, "holdfast_restore_milliseconds_total{stage=\"counter\"} 12");
+    need = metrics_render(page, sizeof page);
+
     /* A short buffer: truncated, terminated, and the needed length reported. */
     char small[16];
     assert_int_equal(metrics_render(small, sizeof small), need);
