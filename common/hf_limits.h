@@ -171,4 +171,8 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * request per 5 s per follower. */
 #define HF_REGISTRY_RETRY_WAIT_MAX_MS  5000
 
+/* After a stop is asked (a signal, a task's fatal error), the process has this
+ * long to close its clients and state before it exits without them (main.c). */
+#define HF_SHUTDOWN_GRACE_MS 20000
+
 #endif

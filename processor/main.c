@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "codec.h"
@@ -46,6 +47,35 @@ static void on_signal(int sig)
     atomic_store(&stop_flag, true);
 }
 
+/* A task stopped on a fatal error: the exit code the watchdog gives. */
+static atomic_bool fatal_seen;
+/* The process closed everything (set just before main returns). */
+static atomic_bool shutdown_done;
+
+/* Once asked to stop, the process has HF_SHUTDOWN_GRACE_MS to close its clients
+ * and state. A close that never returns (seen: a producer or consumer waiting on
+ * a broker that died, after a fatal transaction error) must not leave a process
+ * alive that serves nothing and that a supervisor does not restart: it exits
+ * without the rest, which is as safe as kill -9 — its open transactions are
+ * aborted by the broker or fenced by the next owner, its state is restored. */
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_flag))
+        hf_sleep_ms(100);
+    int64_t deadline = hf_mono_ms() + HF_SHUTDOWN_GRACE_MS;
+    while (!atomic_load(&shutdown_done) && hf_mono_ms() < deadline)
+        hf_sleep_ms(100);
+    if (atomic_load(&shutdown_done))
+        return NULL;
+    int rc = atomic_load(&fatal_seen) ? 4 : 1;
+    log_error("main",
+              "shutdown stuck for %d ms (a Kafka or RocksDB close did not return): exiting %d "
+              "without it, as safe as kill -9 (the next owner fences and restores)",
+              HF_SHUTDOWN_GRACE_MS, rc);
+    _exit(rc);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -56,6 +86,8 @@ static void *worker_main(void *arg)
     if (w->rc != HF_OK) {
         log_error("main", "%s %s %d stopped: %s", w->opts.def->name,
                   w->opts.standby ? "standby" : "task", w->opts.thread_index, w->errstr);
+        if (w->rc == HF_ERR_FATAL)
+            atomic_store(&fatal_seen, true);
         atomic_store(&stop_flag, true); /* one broken task stops the process */
     } else {
         task_stats_t s;
@@ -455,6 +487,11 @@ int main(int argc, char **argv)
         }
     }
     pthread_attr_destroy(&attr);
+    pthread_t watchdog;
+    if (pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0)
+        pthread_detach(watchdog);
+    else
+        log_warn("main", "no shutdown watchdog: a stuck close would keep the process");
     int rc = started < workers_count ? 1 : 0;
     for (size_t i = 0; i < started; i++) {
         pthread_join(threads[i], NULL);
@@ -466,5 +503,6 @@ int main(int argc, char **argv)
     framing_stop();
     codec_shutdown();
     log_info("main", "holdfast stopped (exit %d)", rc);
+    atomic_store(&shutdown_done, true);
     return rc;
 }

@@ -16,8 +16,10 @@
 #                 changelogs after the session timeout, then it comes back
 #
 #   quick (about 2.5 min): kill9.sh with escrow on (FT_ESCROW=1) and 5 kills
-#                        over a 20 s steady run and a 10 s flash sale, and
-#                        rebalance.sh with one cycle
+#                        over a 20 s steady run and a 10 s flash sale,
+#                        rebalance.sh with one cycle, and process.sh (three
+#                        processes with standbys: one kill -9, one SIGSTOP past
+#                        the session timeout; strict 5 s expiry bound)
 #   full (about 7 min):  kill9.sh with up to 16 kills (steady 60 s + flash sale
 #                        20 s), the same with escrow on (12 kills), broker.sh,
 #                        rebalance.sh with both processors killed in turn
@@ -40,7 +42,8 @@ mode=${1:-quick}
 shift || true
 case $mode in
   quick) plan=("kill9:FT_KILLS=5 FT_SECONDS=20 FT_FLASH=1 FT_FLASH_SECONDS=10 FT_ESCROW=1"
-               "rebalance:FT_CYCLES=1") ;;
+               "rebalance:FT_CYCLES=1"
+               "process:FT_MODE=mixed FT_CYCLES=2 FT_SECONDS=45") ;;
   full) plan=("kill9:FT_KILLS=16 FT_SECONDS=60 FT_FLASH=1 FT_FLASH_SECONDS=20"
               "kill9:FT_KILLS=12 FT_SECONDS=40 FT_FLASH=1 FT_FLASH_SECONDS=20 FT_ESCROW=1"
               "broker:"
