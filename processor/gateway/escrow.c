@@ -117,6 +117,16 @@ int gw_escrow_local_view(stage_ctx_t *ctx, const char *sku, const hf_availabilit
     return HF_OK;
 }
 
+/* The allotment an escrow hold was taken from: it exists while the hold does. */
+static int load_of(stage_ctx_t *ctx, const hf_hold_ref_t *h, hf_escrow_state_t *out)
+{
+    hf_assert(h->escrow);
+    bool found = false;
+    int err = load(ctx, h->warehouse_id, h->sku, out, &found);
+    hf_assert(err || found);
+    return err;
+}
+
 static int store(stage_ctx_t *ctx, hf_escrow_state_t *e)
 {
     check(e);
@@ -264,13 +274,11 @@ int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_r
 
 int gw_escrow_give_back(stage_ctx_t *ctx, const hf_hold_ref_t *h)
 {
-    hf_assert(h->escrow);
     hf_escrow_state_t e;
-    bool found = false;
-    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    int err = load_of(ctx, h, &e);
     if (err)
         return err;
-    hf_assert(found && e.balance + h->qty <= e.allotted);
+    hf_assert(e.balance + h->qty <= e.allotted);
     e.balance += h->qty;
     if (e.owed_qty == 0)
         return store(ctx, &e);
@@ -282,13 +290,12 @@ int gw_escrow_give_back(stage_ctx_t *ctx, const hf_hold_ref_t *h)
 
 int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_hold_ref_t *h)
 {
-    hf_assert(h->escrow && h->status == HF_HOLD_REF_HELD);
+    hf_assert(h->status == HF_HOLD_REF_HELD);
     hf_escrow_state_t e;
-    bool found = false;
-    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    int err = load_of(ctx, h, &e);
     if (err)
         return err;
-    hf_assert(found && h->qty <= e.allotted - e.balance);
+    hf_assert(h->qty <= e.allotted - e.balance);
     e.allotted -= h->qty;
     e.reported_balance = e.balance;
     e.reported_at_ms = stage_now_ms(ctx);
@@ -325,10 +332,8 @@ int gw_escrow_owes(stage_ctx_t *ctx, const hf_reservation_state_t *rs, bool *owe
 
 int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h)
 {
-    hf_assert(h->escrow);
     hf_escrow_state_t e;
-    bool found = false;
-    int err = load(ctx, h->warehouse_id, h->sku, &e, &found);
+    int err = load_of(ctx, h, &e);
     if (err)
         return err;
     /* The counter kept them allotted, under a recall: they go back to it as
