@@ -420,6 +420,15 @@ int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, 
             snprintf(errstr, errstr_size, "consume: %s", rd_kafka_message_errstr(m));
             if (m->err == RD_KAFKA_RESP_ERR__FATAL)
                 err = HF_ERR_FATAL;
+            if (m->err == RD_KAFKA_RESP_ERR_INVALID_SESSION_TIMEOUT) {
+                /* Retried, it would never join: a setting, said once. */
+                snprintf(errstr, errstr_size,
+                         "the broker refuses consumer_session_timeout_ms (%s): set the "
+                         "brokers' group.min.session.timeout.ms at or below it (holdfast's "
+                         "broker scripts use 1000), or raise consumer_session_timeout_ms",
+                         rd_kafka_message_errstr(m));
+                err = HF_ERR_CONFIG;
+            }
         }
         rd_kafka_message_destroy(m);
         return err;

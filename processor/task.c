@@ -1155,7 +1155,7 @@ static int gather(task_t *t)
         }
         if (rc < 0) {
             log_warn("task", "%s: poll: %s", t->def->name, t->errstr);
-            return rc == HF_ERR_FATAL ? rc : HF_OK;
+            return rc == HF_ERR_FATAL || rc == HF_ERR_CONFIG ? rc : HF_OK;
         }
         if (rc == 0 && !(t->msgs_count > 0 && hf_mono_ms() < ready_at_ms))
             break;
