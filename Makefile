@@ -91,7 +91,7 @@ $(BUILD)/obj/state/%.o $(SAN_BUILD)/obj/state/%.o: INCS := $(STATE_INCS)
 
 # ---- release build
 REL_LIB_OBJS := $(call objs,$(BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
-release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench
+release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench $(BUILD)/hfplant
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -106,6 +106,9 @@ $(BUILD)/holdfast: $(BUILD)/obj/processor/main.o $(BUILD)/libhf.a
 $(BUILD)/hfctl: $(BUILD)/obj/tools/hfctl.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/hfbench: $(BUILD)/obj/tools/hfbench.o $(BUILD)/libhf.a
+	$(CC) -o $@ $^ $(PKG_LIBS)
+# The fault suites' forger of violations (tests/faults/hfplant.c): a test tool.
+$(BUILD)/hfplant: $(BUILD)/obj/tests/faults/hfplant.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 
 # ---- sanitizer build (tests)

@@ -147,4 +147,5 @@ bench_finish after "$BENCH_PID"
 
 # Nothing expires while the broker is away: see ft_prove_expiry_allowance.
 ft_prove_expiry_allowance "${FT_OUTAGE_EXPIRY_LAG_MS:-45000}"
+ft_prove_catches_plants
 ft_log "PASS: broker restarted once (away $((t_up - t_down)) ms); processor started ${HF_STARTS[p1]} times, $FT_UNEXPECTED_EXITS exits by itself, $FT_KILLS_DONE liveness restarts"

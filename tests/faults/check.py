@@ -8,6 +8,11 @@
   check.py only-kinds VERDICT.json KIND[,KIND...]
       exit 0 when every violation of the verdict is of one of these kinds.
 
+  check.py caught VERDICT.json REQUIRED[,...] [ALLOWED[,...]]
+      exit 0 when the verdict is FAIL with at least one violation of every
+      REQUIRED kind and none outside REQUIRED + ALLOWED (a planted-violation run:
+      the reconciler caught each forgery and blamed nothing else).
+
   check.py verify --verdict V.json --requests REQ.jsonl --replies REP.jsonl
                   [--bench=SUMMARY.json ...] [--partial-bench]
       REQ/REP are `hfctl tail` of the requests and replies topics
@@ -202,10 +207,24 @@ def only_kinds(path, allowed):
     return 0 if set(kinds) <= set(allowed) and v.get("verdict") in ("PASS", "FAIL") else 1
 
 
+def caught(path, required, allowed):
+    """Exit 0 when a FAIL verdict names every required kind and nothing else."""
+    v = load_line(path)
+    kinds = v.get("violations_by_kind", {})
+    missing = [k for k in required if not kinds.get(k)]
+    foreign = sorted(set(kinds) - set(required) - set(allowed))
+    print(json.dumps({"verdict": v.get("verdict"), "violations_by_kind": kinds,
+                      "missing": missing, "unexpected": foreign}, separators=(",", ":")))
+    return 0 if v.get("verdict") == "FAIL" and not missing and not foreign else 1
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "records":
         records(sys.argv[2])
         return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "caught":
+        allowed = sys.argv[4].split(",") if len(sys.argv) >= 5 else []
+        return caught(sys.argv[2], sys.argv[3].split(","), allowed)
     if len(sys.argv) >= 4 and sys.argv[1] == "only-kinds":
         return only_kinds(sys.argv[2], sys.argv[3].split(","))
     p = argparse.ArgumentParser()

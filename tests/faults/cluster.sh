@@ -384,4 +384,5 @@ json.dump({"fault": "$fault", "faults_planned": $faults, "faults_survived": $FT_
            "reconcile": "PASS"}, open(sys.argv[1], "w"))
 EOF
 [ "$FT_KILLS_DONE" -ge 1 ] || ft_fail "no fault injected"
+ft_prove_catches_plants
 ft_log "PASS: $fault faults $FT_KILLS_DONE/$faults, answered again p50 ${p50} ms max ${max} ms, longest unanswered ${gap} ms, expiry lag p99 ${lag% *} ms max ${lag#* } ms, reserves unanswered $unanswered, processor exits by themselves $FT_UNEXPECTED_EXITS, hung $FT_HUNG, reconcile PASS"

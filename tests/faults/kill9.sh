@@ -92,5 +92,6 @@ if [ "$flash" = 1 ]; then
 fi
 
 ft_prove
+ft_prove_catches_plants
 ft_log "PASS: survived $FT_KILLS_DONE kill -9s (processor started ${HF_STARTS[p1]} times, $FT_UNEXPECTED_EXITS exits it did by itself)"
 echo "$FT_KILLS_DONE" >"$FT_WORK/kills"

@@ -19,6 +19,7 @@ cd "$FT_ROOT"
 HOLDFAST=${HOLDFAST_BIN:-build/holdfast}
 HFCTL=${HFCTL_BIN:-build/hfctl}
 HFBENCH=${HFBENCH_BIN:-build/hfbench}
+HFPLANT=${HFPLANT_BIN:-build/hfplant}
 export HOLDFAST_BOOTSTRAP=${HOLDFAST_BOOTSTRAP:-127.0.0.1:9092}
 
 declare -A HF_PID=()      # instance -> pid of the running holdfast
@@ -72,7 +73,7 @@ ft_init() {
   trap 'exit 130' INT # so that the EXIT trap runs on Ctrl-C and kill
   trap 'exit 143' TERM
   port_open || ft_fail "no Kafka broker at $HOLDFAST_BOOTSTRAP: 'make test' starts one, or run 'make kafka-up' first"
-  for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do
+  for b in "$HOLDFAST" "$HFCTL" "$HFBENCH" "$HFPLANT"; do
     [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
   done
   # FT_REPLICATION_FACTOR: the cluster scenarios' topics get 3 replicas, min ISR 2.
@@ -308,6 +309,42 @@ ft_prove_expiry_allowance() {
   strict=$(python3 tests/faults/check.py only-kinds "$FT_WORK/verdict-strict.json" expiry_late) ||
     ft_fail "strict replay (5 s expiry bound) found more than late expiries: $strict"
   ft_log "strict replay (exit $rc, 5 s expiry bound): $strict"
+}
+
+# ft_prove_catches_plants: the last step of a scenario, after its PASS. The
+# reconciler that passed this history must fail it once the history is wrong:
+# the processes are stopped, tests/faults/hfplant.c forges one violation of
+# each kind below into the scenario's real topics (a second answer to a key, a
+# counter's stock level reserving more than on hand, a ledger hold no counter
+# made), and reconcile --quiescent 1 must FAIL naming every one of them and
+# nothing the forgeries do not explain. The topics are then wrong on purpose:
+# nothing may read them after this. FT_PLANT=0 skips it.
+FT_PLANTS=(second-answer:idempotency_outcome_changed
+           overbooked-level:stock_level_inconsistent
+           orphan-hold:ledger_held_vs_counter_reserved)
+# What the forgeries cause besides (allowed, not required): the level disagrees
+# with the counter's changelog, the orphan with the counters' holds (and, never
+# released, it may count as a late expiry).
+FT_PLANT_ALSO=stock_level_vs_counter_state,reservation_vs_counter_holds,expiry_late
+ft_prove_catches_plants() {
+  [ "${FT_PLANT:-1}" = 1 ] || return 0
+  local inst plant kinds="" rc=0 out
+  for inst in "${!HF_PID[@]}"; do
+    [ -n "${HF_PID[$inst]}" ] && { hf_stop "$inst" || true; }
+  done
+  HF_STAGES=() # nothing to supervise any more
+  for plant in "${FT_PLANTS[@]}"; do
+    "$HFPLANT" "${plant%%:*}" >>"$FT_WORK/plants.jsonl" 2>"$FT_WORK/plant.err" ||
+      ft_fail "hfplant ${plant%%:*}: $(cat "$FT_WORK/plant.err")"
+    kinds+=${kinds:+,}${plant#*:}
+  done
+  # shellcheck disable=SC2086 # FT_RECONCILE_ARGS is a list of options
+  reconcile_json "$FT_WORK/verdict-planted.json" --quiescent 1 --violations 20 \
+    ${FT_RECONCILE_ARGS:-} || rc=$?
+  [ "$rc" = 1 ] || ft_fail "reconcile did not FAIL the planted history (exit $rc): $(head -c 600 "$FT_WORK/verdict-planted.json")"
+  out=$(python3 tests/faults/check.py caught "$FT_WORK/verdict-planted.json" "$kinds" "$FT_PLANT_ALSO") ||
+    ft_fail "reconcile missed a planted violation or blamed something else: $out"
+  ft_log "planted violations caught (${#FT_PLANTS[@]} forged, reconcile exit 1): $out"
 }
 
 # Random integer in [lo, hi].

@@ -218,5 +218,6 @@ print(json.dumps(out))
 EOF
 )
 echo "$report" >"$FT_WORK/report.json"
+ft_prove_catches_plants
 ft_log "report: $report"
 ft_log "PASS: $faults $mode faults of a process among 3, $FT_UNEXPECTED_EXITS exits by themselves"

@@ -116,4 +116,5 @@ bench_finish steady "$pid"
 # A hold expiring while its partition has no owner (session timeout 10 s +
 # takeover) is released late: see ft_prove_expiry_allowance.
 ft_prove_expiry_allowance "${FT_FAILOVER_EXPIRY_LAG_MS:-20000}"
+ft_prove_catches_plants
 ft_log "PASS: $cycles kill/takeover/move-back cycle(s), $FT_KILLS_DONE kill -9s, $FT_UNEXPECTED_EXITS exits by themselves"
