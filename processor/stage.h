@@ -113,6 +113,15 @@ int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *re
 /* Encodes and buffers a state value; it reaches the changelog at commit. */
 int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len,
               const hf_record_t *rec) HF_MUST_CHECK;
+/* The same for a value that must be of one record type, straight from or into
+ * that type's struct (dst/src: a hf_reservation_state_t for
+ * HF_REC_RESERVATION_STATE, ...), without a hf_record_t to copy through (its
+ * union is as large as the largest record, ~20 KiB). A stored value of another
+ * type is HF_ERR_CORRUPT. */
+int stage_get_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type,
+                 void *dst) HF_MUST_CHECK;
+int stage_put_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type,
+                 const void *src) HF_MUST_CHECK;
 int stage_del(stage_ctx_t *ctx, const char *key, size_t key_len) HF_MUST_CHECK;
 /* Raw bytes variants for index entries. */
 int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,

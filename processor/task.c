@@ -341,7 +341,9 @@ const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
     return ctx->msg ? ctx->msg->key : NULL;
 }
 
-int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
+/* Reads key's value and decodes it: into a record (type < 0) or into the
+ * struct of one record type. */
+static int get_decoded(stage_ctx_t *ctx, const char *key, size_t key_len, int type, void *dst)
 {
     task_t *t = ctx->t;
     size_t len = 0;
@@ -349,13 +351,25 @@ int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *re
         state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf, sizeof t->valbuf, &len);
     if (err)
         return err;
-    err = codec_decode(t->valbuf, len, rec, t->errstr, sizeof t->errstr);
+    err = type < 0 ? codec_decode(t->valbuf, len, dst, t->errstr, sizeof t->errstr)
+                   : codec_decode_as(t->valbuf, len, (hf_rec_type_t)type, dst, t->errstr,
+                                     sizeof t->errstr);
     if (err) {
         log_error("task", "state value of key '%.*s' does not decode: %s", (int)key_len, key,
                   t->errstr);
         return HF_ERR_CORRUPT;
     }
     return HF_OK;
+}
+
+int stage_get(stage_ctx_t *ctx, const char *key, size_t key_len, hf_record_t *rec)
+{
+    return get_decoded(ctx, key, key_len, -1, rec);
+}
+
+int stage_get_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type, void *dst)
+{
+    return get_decoded(ctx, key, key_len, (int)type, dst);
 }
 
 int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void *val,
@@ -369,9 +383,16 @@ int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void 
 
 int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
 {
+    return stage_put_as(ctx, key, key_len, rec->type, &rec->u);
+}
+
+int stage_put_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type,
+                 const void *src)
+{
     task_t *t = ctx->t;
     size_t len = 0;
-    int err = codec_encode(rec, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
+    int err =
+        codec_encode_as(type, src, t->valbuf, sizeof t->valbuf, &len, t->errstr, sizeof t->errstr);
     if (err) {
         log_error("task", "state value for '%.*s' does not encode: %s", (int)key_len, key,
                   t->errstr);

@@ -350,30 +350,40 @@ static int write_body(codec_tls_t *tls, const codec_registry_t *reg, const codec
 int codec_encode(const hf_record_t *rec, uint8_t *buf, size_t buf_size, size_t *len_out,
                  char *errstr, size_t errstr_size)
 {
+    if (!rec) {
+        codec_errf(errstr, errstr_size, "codec_encode: NULL argument");
+        return HF_ERR_INVAL;
+    }
+    return codec_encode_as(rec->type, &rec->u, buf, buf_size, len_out, errstr, errstr_size);
+}
+
+int codec_encode_as(hf_rec_type_t type, const void *src, uint8_t *buf, size_t buf_size,
+                    size_t *len_out, char *errstr, size_t errstr_size)
+{
     codec_registry_t *reg = atomic_load(&g_reg);
     char detail[384];
     uint8_t *body;
     size_t body_len;
     int err;
 
-    if (!reg || !rec || !buf || !len_out) {
+    if (!reg || !src || !buf || !len_out) {
         codec_errf(errstr, errstr_size, "codec_encode: %s",
                    reg ? "NULL argument" : "codec_init not called");
         return HF_ERR_INVAL;
     }
-    if ((int)rec->type < 0 || rec->type >= HF_REC__COUNT) {
-        codec_errf(errstr, errstr_size, "codec_encode: unknown record type %d", (int)rec->type);
+    if ((int)type < 0 || type >= HF_REC__COUNT) {
+        codec_errf(errstr, errstr_size, "codec_encode: unknown record type %d", (int)type);
         return HF_ERR_ENCODE;
     }
-    const codec_entry_t *e = &reg->entries[rec->type];
+    const codec_entry_t *e = &reg->entries[type];
     codec_tls_t *tls = tls_get(reg);
-    codec_slot_t *slot = tls ? tls_slot(tls, e, rec->type) : NULL;
+    codec_slot_t *slot = tls ? tls_slot(tls, e, type) : NULL;
     if (!slot) {
         codec_errf(errstr, errstr_size, "codec_encode: out of memory");
         return HF_ERR_NOMEM;
     }
     avro_value_reset(&slot->value);
-    err = codec_value_from_struct(e->plan->rd, &rec->u, &slot->value, detail, sizeof detail);
+    err = codec_value_from_struct(e->plan->rd, src, &slot->value, detail, sizeof detail);
     if (err) {
         codec_errf(errstr, errstr_size, "%s.%s", e->plan->rd->name, detail);
         return err;
@@ -508,8 +518,10 @@ static int read_body(codec_tls_t *tls, const codec_entry_t *e, codec_slot_t *slo
     return avro_value_read(tls->reader, target) ? HF_ERR_DECODE : HF_OK;
 }
 
-static int decode(const codec_registry_t *reg, const uint8_t *bytes, size_t len, hf_record_t *rec,
-                  char *errstr, size_t errstr_size)
+/* Decodes into dst, the struct of the record's type; want >= 0: only a record
+ * of that type (anything else fails before dst is written). */
+static int decode(const codec_registry_t *reg, const uint8_t *bytes, size_t len, int want,
+                  hf_rec_type_t *type_out, void *dst, char *errstr, size_t errstr_size)
 {
     char detail[384];
     size_t idx = 0, header_len = 0;
@@ -518,6 +530,11 @@ static int decode(const codec_registry_t *reg, const uint8_t *bytes, size_t len,
         return err;
     const codec_entry_t *e = &reg->entries[idx];
     const char *name = e->plan->rd->name;
+    if (want >= 0 && (int)e->type != want) {
+        codec_errf(errstr, errstr_size, "a %s where a %s was expected", name,
+                   hf_rec_type_name((hf_rec_type_t)want));
+        return HF_ERR_DECODE;
+    }
     const uint8_t *body = bytes + header_len;
     size_t body_len = len - header_len;
     if ((err = codec_validate_body(e->writer, name, body, body_len, errstr, errstr_size)))
@@ -532,8 +549,8 @@ static int decode(const codec_registry_t *reg, const uint8_t *bytes, size_t len,
         codec_errf(errstr, errstr_size, "%s: avro-c could not read the body", name);
         return err;
     }
-    rec->type = e->type;
-    if ((err = codec_value_to_struct(e->plan, &slot->value, &rec->u, detail, sizeof detail)))
+    *type_out = e->type;
+    if ((err = codec_value_to_struct(e->plan, &slot->value, dst, detail, sizeof detail)))
         codec_errf(errstr, errstr_size, "%s.%s", name, detail);
     return err;
 }
@@ -547,7 +564,20 @@ int codec_decode(const uint8_t *bytes, size_t len, hf_record_t *rec, char *errst
                    reg ? "NULL argument" : "codec_init not called");
         return HF_ERR_INVAL;
     }
-    return decode(reg, bytes, len, rec, errstr, errstr_size);
+    return decode(reg, bytes, len, -1, &rec->type, &rec->u, errstr, errstr_size);
+}
+
+int codec_decode_as(const uint8_t *bytes, size_t len, hf_rec_type_t type, void *dst, char *errstr,
+                    size_t errstr_size)
+{
+    codec_registry_t *reg = atomic_load(&g_reg);
+    if (!reg || !dst || (!bytes && len) || (int)type < 0 || type >= HF_REC__COUNT) {
+        codec_errf(errstr, errstr_size, "codec_decode_as: %s",
+                   reg ? "NULL argument or unknown type" : "codec_init not called");
+        return HF_ERR_INVAL;
+    }
+    hf_rec_type_t got = type;
+    return decode(reg, bytes, len, (int)type, &got, dst, errstr, errstr_size);
 }
 
 int codec_to_json(const uint8_t *bytes, size_t len, char **json_out, char *errstr,
@@ -568,7 +598,7 @@ int codec_to_json(const uint8_t *bytes, size_t len, char **json_out, char *errst
         err = HF_ERR_NOMEM;
         goto done;
     }
-    if ((err = decode(reg, bytes, len, rec, errstr, errstr_size)))
+    if ((err = decode(reg, bytes, len, -1, &rec->type, &rec->u, errstr, errstr_size)))
         goto done;
     err = codec_json_render(rec, json_out, errstr, errstr_size);
 done:

@@ -24,6 +24,12 @@ void codec_shutdown(void);
 int codec_encode(const hf_record_t *rec, uint8_t *buf, size_t buf_size, size_t *len_out,
                  char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
+/* codec_encode of the struct of one record type (src points at a
+ * hf_reservation_state_t for HF_REC_RESERVATION_STATE, ...): no hf_record_t,
+ * whose union is as large as the largest record, has to be filled first. */
+int codec_encode_as(hf_rec_type_t type, const void *src, uint8_t *buf, size_t buf_size,
+                    size_t *len_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
 /* Confluent Schema Registry framing (docs/SCHEMA_REGISTRY.md), the optional
  * encoding of the topics other systems consume: 0x00, the 4-byte big-endian id
  * the registry gave the writer schema, then the same Avro binary body. The codec
@@ -59,6 +65,12 @@ void codec_set_id_resolver(codec_id_resolver_fn fn, void *opaque);
  * which field and why, fit for a dead-letter reason. Never reads past len. */
 int codec_decode(const uint8_t *bytes, size_t len, hf_record_t *rec, char *errstr,
                  size_t errstr_size) HF_MUST_CHECK;
+
+/* codec_decode of a record that must be of type into its struct dst (a
+ * hf_reservation_state_t for HF_REC_RESERVATION_STATE, ...); a record of any
+ * other type fails with HF_ERR_DECODE and leaves dst alone. */
+int codec_decode_as(const uint8_t *bytes, size_t len, hf_rec_type_t type, void *dst, char *errstr,
+                    size_t errstr_size) HF_MUST_CHECK;
 
 /* Decodes to one line of JSON (for hfctl tail): {"type":"Hold", ...fields}. The
  * caller owns *json_out and frees it with free(). */

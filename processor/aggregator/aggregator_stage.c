@@ -21,19 +21,14 @@ static const stage_handler_t aggregator_handlers[] = {
 int aggregator_load(stage_ctx_t *ctx, const char *sku, hf_sku_state_t *out, bool *found)
 {
     char key[AGG_KEY_MAX];
-    hf_record_t rec;
-    int err = stage_get(ctx, key, sku_state_key(key, sku), &rec);
+    int err = stage_get_as(ctx, key, sku_state_key(key, sku), HF_REC_SKU_STATE, out);
     *found = err == HF_OK;
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
         snprintf(out->sku, sizeof out->sku, "%s", sku);
         return HF_OK;
     }
-    if (err)
-        return err;
-    hf_assert(rec.type == HF_REC_SKU_STATE);
-    *out = rec.u.sku_state;
-    return HF_OK;
+    return err;
 }
 
 static int emit_signal(stage_ctx_t *ctx, const hf_sku_state_t *s, int kind)
@@ -55,10 +50,8 @@ int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
     signal_policy_t p = policy_for(stage_env(ctx), s->sku);
     int64_t due = 0;
     int kind = signals_evaluate(s, &p, stage_now_ms(ctx), &due);
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_SKU_STATE)->u.sku_state = *s;
     char key[AGG_KEY_MAX];
-    int err = stage_put(ctx, key, sku_state_key(key, s->sku), &rec);
+    int err = stage_put_as(ctx, key, sku_state_key(key, s->sku), HF_REC_SKU_STATE, s);
     if (!err && due > 0)
         err = stage_put_raw(ctx, key, timer_key(key, due, s->sku), "t",
                             1); /* not empty: an empty value would read as a tombstone */

@@ -32,8 +32,7 @@ int counter_load_allotment(stage_ctx_t *ctx, const char *warehouse_id, const cha
 {
     char key[COUNTER_KEY_MAX];
     size_t len = allotment_key(key, warehouse_id, sku, holder);
-    hf_record_t rec;
-    int err = stage_get(ctx, key, len, &rec);
+    int err = stage_get_as(ctx, key, len, HF_REC_ALLOTMENT_STATE, out);
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
         out->holder_partition = holder;
@@ -41,8 +40,6 @@ int counter_load_allotment(stage_ctx_t *ctx, const char *warehouse_id, const cha
     }
     if (err)
         return err;
-    hf_assert(rec.type == HF_REC_ALLOTMENT_STATE);
-    *out = rec.u.allotment_state;
     hf_assert(out->holder_partition == holder && out->allotted >= 0 && out->recalling >= 0 &&
               out->recalling <= out->allotted && out->reported_balance >= 0 &&
               out->reported_balance <= out->allotted);
@@ -61,9 +58,7 @@ int counter_store_allotment(stage_ctx_t *ctx, const char *warehouse_id, const ch
     a->updated_at_ms = stage_now_ms(ctx);
     char key[COUNTER_KEY_MAX];
     size_t len = allotment_key(key, warehouse_id, sku, a->holder_partition);
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_ALLOTMENT_STATE)->u.allotment_state = *a;
-    return stage_put(ctx, key, len, &rec);
+    return stage_put_as(ctx, key, len, HF_REC_ALLOTMENT_STATE, a);
 }
 
 int counter_emit_grant(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,

@@ -49,16 +49,13 @@ int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
 {
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    hf_record_t rec;
-    int err = stage_get(ctx, key, len, &rec);
+    int err = stage_get_as(ctx, key, len, HF_REC_COUNTER_STATE, out);
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
         return HF_OK;
     }
     if (err)
         return err;
-    hf_assert(rec.type == HF_REC_COUNTER_STATE);
-    *out = rec.u.counter_state;
     counter_assert(out);
     return HF_OK;
 }
@@ -70,27 +67,17 @@ int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
     counter_assert(c);
     char key[COUNTER_KEY_MAX];
     size_t len = counter_key(key, warehouse_id, sku);
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_COUNTER_STATE)->u.counter_state = *c;
-    return stage_put(ctx, key, len, &rec);
+    return stage_put_as(ctx, key, len, HF_REC_COUNTER_STATE, c);
 }
 
 int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len, hf_hold_state_t *out)
 {
-    hf_record_t rec;
-    int err = stage_get(ctx, key, key_len, &rec);
-    if (err)
-        return err;
-    hf_assert(rec.type == HF_REC_HOLD_STATE);
-    *out = rec.u.hold_state;
-    return HF_OK;
+    return stage_get_as(ctx, key, key_len, HF_REC_HOLD_STATE, out);
 }
 
 int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_hold_state_t *h)
 {
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_HOLD_STATE)->u.hold_state = *h;
-    return stage_put(ctx, key, key_len, &rec);
+    return stage_put_as(ctx, key, key_len, HF_REC_HOLD_STATE, h);
 }
 
 int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
@@ -116,12 +103,11 @@ static int emit_stock_level(stage_ctx_t *ctx, int32_t partition, const char *key
 {
     if (key_len < 4 || key[0] != 'C')
         return HF_OK;
-    hf_record_t rec, out;
-    int err = stage_get(ctx, key, key_len, &rec);
+    hf_record_t out;
+    hf_counter_state_t c;
+    int err = stage_get_as(ctx, key, key_len, HF_REC_COUNTER_STATE, &c);
     if (err)
         return err;
-    hf_assert(rec.type == HF_REC_COUNTER_STATE);
-    const hf_counter_state_t c = rec.u.counter_state;
     counter_assert(&c);
 
     hf_stock_level_t *sl = &hf_record_reset(&out, HF_REC_STOCK_LEVEL)->u.stock_level;

@@ -76,8 +76,7 @@ static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku, hf_
 {
     char key[GW_KEY_MAX];
     size_t len = gw_escrow_key(key, warehouse_id, sku);
-    hf_record_t rec;
-    int err = stage_get(ctx, key, len, &rec);
+    int err = stage_get_as(ctx, key, len, HF_REC_ESCROW_STATE, out);
     *found = err == HF_OK;
     if (err == HF_ERR_NOTFOUND) {
         memset(out, 0, sizeof *out);
@@ -87,8 +86,6 @@ static int load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku, hf_
     }
     if (err)
         return err;
-    hf_assert(rec.type == HF_REC_ESCROW_STATE);
-    *out = rec.u.escrow_state;
     check(out);
     return HF_OK;
 }
@@ -133,9 +130,7 @@ static int store(stage_ctx_t *ctx, hf_escrow_state_t *e)
     e->updated_at_ms = stage_now_ms(ctx);
     char key[GW_KEY_MAX];
     size_t len = gw_escrow_key(key, e->warehouse_id, e->sku);
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_ESCROW_STATE)->u.escrow_state = *e;
-    return stage_put(ctx, key, len, &rec);
+    return stage_put_as(ctx, key, len, HF_REC_ESCROW_STATE, e);
 }
 
 static int emit_command(stage_ctx_t *ctx, const hf_escrow_state_t *e, const hf_record_t *rec)

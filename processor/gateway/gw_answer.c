@@ -76,25 +76,22 @@ int gw_idem_store(stage_ctx_t *ctx, const gw_asker_t *asker, const hf_reply_t *r
 {
     char key[GW_KEY_MAX];
     size_t len = gw_idem_key(key, asker->reservation_id, asker->idempotency_key);
-    hf_record_t rec;
-    hf_record_reset(&rec, HF_REC_IDEMPOTENCY_RECORD);
-    hf_idempotency_record_t *ir = &rec.u.idempotency_record;
+    hf_idempotency_record_t ir_buf, *ir = &ir_buf;
     bool first = true;
-    hf_record_t old;
-    int err = stage_get(ctx, key, len, &old);
+    int err = stage_get_as(ctx, key, len, HF_REC_IDEMPOTENCY_RECORD, ir);
     if (err == HF_OK) {
-        *ir = old.u.idempotency_record;
         first = false;
     } else if (err != HF_ERR_NOTFOUND) {
         return err;
     } else {
+        memset(ir, 0, sizeof *ir);
         ir->stored_at_ms = stage_now_ms(ctx);
     }
     ir->request_hash = asker->hash;
     ir->complete = reply != NULL;
     if (reply)
         ir->reply = *reply;
-    err = stage_put(ctx, key, len, &rec);
+    err = stage_put_as(ctx, key, len, HF_REC_IDEMPOTENCY_RECORD, ir);
     if (err || !first)
         return err;
     const gateway_env_t *env = gateway_env(ctx);

@@ -85,13 +85,7 @@ int gw_load(stage_ctx_t *ctx, const char *reservation_id, hf_reservation_state_t
 {
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, reservation_id);
-    hf_record_t rec;
-    int err = stage_get(ctx, key, len, &rec);
-    if (err)
-        return err;
-    hf_assert(rec.type == HF_REC_RESERVATION_STATE);
-    *out = rec.u.reservation_state;
-    return HF_OK;
+    return stage_get_as(ctx, key, len, HF_REC_RESERVATION_STATE, out);
 }
 
 int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs)
@@ -99,10 +93,7 @@ int gw_store(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     rs->updated_at_ms = stage_now_ms(ctx);
     char key[GW_KEY_MAX];
     size_t len = gw_res_key(key, rs->reservation_id);
-    hf_record_t rec;
-    rec.type = HF_REC_RESERVATION_STATE;
-    rec.u.reservation_state = *rs;
-    int err = stage_put(ctx, key, len, &rec);
+    int err = stage_put_as(ctx, key, len, HF_REC_RESERVATION_STATE, rs);
     if (err || !gw_res_terminal(rs->status))
         return err;
     /* An ended reservation is forgotten once it has been left alone for the

@@ -1142,9 +1142,41 @@ static void test_shutdown_then_init_serves_again(void **state)
     assert_memory_equal(&r.u.hold, &out.u.hold, sizeof r.u.hold);
 }
 
+/* The typed variants the stages use for their state: the same bytes as the
+ * hf_record_t forms, and a record of another type is refused, dst untouched. */
+static void test_typed_encode_and_decode_match_the_record_forms(void **state)
+{
+    static uint8_t buf[BUF_SIZE], buf_as[BUF_SIZE];
+    static hf_record_t r;
+    py_hold_record(&r);
+    size_t len = encode_ok(&r, buf), len_as = 0;
+    char errstr[512] = "";
+    assert_int_equal(
+        codec_encode_as(HF_REC_HOLD, &r.u.hold, buf_as, BUF_SIZE, &len_as, errstr, sizeof errstr),
+        HF_OK);
+    assert_int_equal(len_as, len);
+    assert_memory_equal(buf_as, buf, len);
+
+    static hf_hold_t hold;
+    assert_int_equal(codec_decode_as(buf, len, HF_REC_HOLD, &hold, errstr, sizeof errstr), HF_OK);
+    assert_memory_equal(&hold, &r.u.hold, sizeof hold);
+
+    static hf_counter_state_t cs;
+    memset(&cs, 0x5a, sizeof cs);
+    errstr[0] = '\0';
+    assert_int_equal(codec_decode_as(buf, len, HF_REC_COUNTER_STATE, &cs, errstr, sizeof errstr),
+                     HF_ERR_DECODE);
+    assert_non_null(strstr(errstr, "a Hold where a CounterState was expected"));
+    for (size_t i = 0; i < sizeof cs; i++)
+        assert_int_equal(((const uint8_t *)&cs)[i], 0x5a);
+    assert_int_equal(codec_decode_as(buf, len, HF_REC__COUNT, &cs, errstr, sizeof errstr),
+                     HF_ERR_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_typed_encode_and_decode_match_the_record_forms),
         cmocka_unit_test(test_crc64_of_nothing_is_the_spec_empty_value),
         cmocka_unit_test(test_fingerprints_of_spec_examples_match_python_avro),
         cmocka_unit_test(test_canonical_form_resolves_names_and_strips_attributes),

@@ -98,9 +98,27 @@ int stage_put_raw(stage_ctx_t *ctx, const char *key, size_t key_len, const void 
 
 int stage_put(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec)
 {
+    return stage_put_as(ctx, key, key_len, rec->type, &rec->u);
+}
+
+int stage_get_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type, void *dst)
+{
     size_t len = 0;
-    int err =
-        codec_encode(rec, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr, sizeof ctx->errstr);
+    int err = state_get(ctx->st, ctx->buf, ctx->partition, key, key_len, ctx->valbuf,
+                        sizeof ctx->valbuf, &len);
+    if (err)
+        return err;
+    if (codec_decode_as(ctx->valbuf, len, type, dst, ctx->errstr, sizeof ctx->errstr) != HF_OK)
+        return HF_ERR_CORRUPT;
+    return HF_OK;
+}
+
+int stage_put_as(stage_ctx_t *ctx, const char *key, size_t key_len, hf_rec_type_t type,
+                 const void *src)
+{
+    size_t len = 0;
+    int err = codec_encode_as(type, src, ctx->valbuf, sizeof ctx->valbuf, &len, ctx->errstr,
+                              sizeof ctx->errstr);
     if (err)
         return err;
     return stage_put_raw(ctx, key, key_len, ctx->valbuf, len);
