@@ -196,8 +196,11 @@ void kafka_reader_destroy(kafka_reader_t *rd); /* accepts NULL */
 typedef int (*kafka_record_fn)(void *opaque, const kafka_msg_t *msg);
 
 /* Reads topic/partition from start_offset (or KAFKA_OFFSET_BEGINNING) up to the
- * last stable offset as of the call, calling fn per record; a non-OK fn return
- * stops and is returned. *next_offset_out = the offset after the last record or
+ * high watermark as of the call, calling fn per committed record (read_committed:
+ * a transaction still open there is waited for, its records delivered if it
+ * commits, skipped if it aborts); a non-OK fn return stops and is returned;
+ * HF_ERR_TIMEOUT after timeout_ms without progress (a transaction that stays
+ * open that long). *next_offset_out = the offset after the last record or
  * control marker read. */
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
                              int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,

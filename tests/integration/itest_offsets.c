@@ -13,6 +13,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -256,12 +257,104 @@ test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it
     harness_cleanup(&h);
 }
 
+typedef struct {
+    kafka_producer_t *kp;
+    bool commit; /* else abort */
+    int after_ms;
+    int err;
+} ender_t;
+
+static void *end_later(void *arg)
+{
+    ender_t *e = arg;
+    char errstr[512];
+    harness_sleep_ms(e->after_ms);
+    e->err = e->commit ? kafka_txn_commit(e->kp, errstr, sizeof errstr)
+                       : kafka_txn_abort(e->kp, errstr, sizeof errstr);
+    return NULL;
+}
+
+static int count_record(void *opaque, const kafka_msg_t *msg)
+{
+    (void)msg;
+    (*(int *)opaque)++;
+    return HF_OK;
+}
+
+/* One transaction of 3 records, open (produced and acknowledged) while a
+ * reader reads the partition to its end; the transaction ends after_ms later.
+ * Returns the records the reader delivered and how long it took. */
+static int read_across_open_transaction(harness_t *h, const char *txn_id, bool commit,
+                                        int64_t *took_ms, int64_t *next_out, int64_t *hw_out)
+{
+    char errstr[512] = "";
+    kafka_producer_t *kp = NULL;
+    const char *topic = topic_name(HF_T_COUNTER_CHANGELOG);
+    assert_int_equal(kafka_producer_new(&h->kconf, txn_id, 30000, &kp, errstr, sizeof errstr),
+                     HF_OK);
+    assert_int_equal(kafka_txn_init(kp, 30000, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(kafka_txn_begin(kp, errstr, sizeof errstr), HF_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            kafka_produce(kp, topic, 0, "k", 1, "v", 1, NULL, 0, NULL, errstr, sizeof errstr),
+            HF_OK);
+    }
+    assert_int_equal(kafka_producer_flush(kp, 30000, errstr, sizeof errstr), HF_OK);
+    ender_t e = {kp, commit, 1500, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, end_later, &e), 0);
+    kafka_reader_t *rd = NULL;
+    assert_int_equal(kafka_reader_new(&h->kconf, &rd, errstr, sizeof errstr), HF_OK);
+    int records = 0;
+    int64_t t0 = harness_now_ms(), next = -1;
+    int err = kafka_reader_read_to_end(rd, topic, 0, KAFKA_OFFSET_BEGINNING, 20000, count_record,
+                                       &records, &next, errstr, sizeof errstr);
+    *took_ms = harness_now_ms() - t0;
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(err, HF_OK);
+    assert_int_equal(e.err, HF_OK);
+    *hw_out = kafka_reader_high_watermark(rd, topic, 0);
+    *next_out = next;
+    kafka_reader_destroy(rd);
+    kafka_producer_destroy(kp);
+    return records;
+}
+
+/* A restore reads a changelog partition "to its end". Under read_committed the
+ * first end a reader meets is the last stable offset, which stops short of a
+ * transaction still open there — and a transaction whose commit was already
+ * acknowledged is open until the coordinator's marker lands on that partition,
+ * after the new owner may already see the offsets it committed. So the end is
+ * the high watermark at the call: the reader waits for the open transaction and
+ * delivers its records if it commits (it returned at once with none before),
+ * and skips them if it aborts. */
+static void test_a_read_to_end_waits_for_the_transaction_open_at_its_end(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-lso");
+    char txn_id[128];
+    int64_t took_ms = 0, next = -1, hw = -1;
+    snprintf(txn_id, sizeof txn_id, "%stxn-commit", h.prefix);
+    int got = read_across_open_transaction(&h, txn_id, true, &took_ms, &next, &hw);
+    assert_int_equal(got, 3);
+    assert_true(took_ms >= 1000); /* it waited for the commit */
+    assert_true(next >= 3);
+
+    snprintf(txn_id, sizeof txn_id, "%stxn-abort", h.prefix);
+    got = read_across_open_transaction(&h, txn_id, false, &took_ms, &next, &hw);
+    assert_int_equal(got, 3); /* the committed 3 of before; the aborted ones skipped */
+    assert_true(took_ms >= 1000);
+    assert_true(next >= 7); /* 3 + marker, 3 aborted records: past them all */
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const char *only = getenv("OFFSETS_TEST");
     if (only && *only)
         cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_read_to_end_waits_for_the_transaction_open_at_its_end),
         cmocka_unit_test(
             test_a_stalled_owner_committing_after_the_new_owner_restored_loses_no_hold),
         cmocka_unit_test(test_a_group_offset_behind_local_state_is_refused_with_what_to_do),
