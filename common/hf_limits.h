@@ -175,4 +175,11 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * long to close its clients and state before it exits without them (main.c). */
 #define HF_SHUTDOWN_GRACE_MS 20000
 
+/* A task or standby thread that shows no sign of life this long (no loop turn,
+ * no restored record) is stuck in a call that does not return; the process
+ * exits 4 so that its supervisor restarts it (main.c). Every bounded wait of a
+ * task (a transaction's commit, a restore without progress, a fence) ends well
+ * before it. */
+#define HF_TASK_STALL_EXIT_MS 120000
+
 #endif

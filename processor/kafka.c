@@ -706,8 +706,23 @@ static bool fault_hide_commit_outcome(void)
     return path && *path && unlink(path) == 0;
 }
 
+/* Fault injection for the stall-watchdog test (itest_offsets.c): with
+ * HOLDFAST_FAULT_HANG_COMMIT=<file>, the first commit after <file> appears
+ * deletes it and never returns, as a call stuck on a broker would; the rest
+ * of the process goes on. */
+static void fault_hang_commit(void)
+{
+    const char *path = getenv("HOLDFAST_FAULT_HANG_COMMIT");
+    if (!path || !*path || unlink(path) != 0)
+        return;
+    log_warn("kafka", "fault injection: commit_transaction hangs");
+    for (;;)
+        hf_sleep_ms(1000);
+}
+
 int kafka_txn_commit(kafka_producer_t *kp, char *errstr, size_t errstr_size)
 {
+    fault_hang_commit();
     if (fault_hide_commit_outcome()) {
         int err = txn_error(rd_kafka_commit_transaction(kp->rk, -1), "commit_transaction", errstr,
                             errstr_size);

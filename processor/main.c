@@ -38,6 +38,8 @@ static atomic_bool stop_flag;
 
 typedef struct {
     task_opts_t opts;
+    atomic_int_fast64_t alive_ms; /* the task's last sign of life (task.h) */
+    atomic_bool running;
     int rc;
     char errstr[512];
 } worker_t;
@@ -58,11 +60,41 @@ static atomic_bool shutdown_done;
  * alive that serves nothing and that a supervisor does not restart: it exits
  * without the rest, which is as safe as kill -9 — its open transactions are
  * aborted by the broker or fenced by the next owner, its state is restored. */
+static worker_t *watched;
+static size_t watched_count;
+static int64_t stall_exit_ms = HF_TASK_STALL_EXIT_MS; /* HOLDFAST_TASK_STALL_EXIT_MS: tests */
+
+/* A task thread that stopped showing signs of life for HF_TASK_STALL_EXIT_MS
+ * while running is stuck in a call that does not return (seen once on the
+ * 3-broker cluster: a counter task in its assignment's restore, after a broker
+ * died, holding four partitions that no other process could take while its
+ * group waited for it). Nothing would restart it: it exits 4, as safe as
+ * kill -9. */
+static void check_stalls(void)
+{
+    int64_t now = hf_mono_ms();
+    for (size_t i = 0; i < watched_count; i++) {
+        worker_t *w = &watched[i];
+        int64_t alive = atomic_load(&w->alive_ms);
+        if (!atomic_load(&w->running) || now - alive < stall_exit_ms)
+            continue;
+        log_error("main",
+                  "%s %s %d shows no sign of life for %lld ms (stuck in a Kafka or RocksDB call "
+                  "that does not return): exiting 4 so that the supervisor restarts the process, "
+                  "as safe as kill -9 (the next owner fences and restores)",
+                  w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
+                  (long long)(now - alive));
+        _exit(4);
+    }
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&stop_flag))
+    while (!atomic_load(&stop_flag)) {
         hf_sleep_ms(100);
+        check_stalls();
+    }
     int64_t deadline = hf_mono_ms() + HF_SHUTDOWN_GRACE_MS;
     while (!atomic_load(&shutdown_done) && hf_mono_ms() < deadline)
         hf_sleep_ms(100);
@@ -80,6 +112,7 @@ static void *worker_main(void *arg)
 {
     worker_t *w = arg;
     task_t *t = NULL;
+    w->opts.alive_ms = &w->alive_ms;
     w->rc = task_new(&w->opts, &t, w->errstr, sizeof w->errstr);
     if (w->rc == HF_OK)
         w->rc = task_run(t, w->errstr, sizeof w->errstr);
@@ -101,6 +134,7 @@ static void *worker_main(void *arg)
                  (unsigned long long)s.restored_records, (unsigned long long)s.restore_ms,
                  (unsigned long long)s.standby_records);
     }
+    atomic_store(&w->running, false); /* its close is the shutdown watchdog's */
     task_destroy(t);
     return NULL;
 }
@@ -304,12 +338,14 @@ static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t sta
             return HF_ERR_NOMEM;
         for (int t = 0; t < cfg->threads_per_stage; t++) {
             worker_t *w = &workers[(*workers_count)++];
-            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, t, &stop_flag, s->owners, false};
+            w->opts =
+                (task_opts_t){cfg, s->def, s->env, s->st, t, &stop_flag, s->owners, false, NULL};
             (*tasks_count)++;
         }
         if (cfg->standby_replicas >= 1) {
             worker_t *w = &workers[(*workers_count)++];
-            w->opts = (task_opts_t){cfg, s->def, s->env, s->st, 0, &stop_flag, s->owners, true};
+            w->opts =
+                (task_opts_t){cfg, s->def, s->env, s->st, 0, &stop_flag, s->owners, true, NULL};
         }
     }
     return HF_OK;
@@ -477,11 +513,22 @@ int main(int argc, char **argv)
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, HF_TASK_STACK_BYTES);
     size_t started = 0;
+    for (size_t i = 0; i < workers_count; i++) {
+        atomic_store(&workers[i].alive_ms, hf_mono_ms());
+        atomic_store(&workers[i].running, true);
+    }
+    watched = workers;
+    watched_count = workers_count;
+    const char *stall_env = getenv("HOLDFAST_TASK_STALL_EXIT_MS");
+    if (stall_env && atoll(stall_env) >= 1000)
+        stall_exit_ms = atoll(stall_env);
     for (; started < workers_count; started++) {
         int e = pthread_create(&threads[started], &attr, worker_main, &workers[started]);
         if (e != 0) {
             log_error("main", "cannot start task thread %zu: %s; stopping the others", started,
                       strerror(e));
+            for (size_t i = started; i < workers_count; i++)
+                atomic_store(&workers[i].running, false);
             atomic_store(&stop_flag, true);
             break;
         }

@@ -884,10 +884,18 @@ static int changelog_apply(task_t *t, int32_t p, const kafka_msg_t *msg, bool *a
     return err;
 }
 
+/* A sign of life for the stall watchdog (task.h alive_ms). */
+static void task_alive(const task_t *t)
+{
+    if (t->o.alive_ms)
+        atomic_store(t->o.alive_ms, hf_mono_ms());
+}
+
 static int restore_record(void *opaque, const kafka_msg_t *msg)
 {
     restore_t *r = opaque;
     task_t *t = r->t;
+    task_alive(t);
     bool applied = false;
     int err = changelog_apply(t, r->partition, msg, &applied);
     if (err || !applied)
@@ -1460,6 +1468,7 @@ static int standby_run(task_t *t, char *errstr, size_t errstr_size)
     pthread_setname_np(pthread_self(), name);
     while (!atomic_load(t->o.stop)) {
         int err = standby_step(t);
+        task_alive(t);
         if (err) {
             snprintf(errstr, errstr_size, "%s standby: %s: %s", t->def->name, hf_err_str(err),
                      t->errstr);
@@ -1482,6 +1491,7 @@ int task_run(task_t *t, char *errstr, size_t errstr_size)
     while (!atomic_load(t->o.stop)) {
         uint64_t aborts = t->stats.aborts;
         int err = task_step(t);
+        task_alive(t);
         aborts_in_row = t->stats.aborts > aborts ? aborts_in_row + 1 : 0;
         metrics_task_heartbeat(t->metrics, aborts_in_row); /* for /healthz */
         if (err == HF_OK && aborts_in_row < HF_TXN_RETRIES_MAX)

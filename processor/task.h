@@ -44,6 +44,9 @@ typedef struct {
     const atomic_bool *stop; /* task_run returns soon after it becomes true */
     task_owners_t *owners;   /* shared by the stage's tasks and standby in this process */
     bool standby;            /* this is the stage's standby, not a task */
+    /* Set to hf_mono_ms() at every sign of life (a loop turn, a restored
+     * record) for the process's stall watchdog (main.c); NULL: none. */
+    atomic_int_fast64_t *alive_ms;
 } task_opts_t;
 
 typedef struct {

@@ -257,6 +257,58 @@ test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it
     harness_cleanup(&h);
 }
 
+/* A task stuck in a call that never returns (here its commit, by fault
+ * injection) used to leave a live process that served nothing and that no
+ * supervisor restarts (seen on the 3-broker cluster: a counter task stuck in a
+ * restore, holding four partitions). The stall watchdog exits it 4; the
+ * restart redoes the batch the stuck transaction never committed. */
+static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes_it(void **state)
+{
+    harness_t h;
+    harness_init(&h, "off-hang");
+    char app[96], fault[512], key[128];
+    snprintf(app, sizeof app, "%sapp", h.prefix);
+    snprintf(fault, sizeof fault, "%s/hang-commit", h.workdir);
+    harness_pair(key, "W1", "SKU-H");
+    setenv("HOLDFAST_TASK_STALL_EXIT_MS", "3000", 1);
+    pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_HANG_COMMIT", fault);
+    unsetenv("HOLDFAST_TASK_STALL_EXIT_MS");
+    hf_record_t f = harness_feed("W1", "SKU-H", HF_FEED_RECEIVE, 10, 1);
+    harness_send(&h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(&h);
+    hf_counter_state_t c;
+    wait_on_hand(&h, "SKU-H", 10, &c);
+
+    FILE *ff = fopen(fault, "w");
+    assert_non_null(ff);
+    fclose(ff);
+    hf_record_t hold = harness_hold("h1", 0, "W1", "SKU-H", 1);
+    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(&h);
+    int64_t t0 = harness_now_ms();
+    int status = wait_exit(a, 30000);
+    print_message("a task stuck in its commit: exit %d after %lld ms\n", status,
+                  (long long)(harness_now_ms() - t0));
+    if (status < 0) {
+        kill(a, SIGKILL);
+        waitpid(a, NULL, 0);
+    }
+    assert_int_equal(status, 4);
+    assert_true(log_has(&h, "a", "shows no sign of life"));
+    assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 0); /* never committed */
+
+    pid_t again = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL) < 1 && harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 1);
+    assert_true(harness_counter(&h, "W1", "SKU-H", &c));
+    assert_int_equal(c.reserved, 1);
+    kill(again, SIGTERM);
+    assert_int_equal(wait_exit(again, 30000), 0);
+    harness_cleanup(&h);
+}
+
 typedef struct {
     kafka_producer_t *kp;
     bool commit; /* else abort */
@@ -355,6 +407,7 @@ int main(void)
         cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_read_to_end_waits_for_the_transaction_open_at_its_end),
+        cmocka_unit_test(test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes_it),
         cmocka_unit_test(
             test_a_stalled_owner_committing_after_the_new_owner_restored_loses_no_hold),
         cmocka_unit_test(test_a_group_offset_behind_local_state_is_refused_with_what_to_do),
