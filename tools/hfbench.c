@@ -45,7 +45,7 @@
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
     int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms,
-        timeout_ms;
+        timeout_ms, busy_retries;
     int64_t stock, doorbuster_stock;
     int burst_factor;
     double zipf_s;
@@ -59,6 +59,7 @@ typedef struct {
     int8_t fate;    /* 0 commit, 1 abandon, 2 let expire, 3 pay after expiry */
     bool doorbuster, built, settled;
     bool resend_unanswered; /* its duplicate was sent and not answered yet */
+    uint8_t busy_retries;   /* sends again after a BUSY answer (--busy-retries) */
     int32_t sku_rank;       /* the request's body, fixed at first build so a */
     float lat, lon;         /* duplicate send repeats it exactly */
 } req_t;
@@ -95,6 +96,8 @@ static int64_t doorbuster_units_held, doorbuster_units_committed, doorbuster_sol
     doorbuster_last_hold_ms;
 static int64_t bench_start_ms;
 static int dup_pct_global;
+static int busy_retries_global;
+static uint64_t busy_resends;
 static int64_t ttl_ms_global; /* of the holds left to expire */
 static char wh_ids[BENCH_WAREHOUSES_MAX][HF_WAREHOUSE_LEN_MAX + 1];
 static int wh_count;
@@ -238,9 +241,27 @@ static void count_outcome(int i, const hf_reply_t *rep, int64_t now, int64_t lat
     }
 }
 
+/* A shopper answered BUSY (shed: nothing reserved) tries again with the same
+ * key, as a checkout's retry would: after 250 ms, doubling, plus up to 100 ms
+ * of jitter, at most --busy-retries times. */
+static void retry_if_busy(int i, const hf_reply_t *rep, int64_t now)
+{
+    req_t *q = &reqs[i];
+    bool unserved = q->outcome < 0 || q->outcome == HF_REPLY_BUSY; /* so far */
+    if (!unserved || rep->outcome != HF_REPLY_BUSY || q->busy_retries >= busy_retries_global)
+        return;
+    static unsigned busy_seed = 11;
+    int64_t pause_ms = (250LL << (q->busy_retries < 4 ? q->busy_retries : 4)) +
+                       rand_r(&busy_seed) % 101;
+    q->busy_retries++;
+    busy_resends++;
+    heap_push((action_t){now + pause_ms, i, true});
+}
+
 static void on_reserve_reply(int i, const hf_reply_t *rep, int64_t now)
 {
     req_t *q = &reqs[i];
+    retry_if_busy(i, rep, now);
     if (q->outcome >= 0) { /* the duplicate's reply: must match the first */
         q->resend_unanswered = false;
         /* BUSY is no outcome: the request was not applied, either send may get
@@ -395,6 +416,7 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
     for (size_t i = 0; i < lat_count; i++)
         within_1s += lat_all[i] <= 1000;
     json_object_set_new(j, "busy", json_integer((json_int_t)busy));
+    json_object_set_new(j, "busy_resends", json_integer((json_int_t)busy_resends));
     json_object_set_new(json_object_get(j, "reserve_ms"), "answered_within_1000ms",
                         json_integer((json_int_t)within_1s));
     json_object_set_new(json_object_get(j, "commit_ms"), "p999",
@@ -617,6 +639,7 @@ static int run_bench(const bench_opts_t *o)
     char errstr[256];
     run_t r = {.seed = o->seed};
     dup_pct_global = o->dup_pct;
+    busy_retries_global = o->busy_retries;
     ttl_ms_global = o->ttl_ms;
     bench_start_ms = hf_wall_ms() + 1000;
     int64_t planned_start = bench_start_ms;
@@ -1018,6 +1041,9 @@ static const hf_cli_opt_t run_opts[] = {
     {"late-pct", "P", false, "held reserves paid after they expired (default 0)"},
     {"ttl-ms", "T", false, "TTL of the holds left to expire (default 3000)"},
     {"dup-pct", "P", false, "reserves sent twice with the same key (default 5)"},
+    {"busy-retries", "N", false,
+     "a reserve answered BUSY is sent again with its key, after 250 ms doubling, up to N times "
+     "(default 0)"},
     {"seed", "N", false, "random seed (default 1)"},
     {"report", "FILE", false, "write the JSON report (summary, per-second series) here"},
     OPT_END};
@@ -1089,6 +1115,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
         int_opt(a, "seconds", 1, BENCH_SECONDS_MAX, &o->seconds) ||
         int_opt(a, "burst-factor", 1, 1000, &o->burst_factor) ||
         int_opt(a, "dup-pct", 0, 100, &o->dup_pct) ||
+        int_opt(a, "busy-retries", 0, 20, &o->busy_retries) ||
         int_opt(a, "commit-pct", 0, 100, &o->commit_pct) ||
         int_opt(a, "abandon-pct", 0, 100, &o->abandon_pct) ||
         int_opt(a, "late-pct", 0, 100, &o->late_pct) ||

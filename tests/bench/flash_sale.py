@@ -16,7 +16,8 @@ whether every unit was held or sold at the end (the routing view's total for the
 doorbuster after the run), SOLD_OUT after the last unit held, BUSY answers, holds taken
 in one hop, the reconcile verdict; then medians per mode. JSON beside it in
 build/bench/flash-<stamp>.json. Env (defaults): BENCH_ROUNDS 2, BENCH_DOORBUSTER 5000,
-BENCH_FACTOR 4, BENCH_RATE 100, BENCH_SECONDS 15, BENCH_SKUS 1000, BENCH_CONFIG (JSON
+BENCH_FACTOR 4, BENCH_RATE 100, BENCH_SECONDS 15, BENCH_SKUS 1000, BENCH_BUSY_RETRIES 5
+(hfbench --busy-retries: a shopper answered BUSY comes back), BENCH_CONFIG (JSON
 merged into both modes' config), HOLDFAST_BOOTSTRAP."""
 import json
 import os
@@ -46,6 +47,7 @@ FACTOR = env_int("BENCH_FACTOR", 4)
 RATE = env_int("BENCH_RATE", 100)
 SECONDS = env_int("BENCH_SECONDS", 15)
 SKUS = env_int("BENCH_SKUS", 1000)
+BUSY_RETRIES = env_int("BENCH_BUSY_RETRIES", 5)
 EXTRA = json.loads(os.environ.get("BENCH_CONFIG") or "{}")
 MODES = {"direct": {}, "escrow": {"escrow_skus": "DOORBUSTER"}}
 
@@ -125,7 +127,8 @@ def one_run(mode, rnd, n, work_root):
         report = os.path.join(work, "report.json")
         r = run(["build/hfbench", "run", "--scenario", "flash-sale", "--rate", str(RATE),
                  "--seconds", str(SECONDS), "--skus", str(SKUS), "--doorbuster-stock", str(DOOR),
-                 "--burst-factor", str(FACTOR), "--report", report], envx, 900, "hfbench run")
+                 "--burst-factor", str(FACTOR), "--busy-retries", str(BUSY_RETRIES),
+                 "--report", report], envx, 900, "hfbench run")
         out["hfbench_exit"] = r.returncode
         rep = json.load(open(report))
         out["summary"] = rep["summary"]
@@ -179,7 +182,8 @@ def main():
     load = open("/proc/loadavg").read().split()[:3]
     cond = (f"flash sale: {RATE} reserves/s over {SKUS} SKUs for {SECONDS} s, plus "
             f"{FACTOR * DOOR} shoppers within 2 s for a {DOOR}-unit DOORBUSTER over 5 "
-            f"warehouses; {os.cpu_count()} cores shared with the broker at {BOOTSTRAP}; "
+            f"warehouses; a shopper answered BUSY tries again up to {BUSY_RETRIES} times "
+            f"(250 ms doubling); {os.cpu_count()} cores shared with the broker at {BOOTSTRAP}; "
             f"load average before {' '.join(load)}; {ROUNDS} round(s), modes alternating")
     log(cond)
     runs, n = [], 0
