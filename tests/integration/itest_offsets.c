@@ -111,6 +111,24 @@ static void wait_on_hand(harness_t *h, const char *sku, int64_t want, hf_counter
     assert_int_equal(c->on_hand, want);
 }
 
+/* The fault tests' common start: W1|sku gets 10 units (applied), then the fault
+ * file is created and one hold of 1 unit is sent, whose batch meets the fault. */
+static void feed_then_hold_into_fault(harness_t *h, const char *key, const char *sku,
+                                      const char *fault, const char *reservation_id)
+{
+    hf_record_t f = harness_feed("W1", sku, HF_FEED_RECEIVE, 10, 1);
+    harness_send(h, HF_T_STOCK_FEED, key, &f);
+    harness_flush(h);
+    hf_counter_state_t c;
+    wait_on_hand(h, sku, 10, &c);
+    FILE *ff = fopen(fault, "w");
+    assert_non_null(ff);
+    fclose(ff);
+    hf_record_t hold = harness_hold(reservation_id, 0, "W1", sku, 1);
+    harness_send(h, HF_T_COUNTER_COMMANDS, key, &hold);
+    harness_flush(h);
+}
+
 /* Owner A stops itself (SIGSTOP) right before committing a transaction that
  * holds a Hold's result, changelog and offsets. B takes A's partitions once
  * A's session times out; only then is A continued, commits, and exits. B's
@@ -127,18 +145,8 @@ static void test_a_stalled_owner_committing_after_the_new_owner_restored_loses_n
      * timeout 10 s), or the broker aborts it before A can commit it. */
     pid_t a = start_proc(&h, "a", "counter", app, "{\"transaction_timeout_ms\": 90000}",
                          "HOLDFAST_FAULT_STALL_COMMIT", stall);
-    hf_record_t f = harness_feed("W1", "SKU-S", HF_FEED_RECEIVE, 10, 1);
-    harness_send(&h, HF_T_STOCK_FEED, key, &f);
-    harness_flush(&h);
+    feed_then_hold_into_fault(&h, key, "SKU-S", stall, "s1");
     hf_counter_state_t c;
-    wait_on_hand(&h, "SKU-S", 10, &c);
-
-    FILE *sf = fopen(stall, "w");
-    assert_non_null(sf);
-    fclose(sf);
-    hf_record_t hold = harness_hold("s1", 0, "W1", "SKU-S", 1);
-    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
-    harness_flush(&h);
     int64_t deadline = harness_now_ms() + WAIT_MS;
     while (!is_stopped(a) && harness_now_ms() < deadline)
         harness_sleep_ms(50);
@@ -155,7 +163,7 @@ static void test_a_stalled_owner_committing_after_the_new_owner_restored_loses_n
     assert_int_equal(wait_exit(a, WAIT_MS), STALL_EXIT);
 
     /* B writes the counter again; the changelog then shows what B holds. */
-    f = harness_feed("W1", "SKU-S", HF_FEED_RECEIVE, 5, 2);
+    hf_record_t f = harness_feed("W1", "SKU-S", HF_FEED_RECEIVE, 5, 2);
     harness_send(&h, HF_T_STOCK_FEED, key, &f);
     harness_flush(&h);
     wait_on_hand(&h, "SKU-S", 15, &c);
@@ -219,18 +227,9 @@ test_a_commit_with_an_unknown_outcome_stops_the_process_and_the_restart_keeps_it
     snprintf(fault, sizeof fault, "%s/hide-outcome", h.workdir);
     harness_pair(key, "W1", "SKU-U");
     pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_COMMIT_UNKNOWN", fault);
-    hf_record_t f = harness_feed("W1", "SKU-U", HF_FEED_RECEIVE, 10, 1);
-    harness_send(&h, HF_T_STOCK_FEED, key, &f);
-    harness_flush(&h);
+    feed_then_hold_into_fault(&h, key, "SKU-U", fault, "u1");
     hf_counter_state_t c;
-    wait_on_hand(&h, "SKU-U", 10, &c);
-
-    FILE *ff = fopen(fault, "w");
-    assert_non_null(ff);
-    fclose(ff);
-    hf_record_t hold = harness_hold("u1", 0, "W1", "SKU-U", 1);
-    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
-    harness_flush(&h);
+    hf_record_t f;
     int status = wait_exit(a, 20000);
     print_message("after a commit of unknown outcome: exit %d\n", status);
     if (status < 0) { /* still running: it went on as if the batch had aborted */
@@ -273,18 +272,8 @@ static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes
     setenv("HOLDFAST_TASK_STALL_EXIT_MS", "3000", 1);
     pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_HANG_COMMIT", fault);
     unsetenv("HOLDFAST_TASK_STALL_EXIT_MS");
-    hf_record_t f = harness_feed("W1", "SKU-H", HF_FEED_RECEIVE, 10, 1);
-    harness_send(&h, HF_T_STOCK_FEED, key, &f);
-    harness_flush(&h);
+    feed_then_hold_into_fault(&h, key, "SKU-H", fault, "h1");
     hf_counter_state_t c;
-    wait_on_hand(&h, "SKU-H", 10, &c);
-
-    FILE *ff = fopen(fault, "w");
-    assert_non_null(ff);
-    fclose(ff);
-    hf_record_t hold = harness_hold("h1", 0, "W1", "SKU-H", 1);
-    harness_send(&h, HF_T_COUNTER_COMMANDS, key, &hold);
-    harness_flush(&h);
     int64_t t0 = harness_now_ms();
     int status = wait_exit(a, 30000);
     print_message("a task stuck in its commit: exit %d after %lld ms\n", status,
