@@ -251,8 +251,8 @@ static void retry_if_busy(int i, const hf_reply_t *rep, int64_t now)
     if (!unserved || rep->outcome != HF_REPLY_BUSY || q->busy_retries >= busy_retries_global)
         return;
     static unsigned busy_seed = 11;
-    int64_t pause_ms = (250LL << (q->busy_retries < 4 ? q->busy_retries : 4)) +
-                       rand_r(&busy_seed) % 101;
+    int64_t pause_ms =
+        (250LL << (q->busy_retries < 4 ? q->busy_retries : 4)) + rand_r(&busy_seed) % 101;
     q->busy_retries++;
     busy_resends++;
     heap_push((action_t){now + pause_ms, i, true});
