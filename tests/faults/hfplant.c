@@ -6,7 +6,8 @@
  *   hfplant second-answer   a real HELD reply copied, answered REJECTED_INSUFFICIENT
  *                           (same key, same partition): a key with two answers
  *   overbooked-level        a pair's last StockLevel copied with reserved above
- *                           on_hand (version + 1): a counter that oversold
+ *                           on_hand (version + 1: the level after its last one):
+ *                           a counter that oversold
  *   orphan-hold             a real HELD ledger event copied under a new
  *                           reservation id: units the ledger holds and no counter
  *                           reserved (a lost hold)
@@ -59,8 +60,8 @@ static int take_record(void *opaque, const kafka_msg_t *msg)
     case PLANT_SECOND_ANSWER:
         usable = rec.type == HF_REC_REPLY && rec.u.reply.outcome == HF_REPLY_HELD;
         break;
-    case PLANT_OVERBOOKED_LEVEL:
-        usable = rec.type == HF_REC_STOCK_LEVEL && rec.u.stock_level.on_hand > 0;
+    case PLANT_OVERBOOKED_LEVEL: /* any on_hand: a sold-out pair's last level too */
+        usable = rec.type == HF_REC_STOCK_LEVEL;
         break;
     case PLANT_ORPHAN_HOLD:
         usable = rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.kind == HF_LEDGER_HELD &&
