@@ -91,7 +91,7 @@ $(BUILD)/obj/state/%.o $(SAN_BUILD)/obj/state/%.o: INCS := $(STATE_INCS)
 
 # ---- release build
 REL_LIB_OBJS := $(call objs,$(BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
-release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench $(BUILD)/hfplant
+release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -107,7 +107,8 @@ $(BUILD)/hfctl: $(BUILD)/obj/tools/hfctl.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/hfbench: $(BUILD)/obj/tools/hfbench.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
-# The fault suites' forger of violations (tests/faults/hfplant.c): a test tool.
+# The fault suites' forger of violations (tests/faults/hfplant.c): a test tool, not
+# shipped (not in release, so not in the runtime image).
 $(BUILD)/hfplant: $(BUILD)/obj/tests/faults/hfplant.o $(BUILD)/libhf.a
 	$(CC) -o $@ $^ $(PKG_LIBS)
 
@@ -238,9 +239,9 @@ test-docker:
 # the broker (make kafka-up). The full form restarts that broker (about 5 min); the
 # quick form (about 2 min, in `make test`) leaves it alone.
 .PHONY: test-faults-quick
-test-faults: deps-check release
+test-faults: deps-check release $(BUILD)/hfplant
 	@bash tests/faults/run.sh full
-test-faults-quick: deps-check release
+test-faults-quick: deps-check release $(BUILD)/hfplant
 	@bash tests/faults/run.sh quick
 
 # Cluster faults (tests/faults/cluster-run.sh): the local 3-broker, 3-controller cluster
@@ -250,7 +251,7 @@ test-faults-quick: deps-check release
 # root); each under hfbench load, each ending with reconcile PASS. About 14 min;
 # never touches the broker on 9092. Not in `make test`.
 .PHONY: test-faults-cluster
-test-faults-cluster: deps-check release
+test-faults-cluster: deps-check release $(BUILD)/hfplant
 	@bash tests/faults/cluster-run.sh full
 
 # Holdfast-process faults among three processes with standbys (tests/faults/process.sh,
@@ -259,10 +260,10 @@ test-faults-cluster: deps-check release
 # PASS under the strict 5 s expiry bound. About 4 min; not in `make test`.
 # test-soak: 100 kill -9 cycles of a random process over about 30 min (not in CI).
 .PHONY: test-faults-process test-soak
-test-faults-process: deps-check release
+test-faults-process: deps-check release $(BUILD)/hfplant
 	@FT_MODE=kill FT_CYCLES=$${FT_CYCLES:-3} bash tests/faults/process.sh
 	@FT_MODE=stop FT_CYCLES=$${FT_STOP_CYCLES:-2} bash tests/faults/process.sh
-test-soak: deps-check release
+test-soak: deps-check release $(BUILD)/hfplant
 	@FT_MODE=kill FT_VICTIM=random FT_CYCLES=$${FT_CYCLES:-100} FT_DOWN_S=$${FT_DOWN_S:-4} \
 	  FT_GAP_S=$${FT_GAP_S:-10} FT_SECONDS=$${FT_SECONDS:-1850} FT_RATE=$${FT_RATE:-30} \
 	  bash tests/faults/process.sh

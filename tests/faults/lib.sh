@@ -74,7 +74,7 @@ ft_init() {
   trap 'exit 143' TERM
   port_open || ft_fail "no Kafka broker at $HOLDFAST_BOOTSTRAP: 'make test' starts one, or run 'make kafka-up' first"
   for b in "$HOLDFAST" "$HFCTL" "$HFBENCH" "$HFPLANT"; do
-    [ -x "$b" ] || ft_fail "$b is missing: run 'make release'"
+    [ -x "$b" ] || ft_fail "$b is missing: run 'make release build/hfplant'"
   done
   # FT_REPLICATION_FACTOR: the cluster scenarios' topics get 3 replicas, min ISR 2.
   # FT_TOPICS_FILE: another topics file (e.g. more partitions, so that three
