@@ -38,6 +38,10 @@ struct kafka_producer {
 
 struct kafka_reader {
     rd_kafka_t *rk;
+    /* read_uncommitted, only asked for watermarks: its high watermark is the
+     * log's end, where the reader's own (read_committed) answer would be the
+     * last stable offset (kafka_reader_read_to_end). */
+    rd_kafka_t *hw_rk;
     bool group_error_logged; /* see reader_group_error */
 };
 
@@ -817,22 +821,36 @@ int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *er
         "enable.auto.commit=false",
         "enable.partition.eof=true",
         "fetch.wait.max.ms=10",
-        "auto.offset.reset=earliest", /* a start below the log start: from there */
+        NULL,
+    };
+    const char *const hw_defaults[] = {
+        "group.id=holdfast-reader-unused",
+        "isolation.level=read_uncommitted",
+        "enable.auto.commit=false",
         NULL,
     };
     kafka_reader_t *rd = calloc(1, sizeof *rd);
     rd_kafka_conf_t *c = kafka_conf_build(conf, defaults, errstr, errstr_size);
-    if (!rd || !c)
+    rd_kafka_conf_t *hc = c ? kafka_conf_build(conf, hw_defaults, errstr, errstr_size) : NULL;
+    if (!rd || !c || !hc)
         goto fail;
     rd->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, errstr, errstr_size);
     if (!rd->rk)
+        goto fail;
+    c = NULL; /* owned by rd->rk */
+    rd->hw_rk = rd_kafka_new(RD_KAFKA_CONSUMER, hc, errstr, errstr_size);
+    if (!rd->hw_rk)
         goto fail;
     rd_kafka_poll_set_consumer(rd->rk);
     *rd_out = rd;
     return HF_OK;
 fail:
-    if (c && !(rd && rd->rk))
+    if (c)
         rd_kafka_conf_destroy(c);
+    if (hc && !(rd && rd->hw_rk))
+        rd_kafka_conf_destroy(hc);
+    if (rd && rd->rk)
+        rd_kafka_destroy(rd->rk);
     free(rd);
     return HF_ERR_KAFKA;
 }
@@ -843,6 +861,7 @@ void kafka_reader_destroy(kafka_reader_t *rd)
         return;
     rd_kafka_assign(rd->rk, NULL);
     rd_kafka_destroy(rd->rk);
+    rd_kafka_destroy(rd->hw_rk);
     free(rd);
 }
 
@@ -863,21 +882,20 @@ static bool reader_group_error(kafka_reader_t *rd, const rd_kafka_message_t *m)
 }
 
 /* One record of a read: returns 1 at the end of the partition, 0 to go on. */
-/* One poll of a read to the end: 1 with *eof set when it reached the last
- * stable offset (*next: that offset), 1 with a record handed to fn (*next: after
- * it), 0 when nothing came, < 0 on an error (*rc and errstr say which). */
-static int reader_step(kafka_reader_t *rd, kafka_record_fn fn, void *opaque, int64_t *next,
-                       bool *eof, int *rc, char *errstr, size_t errstr_size)
+static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
+                       int64_t *next, int *rc, char *errstr, size_t errstr_size)
 {
-    *eof = false;
     rd_kafka_message_t *m = rd_kafka_consumer_poll(rd->rk, 200);
     if (!m)
         return 0;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        /* Under read_committed the end is the last stable offset: short of
+         * stop_offset while a transaction is still open there. Its records were
+         * written before the caller asked (below the high watermark it read), so
+         * keep reading until the transaction's marker lands. */
         *next = m->offset;
-        *eof = true;
         rd_kafka_message_destroy(m);
-        return 1;
+        return *next >= stop_offset;
     }
     if (reader_group_error(rd, m)) {
         rd_kafka_message_destroy(m);
@@ -887,76 +905,76 @@ static int reader_step(kafka_reader_t *rd, kafka_record_fn fn, void *opaque, int
         snprintf(errstr, errstr_size, "read: %s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
         *rc = HF_ERR_KAFKA;
-        return -1;
+        return 1;
     }
     kafka_msg_t msg;
     msg_fill(&msg, m);
     *next = m->offset + 1;
     *rc = fn(opaque, &msg);
     rd_kafka_message_destroy(m);
-    return *rc == HF_OK ? 1 : -1;
+    return *rc != HF_OK || *next >= stop_offset;
 }
 
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
                              int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
                              int64_t *next_offset_out, char *errstr, size_t errstr_size)
 {
-    /* No watermark query first: librdkafka 2.0.2's rd_kafka_query_watermark_offsets
-     * never returns while the partition's leader is a broker that died
-     * (librdkafka #2588, fixed in 2.3.0) — it hung a restore after a leader's
-     * kill -9 on the 3-broker cluster. The fetches the read makes carry the
-     * watermarks instead, and a fetch from a dead leader is retried against
-     * the new one. An offset below the log start reads from the start. */
+    int64_t low = 0, high = 0;
+    rd_kafka_resp_err_t kerr;
+    /* A partition of a topic just created may have no leader for a moment. */
+    for (int attempt = 0;; attempt++) {
+        kerr =
+            rd_kafka_query_watermark_offsets(rd->hw_rk, topic, partition, &low, &high, timeout_ms);
+        bool transient = kerr == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                         kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                         kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        if (!transient || attempt >= 50)
+            break;
+        rd_kafka_poll(rd->rk, 100);
+    }
+    if (kerr) {
+        snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
+                 rd_kafka_err2str(kerr));
+        return HF_ERR_KAFKA;
+    }
+    int64_t from = start_offset < 0 || start_offset < low ? low : start_offset;
+    *next_offset_out = from;
+    if (from >= high)
+        return HF_OK;
+
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, topic, partition)->offset =
-        start_offset < 0 ? RD_KAFKA_OFFSET_BEGINNING : start_offset;
-    rd_kafka_resp_err_t kerr = rd_kafka_assign(rd->rk, l);
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = from;
+    kerr = rd_kafka_assign(rd->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (kerr) {
         snprintf(errstr, errstr_size, "assign %s [%d]: %s", topic, partition,
                  rd_kafka_err2str(kerr));
         return HF_ERR_KAFKA;
     }
-    /* The end is the high watermark of the first fetch that reached the end of
-     * partition, not that end itself: under read_committed the end of
-     * partition is the last stable offset, short of a transaction still open
-     * there — and a transaction whose commit the coordinator acknowledged is
-     * open until its marker lands on this partition, which can be after a new
-     * owner already sees the offsets it committed (KIP-447's stable fetch):
-     * a restore that stopped at the last stable offset lost that
-     * transaction's changelog records (seen on the 3-broker cluster: an
-     * aggregator restored 2 of ~150 records, and a third of the seeded pairs
-     * never showed in its view). So the read waits for such a transaction to
-     * end. Records of aborted transactions and control markers are skipped
-     * but still advance the position. */
+    /* Read up to the high watermark of the call, not just to the first end of
+     * partition: under read_committed that end is the last stable offset, which
+     * stops short of a transaction whose commit was acknowledged but whose
+     * marker is not written yet. The coordinator writes the markers after it
+     * answered EndTxn, to each partition on its own, so a new owner can already
+     * see the offsets a transaction committed (KIP-447's stable fetch) while the
+     * changelog records of that very transaction are still invisible: a restore
+     * that stopped there would lose them (seen on the 3-broker cluster: an
+     * aggregator restored 2 records of ~150 and its availability view never
+     * showed a third of the seeded pairs). Records of aborted transactions and
+     * control markers are skipped but still advance the position. */
     int rc = HF_OK;
-    int64_t next = start_offset < 0 ? 0 : start_offset, target = -1, progress_at = hf_mono_ms();
-    for (;;) {
-        bool eof = false;
-        int64_t before = next;
-        int got = reader_step(rd, fn, opaque, &next, &eof, &rc, errstr, errstr_size);
-        if (got < 0)
-            break;
-        if (eof && target < 0) {
-            int64_t low = 0, high = -1;
-            if (rd_kafka_get_watermark_offsets(rd->rk, topic, partition, &low, &high) ==
-                    RD_KAFKA_RESP_ERR_NO_ERROR &&
-                high >= 0)
-                target = high;
-            else
-                target = next; /* no watermark cached: the end of partition it is */
-        }
-        if (target >= 0 && next >= target)
-            break;
-        if (next != before || got == 1)
-            progress_at = hf_mono_ms();
-        if (hf_mono_ms() - progress_at > timeout_ms) {
-            snprintf(errstr, errstr_size,
-                     "read %s [%d]: no progress for %d ms at offset %lld (end %lld)", topic,
-                     partition, timeout_ms, (long long)next, (long long)target);
+    int64_t next = from;
+    int idle_polls_max = timeout_ms / 200 + 1, idle_polls = 0;
+    while (!reader_step(rd, high, fn, opaque, &next, &rc, errstr, errstr_size)) {
+        if (next == *next_offset_out && ++idle_polls > idle_polls_max) {
+            snprintf(errstr, errstr_size, "read %s [%d]: no progress for %d ms at offset %lld",
+                     topic, partition, timeout_ms, (long long)next);
             rc = HF_ERR_TIMEOUT;
             break;
         }
+        if (next != *next_offset_out)
+            idle_polls = 0;
+        *next_offset_out = next;
     }
     *next_offset_out = next;
     rd_kafka_assign(rd->rk, NULL);
@@ -1055,24 +1073,9 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
 bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t partition,
                                int timeout_ms)
 {
-    /* Metadata, not a watermark query: that one never returns while the
-     * partition's leader is a dead broker (librdkafka #2588, see above). */
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rd->rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    bool alive = false;
-    if (rkt && rd_kafka_metadata(rd->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        md->topic_cnt == 1 && !md->topics[0].err) {
-        for (int i = 0; i < md->topics[0].partition_cnt; i++) {
-            const struct rd_kafka_metadata_partition *mp = &md->topics[0].partitions[i];
-            if (mp->id == partition)
-                alive = !mp->err && mp->leader >= 0;
-        }
-    }
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
-    return alive;
+    int64_t low = 0, high = 0;
+    return rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms, int32_t *count_out,
