@@ -10,7 +10,7 @@
 
   check.py caught VERDICT.json REQUIRED[,...] [ALLOWED[,...]]
       exit 0 when the verdict is FAIL with at least one violation of every
-      REQUIRED kind and none outside REQUIRED + ALLOWED (a planted-violation run:
+      REQUIRED kind (an entry a|b: of a or b) and none outside REQUIRED + ALLOWED (a planted-violation run:
       the reconciler caught each forgery and blamed nothing else).
 
   check.py verify --verdict V.json --requests REQ.jsonl --replies REP.jsonl
@@ -211,8 +211,11 @@ def caught(path, required, allowed):
     """Exit 0 when a FAIL verdict names every required kind and nothing else."""
     v = load_line(path)
     kinds = v.get("violations_by_kind", {})
-    missing = [k for k in required if not kinds.get(k)]
-    foreign = sorted(set(kinds) - set(required) - set(allowed))
+    # A required entry "a|b" is met by either kind (an orphan hold taken from an
+    # escrow allotment is blamed on the allotment's books, not on the counters).
+    missing = [k for k in required if not any(kinds.get(a) for a in k.split("|"))]
+    named = {a for k in required for a in k.split("|")}
+    foreign = sorted(set(kinds) - named - set(allowed))
     print(json.dumps({"verdict": v.get("verdict"), "violations_by_kind": kinds,
                       "missing": missing, "unexpected": foreign}, separators=(",", ":")))
     return 0 if v.get("verdict") == "FAIL" and not missing and not foreign else 1

@@ -321,7 +321,7 @@ ft_prove_expiry_allowance() {
 # nothing may read them after this. FT_PLANT=0 skips it.
 FT_PLANTS=(second-answer:idempotency_outcome_changed
            overbooked-level:stock_level_inconsistent
-           orphan-hold:ledger_held_vs_counter_reserved)
+           'orphan-hold:ledger_held_vs_counter_reserved|escrow_state_vs_allotment|escrow_held_beyond_allotment')
 # What the forgeries cause besides (allowed, not required): the level disagrees
 # with the counter's changelog, the orphan with the counters' holds (and, never
 # released, it may count as a late expiry).
