@@ -182,4 +182,8 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * before it. */
 #define HF_TASK_STALL_EXIT_MS 120000
 
+/* One attempt of a watermark query (kafka.c query_watermarks): a leader that died
+ * answers nothing, and the next attempt asks fresh metadata for its successor. */
+#define HF_WATERMARK_ATTEMPT_MS 2000
+
 #endif

@@ -915,23 +915,77 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
     return *rc != HF_OK || *next >= stop_offset;
 }
 
+/* One ListOffsets answer for topic/partition: the log start (which is
+ * RD_KAFKA_OFFSET_BEGINNING) or its end (RD_KAFKA_OFFSET_END), within
+ * timeout_ms. rd_kafka_offsets_for_times, not rd_kafka_query_watermark_offsets:
+ * in librdkafka 2.0.2 the latter has no deadline of its own, and a request to a
+ * broker that is down is never sent, so never counts as a retry — the call
+ * waited for a dead leader to come back, however long (the 3-broker cluster's
+ * leader scenario hung a restore there; librdkafka #2588). offsets_for_times
+ * gives up at its timeout. */
+static rd_kafka_resp_err_t list_offset(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                       int64_t which, int timeout_ms, int64_t *offset_out)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(l, topic, partition);
+    tp->offset = which;
+    rd_kafka_resp_err_t kerr = rd_kafka_offsets_for_times(rk, l, timeout_ms);
+    if (!kerr)
+        kerr = tp->err;
+    if (!kerr)
+        *offset_out = tp->offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    return kerr;
+}
+
+/* Errors a later attempt can outgrow: a topic just created has no leader for a
+ * moment; a leader that died stays the leader in the metadata cache until the
+ * cluster elects another and the cache is asked again. */
+static bool watermark_error_transient(rd_kafka_resp_err_t kerr)
+{
+    return kerr == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+           kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+           kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+           kerr == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
+           kerr == RD_KAFKA_RESP_ERR__TIMED_OUT || kerr == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+}
+
+/* The log start and end of topic/partition within timeout_ms (as seen by rk's
+ * isolation level), asking again — after fresh metadata — while the error is one
+ * a new leader cures. */
+static rd_kafka_resp_err_t query_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                            int timeout_ms, int64_t *low, int64_t *high)
+{
+    int64_t deadline_ms = hf_mono_ms() + timeout_ms;
+    for (;;) {
+        int64_t left_ms = deadline_ms - hf_mono_ms();
+        int attempt_ms = left_ms < HF_WATERMARK_ATTEMPT_MS ? (int)left_ms : HF_WATERMARK_ATTEMPT_MS;
+        if (attempt_ms < 1)
+            attempt_ms = 1;
+        rd_kafka_resp_err_t kerr =
+            list_offset(rk, topic, partition, RD_KAFKA_OFFSET_BEGINNING, attempt_ms, low);
+        if (!kerr)
+            kerr = list_offset(rk, topic, partition, RD_KAFKA_OFFSET_END, attempt_ms, high);
+        if (!kerr || !watermark_error_transient(kerr) || hf_mono_ms() >= deadline_ms)
+            return kerr;
+        /* Fresh metadata: the cache may still name a leader that died. */
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        const struct rd_kafka_metadata *md = NULL;
+        if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, attempt_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md);
+        if (rkt)
+            rd_kafka_topic_destroy(rkt);
+        rd_kafka_poll(rk, 100);
+    }
+}
+
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
                              int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
                              int64_t *next_offset_out, char *errstr, size_t errstr_size)
 {
     int64_t low = 0, high = 0;
-    rd_kafka_resp_err_t kerr;
-    /* A partition of a topic just created may have no leader for a moment. */
-    for (int attempt = 0;; attempt++) {
-        kerr =
-            rd_kafka_query_watermark_offsets(rd->hw_rk, topic, partition, &low, &high, timeout_ms);
-        bool transient = kerr == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
-                         kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
-                         kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-        if (!transient || attempt >= 50)
-            break;
-        rd_kafka_poll(rd->rk, 100);
-    }
+    rd_kafka_resp_err_t kerr = query_watermarks(rd->hw_rk, topic, partition, timeout_ms, &low, &high);
     if (kerr) {
         snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
                  rd_kafka_err2str(kerr));
@@ -1073,8 +1127,8 @@ int kafka_reader_poll(kafka_reader_t *rd, int timeout_ms, kafka_msg_t *msg, char
 bool kafka_reader_broker_alive(kafka_reader_t *rd, const char *topic, int32_t partition,
                                int timeout_ms)
 {
-    int64_t low = 0, high = 0;
-    return rd_kafka_query_watermark_offsets(rd->rk, topic, partition, &low, &high, timeout_ms) ==
+    int64_t high = 0;
+    return list_offset(rd->rk, topic, partition, RD_KAFKA_OFFSET_END, timeout_ms, &high) ==
            RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
