@@ -43,7 +43,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
-        bench-pipeline bench-hot bench-flash test-bench-pipeline help
+        bench-pipeline bench-hot bench-flash bench-scale test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -205,6 +205,13 @@ bench-hot: deps-check release $(BUILD)/pipeline-topics
 	  BENCH_BUILDS="direct=$(BUILD)/holdfast escrow=$(BUILD)/holdfast" \
 	  BENCH_BUILD_CONFIG='{"escrow": {"escrow_skus": "SKU-00000"}}' \
 	  python3 tests/bench/pipeline.py
+
+# The pipeline on a large catalog next to a 10,000-SKU one (tests/bench/scale.py):
+# seed rate, RSS and RocksDB size per stage, reserve p50/p99, a full counter restore's
+# records/s, reconcile time and memory. SCALE_PAIRS (default 1000000), SCALE_PER_SKU, ...
+.PHONY: bench-scale
+bench-scale: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/scale.py
 
 # The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py):
 # BENCH_HTTP_RATES (default "500 2000"), BENCH_SECONDS. Needs the broker and wrk.

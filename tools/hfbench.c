@@ -34,6 +34,8 @@
 #define BENCH_REQS_MAX       2000000
 #define BENCH_SECONDS_MAX    3600
 #define BENCH_WAREHOUSES_MAX 64
+/* 4M SKUs x 5 warehouses: 20M pairs (make bench-scale); the seed plan costs 28 bytes a pair. */
+#define BENCH_SKUS_MAX 4000000
 #define BENCH_PENDING_MAX    65536
 /* After the planned end, how long the run keeps listening while a reserve still
  * awaits its first reply, or a re-send of a shed (BUSY) reserve awaits its own
@@ -1089,7 +1091,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
 {
     int seed = (int)o->seed;
     bool seeding = a->cmd == &bench_cmds[0];
-    if (int_opt(a, "skus", 1, 100000, &o->skus) ||
+    if (int_opt(a, "skus", 1, BENCH_SKUS_MAX, &o->skus) ||
         int64_opt(a, "doorbuster-stock", 5, 100000, &o->doorbuster_stock) ||
         int_opt(a, "seed", 0, 1000000000, &seed))
         return -1;

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""make bench-scale: the pipeline on a large catalog next to a 10,000-SKU one, in one run
+(issue 13; standard library only, helpers from pipeline.py).
+
+For each catalog — SCALE_SMALL_SKUS SKUs first, then each size of SCALE_PAIRS — on fresh
+topics (own prefix and app id):
+  hfctl topics apply; three holdfast processes, one stage each (counter, aggregator,
+  gateway), so that each stage's memory is its own; hfbench seed of SKUS = pairs /
+  SCALE_PER_SKU at SCALE_PER_SKU warehouses each (seed time and pairs/s, to the moment
+  the routing view showed every pair); RSS and peak RSS of each process, RocksDB size
+  of each stage's state dir; hfbench run --scenario steady at SCALE_RATE/s for
+  SCALE_SECONDS over the catalog (reserve p50/p99); a full restore of the counter: it
+  is stopped, its state dir removed and it is started again, and its log's "partition
+  P restored: N changelog records ... in M ms" lines give records/s per partition;
+  hfctl reconcile --quiescent 1 (time and peak RSS, from wait4); the topics deleted.
+
+The catalog is uniform (every SKU at SCALE_PER_SKU warehouses, SCALE_STOCK units each):
+the Zipf-shaped catalog of issue 13 is not built yet.
+
+Env (defaults): SCALE_PAIRS "1000000", SCALE_PER_SKU 5, SCALE_SMALL_SKUS 10000 (0: no
+small catalog), SCALE_STOCK 1000, SCALE_RATE 1000, SCALE_SECONDS 15, SCALE_CONFIG (JSON
+merged into each process's config), SCALE_SEED_TIMEOUT_S 3600, SCALE_OUT build/bench,
+HOLDFAST_BOOTSTRAP."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline as pl  # noqa: E402  (also chdirs to the repository root)
+
+PAIRS = [int(x) for x in re.split(r"[ ,]+", pl.env("SCALE_PAIRS", "1000000").strip())]
+PER_SKU = pl.env_int("SCALE_PER_SKU", 5)
+SMALL_SKUS = pl.env_int("SCALE_SMALL_SKUS", 10000)
+STOCK = pl.env_int("SCALE_STOCK", 1000)
+RATE = pl.env_int("SCALE_RATE", 1000)
+SECONDS = pl.env_int("SCALE_SECONDS", 15)
+SEED_TIMEOUT_S = pl.env_int("SCALE_SEED_TIMEOUT_S", 3600)
+EXTRA_CONFIG = json.loads(pl.env("SCALE_CONFIG", "{}"))
+OUT_DIR = pl.env("SCALE_OUT", "build/bench")
+STAGES = ("counter", "aggregator", "gateway")
+RESTORED = re.compile(r"partition (\d+) restored: (\d+) changelog records from offset (-?\d+) "
+                      r"in (\d+) ms")
+
+
+def log(msg):
+    print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def mem_kib(pid):
+    """(VmRSS, VmHWM) of pid in KiB, or (None, None)."""
+    out = {}
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out.get("VmRSS"), out.get("VmHWM")
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def start_stage(stage, work, envx):
+    port = pl.free_port()
+    cfg_path = os.path.join(work, f"config-{stage}.json")
+    with open(cfg_path, "w") as f:
+        json.dump(dict({"metrics_port": port}, **EXTRA_CONFIG), f)
+    return pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", stage, "--instance",
+                    f"scale-{stage}", "--state-dir", os.path.join(work, f"state-{stage}"),
+                    "--config", cfg_path], os.path.join(work, f"{stage}.log"), envx)
+
+
+def restore_lines(path):
+    lines = open(path).read().splitlines()
+    return [m for m in (RESTORED.search(l) for l in lines) if m]
+
+
+def measure_restore(procs, work, envx, partitions):
+    """Stops the counter, removes its state, starts it again and waits until every
+    one of its partitions logged its restore: records and ms per partition."""
+    old_log = procs["counter"].out_path
+    procs["counter"].stop()
+    os.replace(old_log, old_log + ".before-restore")
+    shutil.rmtree(os.path.join(work, "state-counter"), ignore_errors=True)
+    procs["counter"] = start_stage("counter", work, envx)
+    log_path = procs["counter"].out_path
+    t0 = time.time()
+    while time.time() - t0 < 1800:
+        got = restore_lines(log_path)
+        if len({m.group(1) for m in got}) >= partitions:
+            break
+        if procs["counter"].p.poll() is not None:
+            raise RuntimeError(f"counter exited {procs['counter'].p.returncode} in its restore")
+        time.sleep(0.5)
+    else:
+        raise RuntimeError("the counter did not restore all its partitions in 1800 s")
+    parts = [{"partition": int(m.group(1)), "records": int(m.group(2)), "ms": int(m.group(4))}
+             for m in got]
+    for p in parts:
+        p["records_per_s"] = round(p["records"] * 1000 / p["ms"]) if p["ms"] else None
+    return {"partitions": parts,
+            "records": sum(p["records"] for p in parts),
+            "ms_max": max(p["ms"] for p in parts),
+            "records_per_s_median": round(pl.med([p["records_per_s"] for p in parts
+                                                  if p["records_per_s"]]) or 0)}
+
+
+def timed_reconcile(envx, path):
+    t0 = time.time()
+    with open(path, "w") as f:
+        p = subprocess.Popen([os.path.abspath("build/hfctl"), "reconcile", "--quiescent", "1",
+                              "--violations", "5", "--pairs-max", str(4 * max(PAIRS) + 100000)],
+                             stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **envx))
+        _, status, usage = os.wait4(p.pid, 0)
+    verdict = {"verdict": "NO VERDICT"}
+    for line in open(path):
+        if line.startswith("{"):
+            verdict = json.loads(line)
+    return {"verdict": verdict.get("verdict"), "exit": os.waitstatus_to_exitcode(status),
+            "violations_by_kind": verdict.get("violations_by_kind"),
+            "seconds": round(time.time() - t0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}
+
+
+def one_catalog(skus, n, work_root, partitions):
+    pairs = skus * PER_SKU
+    name = f"{n:02d}-{pairs}"
+    work = os.path.join(work_root, name)
+    os.makedirs(work, exist_ok=True)
+    prefix = f"sc{os.getpid()}-{n}."
+    envx = {"HOLDFAST_TOPIC_PREFIX": prefix, "HOLDFAST_APP_ID": prefix + "app",
+            "HOLDFAST_BOOTSTRAP": pl.BOOTSTRAP}
+    res = {"skus": skus, "per_sku": PER_SKU, "pairs": pairs, "prefix": prefix, "work": work}
+    log(f"{name}: {skus} SKUs x {PER_SKU} warehouses = {pairs} pairs (prefix {prefix})")
+    procs = {}
+    try:
+        pl.checked([os.path.abspath("build/hfctl"), "topics", "apply", "--file",
+                    "topics/topics.json"], envx, "hfctl topics apply", 120)
+        for s in STAGES:
+            procs[s] = start_stage(s, work, envx)
+        time.sleep(3)
+        t0 = time.time()
+        seed_out = pl.checked([os.path.abspath("build/hfbench"), "seed", "--skus", str(skus),
+                               "--per-sku", str(PER_SKU), "--stock", str(STOCK), "--timeout-ms",
+                               str(SEED_TIMEOUT_S * 1000)], envx, "hfbench seed",
+                              SEED_TIMEOUT_S + 600)
+        res["seed_s"] = round(time.time() - t0, 1)
+        res["seed_pairs_per_s"] = round(pairs / res["seed_s"])
+        open(os.path.join(work, "seed.out"), "w").write(seed_out)
+        log(f"  seeded in {res['seed_s']} s ({res['seed_pairs_per_s']} pairs/s)")
+        pl.wait_still(prefix, pl.SETTLED_QUIET_S, 600, "seed")
+        res["after_seed"] = {s: dict(zip(("rss_mib", "peak_rss_mib"),
+                                         [round(v / 1024) if v else None
+                                          for v in mem_kib(procs[s].pid)]),
+                                     state_mib=round(dir_bytes(os.path.join(work, f"state-{s}"))
+                                                     / 2**20))
+                             for s in STAGES}
+        log(f"  after the seed: {res['after_seed']}")
+        report = os.path.join(work, "hfbench-report.json")
+        bench = pl.Proc([os.path.abspath("build/hfbench"), "run", "--scenario", "steady",
+                         "--rate", str(RATE), "--seconds", str(SECONDS), "--skus", str(skus),
+                         "--report", report], os.path.join(work, "hfbench.out"), envx)
+        rc = bench.p.wait(SECONDS + 900)
+        bench.f.close()
+        s = pl.read_summary(bench.out_path)
+        res["load"] = {"exit": rc, "reserves": s.get("reserves"),
+                       "without_reply": s.get("without_reply"), "reserve_ms": s.get("reserve_ms"),
+                       "commit_ms": s.get("commit_ms"), "busy": s.get("busy")}
+        log(f"  {RATE}/s for {SECONDS} s: reserve ms {s.get('reserve_ms')}")
+        pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
+        res["after_load"] = {s: round((mem_kib(procs[s].pid)[1] or 0) / 1024) for s in STAGES}
+        res["restore"] = measure_restore(procs, work, envx, partitions)
+        log(f"  counter restore: {res['restore']['records']} records, median "
+            f"{res['restore']['records_per_s_median']} records/s per partition, slowest "
+            f"{res['restore']['ms_max']} ms")
+        pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "after the restore")
+        res["reconcile"] = timed_reconcile(envx, os.path.join(work, "reconcile.json"))
+        log(f"  reconcile: {res['reconcile']}")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as e:
+        res["error"] = str(e)
+        log(f"  {name}: ERROR {e}")
+    finally:
+        for p in procs.values():
+            p.stop()
+        subprocess.run([pl.TOPICS_TOOL, "delete", prefix], capture_output=True, text=True)
+        for s in STAGES:
+            shutil.rmtree(os.path.join(work, f"state-{s}"), ignore_errors=True)
+    return res
+
+
+def counter_partitions():
+    t = json.load(open("topics/topics.json"))["topics"]
+    for x in t:
+        if x["name"].endswith("counter-changelog"):
+            return x["partitions"]
+    raise SystemExit("bench-scale: no counter-changelog topic in topics/topics.json")
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def main():
+    for tool in ("build/holdfast", "build/hfctl", "build/hfbench", pl.TOPICS_TOOL):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"bench-scale: {tool} missing: make release {pl.TOPICS_TOOL}")
+    broker = pl.broker_facts(pl.find_broker())
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    work_root = os.path.join(OUT_DIR, f"scale-{stamp}")
+    os.makedirs(work_root, exist_ok=True)
+    partitions = counter_partitions()
+    rev = pl.run_text(["git", "log", "-1", "--format=%h %s"])[:100]
+    cond = {"commit": rev, "cores": os.cpu_count(), "broker": {k: broker[k] for k in
+                                                              ("pid", "version", "heap")},
+            "load_average": open("/proc/loadavg").read().split()[:3], "rate": RATE,
+            "seconds": SECONDS, "per_sku": PER_SKU, "stock": STOCK,
+            "counter_partitions": partitions, "config": EXTRA_CONFIG}
+    log(f"conditions: {json.dumps(cond)}")
+    sizes = ([SMALL_SKUS] if SMALL_SKUS else []) + [max(1, p // PER_SKU) for p in PAIRS]
+    results = [one_catalog(skus, n, work_root, partitions) for n, skus in enumerate(sizes)]
+    out = os.path.join(work_root, "scale.json")
+    json.dump({"conditions": cond, "results": results}, open(out, "w"), indent=1)
+    print(f"\nbench-scale ({rev}; {os.cpu_count()} cores shared with the broker, pid "
+          f"{broker['pid']}; reserves at {RATE}/s for {SECONDS} s; uniform catalog, "
+          f"{PER_SKU} warehouses per SKU)")
+    cols = ["pairs", "seed s", "seed pairs/s", "RSS MiB c/a/g", "state MiB c/a/g",
+            "reserve p50/p99 ms", "restore rec/s (median part.)", "reconcile s / MiB", "verdict"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in results:
+        a = r.get("after_load") or {}
+        st = r.get("after_seed") or {}
+        lm = (r.get("load") or {}).get("reserve_ms") or {}
+        rc = r.get("reconcile") or {}
+        print("| " + " | ".join([
+            fmt(r["pairs"]), fmt(r.get("seed_s")), fmt(r.get("seed_pairs_per_s")),
+            "/".join(fmt(a.get(s)) for s in STAGES),
+            "/".join(fmt((st.get(s) or {}).get("state_mib")) for s in STAGES),
+            f"{fmt(lm.get('p50'))}/{fmt(lm.get('p99'))}",
+            fmt((r.get("restore") or {}).get("records_per_s_median")),
+            f"{fmt(rc.get('seconds'))} / {fmt(rc.get('peak_rss_mib'))}",
+            r.get("error") or fmt(rc.get("verdict"))]) + " |")
+    print(f"\nall figures: {out}")
+    return 0 if all(not r.get("error") and (r.get("reconcile") or {}).get("verdict") == "PASS"
+                    for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
