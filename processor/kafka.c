@@ -946,9 +946,8 @@ static bool watermark_error_transient(rd_kafka_resp_err_t kerr)
     return kerr == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
            kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
            kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-           kerr == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
-           kerr == RD_KAFKA_RESP_ERR__TIMED_OUT || kerr == RD_KAFKA_RESP_ERR__TRANSPORT ||
-           kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+           kerr == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH || kerr == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+           kerr == RD_KAFKA_RESP_ERR__TRANSPORT || kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
 }
 
 /* The log start and end of topic/partition within timeout_ms (as seen by rk's
@@ -985,7 +984,8 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
                              int64_t *next_offset_out, char *errstr, size_t errstr_size)
 {
     int64_t low = 0, high = 0;
-    rd_kafka_resp_err_t kerr = query_watermarks(rd->hw_rk, topic, partition, timeout_ms, &low, &high);
+    rd_kafka_resp_err_t kerr =
+        query_watermarks(rd->hw_rk, topic, partition, timeout_ms, &low, &high);
     if (kerr) {
         snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
                  rd_kafka_err2str(kerr));

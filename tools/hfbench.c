@@ -35,7 +35,7 @@
 #define BENCH_SECONDS_MAX    3600
 #define BENCH_WAREHOUSES_MAX 64
 /* 4M SKUs x 5 warehouses: 20M pairs (make bench-scale); the seed plan costs 28 bytes a pair. */
-#define BENCH_SKUS_MAX 4000000
+#define BENCH_SKUS_MAX       4000000
 #define BENCH_PENDING_MAX    65536
 /* After the planned end, how long the run keeps listening while a reserve still
  * awaits its first reply, or a re-send of a shed (BUSY) reserve awaits its own

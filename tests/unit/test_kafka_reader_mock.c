@@ -26,7 +26,7 @@
 #include "kafka.h"
 #include "log.h"
 
-#define TOPIC "hf-mock-reads"
+#define TOPIC      "hf-mock-reads"
 #define WATCHDOG_S 90 /* a hang fails the test instead of the CI job's clock */
 
 static rd_kafka_t *mock_owner;
@@ -84,7 +84,8 @@ static void produce(int count, int first)
         int n = snprintf(v, sizeof v, "record-%d", first + i);
         assert_int_equal(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(TOPIC), RD_KAFKA_V_PARTITION(0),
                                            RD_KAFKA_V_VALUE(v, (size_t)n),
-                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                           RD_KAFKA_V_END),
                          RD_KAFKA_RESP_ERR_NO_ERROR);
     }
     assert_int_equal(rd_kafka_flush(p, 20000), RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -101,8 +102,8 @@ static int count_record(void *opaque, const kafka_msg_t *msg)
 static kafka_reader_t *reader(void)
 {
     const char *const overrides[] = {"log_level=0", NULL};
-    kafka_conf_t conf = {.bootstrap = bootstrap, .client_id = "hf-mock-test",
-                         .overrides = overrides};
+    kafka_conf_t conf = {
+        .bootstrap = bootstrap, .client_id = "hf-mock-test", .overrides = overrides};
     kafka_reader_t *rd = NULL;
     assert_int_equal(kafka_reader_new(&conf, &rd, errstr, sizeof errstr), 0);
     return rd;
