@@ -915,9 +915,8 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
     return *rc != HF_OK || *next >= stop_offset;
 }
 
-/* One ListOffsets answer for topic/partition: the log start (which is
- * RD_KAFKA_OFFSET_BEGINNING) or its end (RD_KAFKA_OFFSET_END), within
- * timeout_ms. rd_kafka_offsets_for_times, not rd_kafka_query_watermark_offsets:
+/* One ListOffsets answer for topic/partition within timeout_ms: the log start
+ * (which = RD_KAFKA_OFFSET_BEGINNING) or its end (RD_KAFKA_OFFSET_END). rd_kafka_offsets_for_times, not rd_kafka_query_watermark_offsets:
  * in librdkafka 2.0.2 the latter has no deadline of its own, and a request to a
  * broker that is down is never sent, so never counts as a retry — the call
  * waited for a dead leader to come back, however long (the 3-broker cluster's

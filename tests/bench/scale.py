@@ -162,12 +162,12 @@ def one_catalog(skus, n, work_root, partitions):
         open(os.path.join(work, "seed.out"), "w").write(seed_out)
         log(f"  seeded in {res['seed_s']} s ({res['seed_pairs_per_s']} pairs/s)")
         pl.wait_still(prefix, pl.SETTLED_QUIET_S, 600, "seed")
-        res["after_seed"] = {s: dict(zip(("rss_mib", "peak_rss_mib"),
-                                         [round(v / 1024) if v else None
-                                          for v in mem_kib(procs[s].pid)]),
-                                     state_mib=round(dir_bytes(os.path.join(work, f"state-{s}"))
-                                                     / 2**20))
-                             for s in STAGES}
+        res["after_seed"] = {}
+        for stage in STAGES:
+            rss, peak = (round(v / 1024) if v else None for v in mem_kib(procs[stage].pid))
+            state_mib = round(dir_bytes(os.path.join(work, f"state-{stage}")) / 2**20)
+            res["after_seed"][stage] = {"rss_mib": rss, "peak_rss_mib": peak,
+                                        "state_mib": state_mib}
         log(f"  after the seed: {res['after_seed']}")
         report = os.path.join(work, "hfbench-report.json")
         bench = pl.Proc([os.path.abspath("build/hfbench"), "run", "--scenario", "steady",
@@ -175,13 +175,13 @@ def one_catalog(skus, n, work_root, partitions):
                          "--report", report], os.path.join(work, "hfbench.out"), envx)
         rc = bench.p.wait(SECONDS + 900)
         bench.f.close()
-        s = pl.read_summary(bench.out_path)
-        res["load"] = {"exit": rc, "reserves": s.get("reserves"),
-                       "without_reply": s.get("without_reply"), "reserve_ms": s.get("reserve_ms"),
-                       "commit_ms": s.get("commit_ms"), "busy": s.get("busy")}
-        log(f"  {RATE}/s for {SECONDS} s: reserve ms {s.get('reserve_ms')}")
+        summary = pl.read_summary(bench.out_path)
+        res["load"] = dict({k: summary.get(k) for k in ("reserves", "without_reply",
+                                                         "reserve_ms", "commit_ms", "busy")},
+                           exit=rc)
+        log(f"  {RATE}/s for {SECONDS} s: reserve ms {summary.get('reserve_ms')}")
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
-        res["after_load"] = {s: round((mem_kib(procs[s].pid)[1] or 0) / 1024) for s in STAGES}
+        res["after_load"] = {st: round((mem_kib(procs[st].pid)[1] or 0) / 1024) for st in STAGES}
         res["restore"] = measure_restore(procs, work, envx, partitions)
         log(f"  counter restore: {res['restore']['records']} records, median "
             f"{res['restore']['records_per_s_median']} records/s per partition, slowest "
