@@ -40,6 +40,11 @@
  * ~19 KiB (test_codec.c encodes that worst case). */
 #define HF_RECORD_LEN_MAX    32768
 
+/* A full restore's bulk load (state/state_load.h): the bytes of one sorted run,
+ * written as one table file. Larger runs mean fewer, larger files for RocksDB
+ * to compact, at that much more memory during a restore. */
+#define HF_STATE_LOAD_RUN_BYTES (64u << 20)
+
 /* Input records, checked before decoding (processor/admit.c): a larger one is
  * dead-lettered with its first bytes. The largest legitimate input is a
  * Reserve of HF_LINES_MAX lines (under 4 KiB) or a StockLevel; every value a

@@ -24,6 +24,9 @@ void config_defaults(hf_config_t *cfg)
     cfg->idle_poll_ms = 100;
     cfg->transaction_timeout_ms = 10000;
     cfg->state_max_age_ms = 6 * 24 * 3600 * 1000;
+    cfg->restore_run_mib = (int)(HF_STATE_LOAD_RUN_BYTES >> 20);
+    cfg->state_block_cache_mib = 64;
+    cfg->state_memtable_mib = 32;
     cfg->consumer_session_timeout_ms = 3000;
     cfg->consumer_heartbeat_interval_ms = 500;
     cfg->standby_replicas = 1;
@@ -128,6 +131,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(idle_poll_ms, 1, 10000),
     INT_FIELD(transaction_timeout_ms, 1000, 900000),
     INT_FIELD(state_max_age_ms, 1000, 604800000),
+    INT_FIELD(restore_run_mib, 1, 1024),
+    INT_FIELD(state_block_cache_mib, 8, 65536),
+    INT_FIELD(state_memtable_mib, 1, 1024),
     INT_FIELD(consumer_session_timeout_ms, 1000, 300000),
     INT_FIELD(consumer_heartbeat_interval_ms, 100, 100000),
     INT_FIELD(standby_replicas, 0, 1),

@@ -26,6 +26,15 @@ typedef struct hf_config {
     /* Local state last current longer ago is rebuilt from the whole changelog on
      * assignment; keep it below the changelogs' delete.retention.ms (7 d). */
     int state_max_age_ms;
+    /* A full restore loads the changelog in sorted runs of at most this many
+     * MiB each (state/state_load.h): the memory a restore takes, and the size
+     * of the table files it hands to RocksDB. */
+    int restore_run_mib;
+    /* RocksDB memory: one block cache shared by every stage's DB of the
+     * process (data, index and filter blocks), and the size of one memtable of
+     * a DB (at most 4 a DB). Bounded whatever the catalog's size. */
+    int state_block_cache_mib;
+    int state_memtable_mib;
     /* The group consumer's session: a process that stops heartbeating for
      * consumer_session_timeout_ms loses its partitions to the others (the
      * takeover after a kill -9 starts then); it heartbeats every

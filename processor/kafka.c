@@ -42,6 +42,7 @@ struct kafka_reader {
      * log's end, where the reader's own (read_committed) answer would be the
      * last stable offset (kafka_reader_read_to_end). */
     rd_kafka_t *hw_rk;
+    rd_kafka_queue_t *queue; /* rk's consumer queue, read in batches by read_to_end */
     bool group_error_logged; /* see reader_group_error */
 };
 
@@ -810,6 +811,8 @@ int kafka_producer_flush(kafka_producer_t *kp, int timeout_ms, char *errstr, siz
 
 /* ---- partition reader */
 
+#define READER_BATCH_MSGS 512
+
 int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *errstr,
                      size_t errstr_size)
 {
@@ -842,6 +845,7 @@ int kafka_reader_new(const kafka_conf_t *conf, kafka_reader_t **rd_out, char *er
     if (!rd->hw_rk)
         goto fail;
     rd_kafka_poll_set_consumer(rd->rk);
+    rd->queue = rd_kafka_queue_get_consumer(rd->rk);
     *rd_out = rd;
     return HF_OK;
 fail:
@@ -860,6 +864,8 @@ void kafka_reader_destroy(kafka_reader_t *rd)
     if (!rd)
         return;
     rd_kafka_assign(rd->rk, NULL);
+    if (rd->queue)
+        rd_kafka_queue_destroy(rd->queue);
     rd_kafka_destroy(rd->rk);
     rd_kafka_destroy(rd->hw_rk);
     free(rd);
@@ -881,29 +887,24 @@ static bool reader_group_error(kafka_reader_t *rd, const rd_kafka_message_t *m)
     return true;
 }
 
-/* One record of a read: returns 1 at the end of the partition, 0 to go on. */
-static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
-                       int64_t *next, int *rc, char *errstr, size_t errstr_size)
+/* One message of a read: returns 1 at the end of the partition (or on an
+ * error, in *rc), 0 to go on. The caller destroys m. */
+static int reader_one(kafka_reader_t *rd, rd_kafka_message_t *m, int64_t stop_offset,
+                      kafka_record_fn fn, void *opaque, int64_t *next, int *rc, char *errstr,
+                      size_t errstr_size)
 {
-    rd_kafka_message_t *m = rd_kafka_consumer_poll(rd->rk, 200);
-    if (!m)
-        return 0;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         /* Under read_committed the end is the last stable offset: short of
          * stop_offset while a transaction is still open there. Its records were
          * written before the caller asked (below the high watermark it read), so
          * keep reading until the transaction's marker lands. */
         *next = m->offset;
-        rd_kafka_message_destroy(m);
         return *next >= stop_offset;
     }
-    if (reader_group_error(rd, m)) {
-        rd_kafka_message_destroy(m);
+    if (reader_group_error(rd, m))
         return 0;
-    }
     if (m->err) {
         snprintf(errstr, errstr_size, "read: %s", rd_kafka_message_errstr(m));
-        rd_kafka_message_destroy(m);
         *rc = HF_ERR_KAFKA;
         return 1;
     }
@@ -911,8 +912,25 @@ static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn 
     msg_fill(&msg, m);
     *next = m->offset + 1;
     *rc = fn(opaque, &msg);
-    rd_kafka_message_destroy(m);
     return *rc != HF_OK || *next >= stop_offset;
+}
+
+/* Up to READER_BATCH_MSGS messages of a read: one call to librdkafka's queue
+ * for many messages instead of one each (a restore reads millions). Returns 1
+ * once the read is over; messages after its end are dropped with the
+ * assignment. */
+static int reader_step(kafka_reader_t *rd, int64_t stop_offset, kafka_record_fn fn, void *opaque,
+                       int64_t *next, int *rc, char *errstr, size_t errstr_size)
+{
+    rd_kafka_message_t *ms[READER_BATCH_MSGS];
+    ssize_t n = rd_kafka_consume_batch_queue(rd->queue, 200, ms, READER_BATCH_MSGS);
+    int done = 0;
+    for (ssize_t i = 0; i < n; i++) {
+        if (!done)
+            done = reader_one(rd, ms[i], stop_offset, fn, opaque, next, rc, errstr, errstr_size);
+        rd_kafka_message_destroy(ms[i]);
+    }
+    return done;
 }
 
 /* One ListOffsets answer for topic/partition within timeout_ms: the log start

@@ -330,7 +330,9 @@ static int plan_workers(const hf_config_t *cfg, main_stage_t *stages, size_t sta
         main_stage_t *s = &stages[i];
         char path[HF_CONFIG_STR_MAX + 160];
         snprintf(path, sizeof path, "%s/%s-%s", cfg->state_dir, s->def->name, cfg->instance_id);
-        int err = state_open(path, NULL, &s->st, errstr, errstr_size);
+        state_opts_t so = {.block_cache_bytes = (size_t)cfg->state_block_cache_mib << 20,
+                           .write_buffer_bytes = (size_t)cfg->state_memtable_mib << 20};
+        int err = state_open(path, &so, &s->st, errstr, errstr_size);
         if (err)
             return err;
         s->owners = task_owners_new();

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pacing.h"
+#include "state_load.h"
 #include "topics.h"
 #include "trace.h"
 
@@ -834,6 +835,7 @@ typedef struct {
     int32_t partition;
     uint64_t records;
     int64_t current_at_ms; /* of the state being brought up to date */
+    state_load_t *load;    /* a full restore's bulk load; NULL: record by record */
 } restore_t;
 
 /* Lets the stage rebuild what it derives from a restored record (its local
@@ -858,6 +860,26 @@ static int reindex_record(task_t *t, int32_t partition, const kafka_msg_t *msg)
     return t->def->reindex(ctx, msg->key, msg->key_len, rec);
 }
 
+/* Whether a changelog record is one a restore applies: a key this program
+ * wrote, and not derived state an older version logged (reindex rebuilds it). */
+static bool changelog_record_ours(const task_t *t, int32_t p, const kafka_msg_t *msg)
+{
+    if (msg->key_len == 0 || ((const uint8_t *)msg->key)[0] == 0) {
+        /* Not a key this program wrote; skipping it loses nothing of ours. */
+        log_error("task", "%s: changelog partition %d offset %lld has an invalid key; skipped",
+                  t->def->name, p, (long long)msg->offset);
+        return false;
+    }
+    char tag = ((const char *)msg->key)[0];
+    return !(t->def->local_tags && strchr(t->def->local_tags, tag));
+}
+
+/* Whether the stage derives state from records whose key starts with tag. */
+static bool reindexes(const task_t *t, char tag)
+{
+    return t->def->reindex && t->def->reindex_tags && strchr(t->def->reindex_tags, tag);
+}
+
 /* Applies one changelog record of partition p to t->buf the way a restore
  * does — the stage's reindex first, then the value — for a restore and a
  * standby alike, so derived indexes come out the same. *applied: false for a
@@ -865,18 +887,9 @@ static int reindex_record(task_t *t, int32_t partition, const kafka_msg_t *msg)
 static int changelog_apply(task_t *t, int32_t p, const kafka_msg_t *msg, bool *applied)
 {
     *applied = false;
-    if (msg->key_len == 0 || ((const uint8_t *)msg->key)[0] == 0) {
-        /* Not a key this program wrote; skipping it loses nothing of ours. */
-        log_error("task", "%s: changelog partition %d offset %lld has an invalid key; skipped",
-                  t->def->name, p, (long long)msg->offset);
+    if (!changelog_record_ours(t, p, msg))
         return HF_OK;
-    }
-    char tag = ((const char *)msg->key)[0];
-    if (t->def->local_tags && strchr(t->def->local_tags, tag))
-        return HF_OK; /* derived state an older version logged: reindex rebuilds it */
-    int err = t->def->reindex && t->def->reindex_tags && strchr(t->def->reindex_tags, tag)
-                  ? reindex_record(t, p, msg)
-                  : HF_OK;
+    int err = reindexes(t, ((const char *)msg->key)[0]) ? reindex_record(t, p, msg) : HF_OK;
     if (!err)
         err = msg->value ? state_put(t->buf, p, msg->key, msg->key_len, msg->value, msg->value_len)
                          : state_del(t->buf, p, msg->key, msg->key_len);
@@ -891,11 +904,72 @@ static void task_alive(const task_t *t)
         atomic_store(t->o.alive_ms, hf_mono_ms());
 }
 
+/* The stage's reindex of one key's last record in a bulk run, before the run
+ * is ingested: stage_get still reads the value the record replaces, as in a
+ * record-by-record restore. */
+static int reindex_loaded(void *opaque, const void *key, size_t key_len, const void *val,
+                          size_t val_len)
+{
+    restore_t *r = opaque;
+    if (!reindexes(r->t, ((const char *)key)[0]))
+        return HF_OK;
+    task_alive(r->t);
+    kafka_msg_t msg = {.partition = r->partition,
+                       .offset = -1,
+                       .key = key,
+                       .key_len = key_len,
+                       .value = val,
+                       .value_len = val_len};
+    return reindex_record(r->t, r->partition, &msg);
+}
+
+/* Ends a bulk run at changelog offset cl_next: the derived state first, in its
+ * own write (killed before the ingest, the restore resumes before this run and
+ * rebuilds it the same way from the values then in the DB), then the run and
+ * the offsets it brings the partition to, in one table file. */
+static int restore_run_end(restore_t *r, int64_t cl_next)
+{
+    task_t *t = r->t;
+    int64_t t0 = hf_mono_ms();
+    size_t records = state_load_run_records(r->load);
+    int err = state_load_sort(r->load);
+    int64_t t1 = hf_mono_ms();
+    if (!err && t->def->reindex)
+        err = state_load_foreach(r->load, reindex_loaded, r);
+    if (!err)
+        err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    int64_t t2 = hf_mono_ms();
+    if (!err)
+        err = state_load_ingest(r->load, t->input_next[r->partition], cl_next, r->current_at_ms,
+                                t->errstr, sizeof t->errstr);
+    log_debug("task",
+              "%s: partition %d: a run of %zu records loaded: sort %lld ms, reindex %lld ms, "
+              "table file and ingest %lld ms",
+              t->def->name, r->partition, records, (long long)(t1 - t0), (long long)(t2 - t1),
+              (long long)(hf_mono_ms() - t2));
+    return err;
+}
+
+/* A full restore: records go to the bulk load's run, ended when full. */
+static int restore_record_bulk(restore_t *r, const kafka_msg_t *msg)
+{
+    if (!changelog_record_ours(r->t, r->partition, msg))
+        return HF_OK;
+    int err = state_load_run_full(r->load) ? restore_run_end(r, msg->offset) : HF_OK;
+    if (!err)
+        err = state_load_put(r->load, msg->key, msg->key_len, msg->value, msg->value_len);
+    if (!err)
+        r->records++;
+    return err;
+}
+
 static int restore_record(void *opaque, const kafka_msg_t *msg)
 {
     restore_t *r = opaque;
     task_t *t = r->t;
     task_alive(t);
+    if (r->load)
+        return restore_record_bulk(r, msg);
     bool applied = false;
     int err = changelog_apply(t, r->partition, msg, &applied);
     if (err || !applied)
@@ -979,11 +1053,20 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
      * as the state it started from; a full one as the moment it started (every
      * tombstone since is still in the changelog), so a crash mid-rebuild can
      * resume it instead of starting over. */
-    restore_t r = {t, p, 0, full ? started_ms : current_at_ms};
+    restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL};
+    /* From nothing, the whole changelog: a bulk load (state_load.h). */
+    if (full)
+        err = state_load_new(t->st, p, (size_t)t->o.cfg->restore_run_mib << 20, &r.load, t->errstr,
+                             sizeof t->errstr);
     int64_t next = -1;
-    err = kafka_reader_read_to_end(t->rd, topic_name(t->def->changelog_topic), p,
-                                   cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
-                                   restore_record, &r, &next, t->errstr, sizeof t->errstr);
+    if (!err)
+        err = kafka_reader_read_to_end(t->rd, topic_name(t->def->changelog_topic), p,
+                                       cl_next < 0 ? KAFKA_OFFSET_BEGINNING : cl_next, 30000,
+                                       restore_record, &r, &next, t->errstr, sizeof t->errstr);
+    if (!err && r.load && state_load_run_records(r.load) > 0)
+        err = restore_run_end(&r, next);
+    uint64_t files = r.load ? state_load_files(r.load) : 0;
+    state_load_destroy(r.load);
     if (!err)
         err = state_buf_set_offsets(t->buf, p, input_next, next, hf_wall_ms());
     if (!err)
@@ -1000,9 +1083,11 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
     t->stats.restore_ms += (uint64_t)took_ms;
     metrics_add(t->metrics, HF_M_RESTORED, r.records);
     metrics_add(t->metrics, HF_M_RESTORE_MS, (uint64_t)took_ms);
-    log_info(
-        "task", "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms",
-        t->def->name, p, (unsigned long long)r.records, (long long)cl_next, (long long)took_ms);
+    log_info("task",
+             "%s: partition %d restored: %llu changelog records from offset %lld in %lld ms "
+             "(%llu table files loaded)",
+             t->def->name, p, (unsigned long long)r.records, (long long)cl_next, (long long)took_ms,
+             (unsigned long long)files);
     return HF_OK;
 }
 

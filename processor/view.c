@@ -1,7 +1,6 @@
 /* The routing view (see view.h). One thread follows every partition of the
- * availability topic and applies each record to a hash table under a write lock;
- * readers copy out under a read lock. To stay small at 2M SKUs an entry keeps
- * warehouse ids interned (one byte each) and available as int32. */
+ * availability topic and applies each record to the packed table of
+ * view_table.h under a write lock; readers copy out under a read lock. */
 #include "view.h"
 
 #include <pthread.h>
@@ -15,24 +14,10 @@
 #include "hf_assert.h"
 #include "hf_clock.h"
 #include "log.h"
+#include "view_table.h"
 
 #define VIEW_PARTITIONS_MAX       256
-#define VIEW_ENTRIES_MAX          (64u << 20) /* hash slots; far above 2M SKUs */
 #define VIEW_LIVENESS_INTERVAL_MS 500
-
-typedef struct {
-    uint8_t wh;        /* index into view.wh_names */
-    int32_t available; /* clamped to int32 */
-} view_wh_t;
-
-typedef struct {
-    char *sku; /* NULL = empty slot */
-    int64_t total;
-    int64_t updated_at_ms;
-    bool in_stock;
-    uint8_t count;
-    view_wh_t *whs;
-} view_entry_t;
 
 struct view {
     kafka_reader_t *rd;
@@ -41,10 +26,7 @@ struct view {
     pthread_t thread;
     atomic_bool stop;
     pthread_rwlock_t lock;
-    view_entry_t *slots;
-    size_t slots_cap, size;
-    char wh_names[HF_WAREHOUSES_MAX * 4][HF_WAREHOUSE_LEN_MAX + 1];
-    size_t wh_count;
+    view_table_t *table;
     bool at_end[VIEW_PARTITIONS_MAX];
     atomic_llong current_at_ms; /* -1 until first caught up */
     pthread_mutex_t ready_mu;
@@ -52,88 +34,6 @@ struct view {
     bool ready;
     hf_record_t rec;
 };
-
-static uint64_t sku_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return h;
-}
-
-static view_entry_t *slot_for(view_entry_t *slots, size_t cap, const char *sku)
-{
-    size_t i = sku_hash(sku) & (cap - 1);
-    while (slots[i].sku && strcmp(slots[i].sku, sku) != 0)
-        i = (i + 1) & (cap - 1);
-    return &slots[i];
-}
-
-static int grow(view_t *v)
-{
-    size_t cap = v->slots_cap ? v->slots_cap * 2 : 1024;
-    if (cap > VIEW_ENTRIES_MAX)
-        return HF_ERR_LIMIT;
-    view_entry_t *slots = calloc(cap, sizeof *slots);
-    if (!slots)
-        return HF_ERR_NOMEM;
-    for (size_t i = 0; i < v->slots_cap; i++)
-        if (v->slots[i].sku)
-            *slot_for(slots, cap, v->slots[i].sku) = v->slots[i];
-    free(v->slots);
-    v->slots = slots;
-    v->slots_cap = cap;
-    return HF_OK;
-}
-
-static int intern_wh(view_t *v, const char *wh)
-{
-    for (size_t i = 0; i < v->wh_count; i++)
-        if (strcmp(v->wh_names[i], wh) == 0)
-            return (int)i;
-    if (v->wh_count == sizeof v->wh_names / sizeof v->wh_names[0])
-        return -1;
-    size_t len = strnlen(wh, HF_WAREHOUSE_LEN_MAX);
-    memcpy(v->wh_names[v->wh_count], wh, len);
-    v->wh_names[v->wh_count][len] = '\0';
-    return (int)v->wh_count++;
-}
-
-/* Applies one Availability record (writer thread, under the write lock). */
-static int apply(view_t *v, const hf_availability_t *a)
-{
-    if ((v->size + 1) * 2 > v->slots_cap) {
-        int err = grow(v);
-        if (err)
-            return err;
-    }
-    view_entry_t *e = slot_for(v->slots, v->slots_cap, a->sku);
-    if (!e->sku) {
-        e->sku = strdup(a->sku);
-        if (!e->sku)
-            return HF_ERR_NOMEM;
-        v->size++;
-    }
-    view_wh_t *whs =
-        realloc(e->whs, (size_t)(a->warehouses_count ? a->warehouses_count : 1) * sizeof *whs);
-    if (!whs)
-        return HF_ERR_NOMEM;
-    e->whs = whs;
-    e->count = 0;
-    for (int32_t i = 0; i < a->warehouses_count; i++) {
-        int wh = intern_wh(v, a->warehouses[i].warehouse_id);
-        if (wh < 0)
-            return HF_ERR_LIMIT;
-        int64_t avail = a->warehouses[i].available;
-        e->whs[e->count++] = (view_wh_t){(uint8_t)wh, (int32_t)(avail > INT32_MAX ? INT32_MAX
-                                                                : avail < 0       ? 0
-                                                                                  : avail)};
-    }
-    e->total = a->total;
-    e->in_stock = a->in_stock;
-    e->updated_at_ms = a->updated_at_ms;
-    return HF_OK;
-}
 
 static void mark_current(view_t *v)
 {
@@ -146,7 +46,8 @@ static void mark_current(view_t *v)
         v->ready = true;
         pthread_cond_broadcast(&v->ready_cv);
         pthread_mutex_unlock(&v->ready_mu);
-        log_info("view", "routing view caught up: %zu SKUs", v->size);
+        log_info("view", "routing view caught up: %zu SKUs in %zu bytes", view_table_size(v->table),
+                 view_table_bytes(v->table));
     }
 }
 
@@ -163,7 +64,7 @@ static void handle_msg(view_t *v, const kafka_msg_t *msg)
         return;
     }
     pthread_rwlock_wrlock(&v->lock);
-    int err = apply(v, &v->rec.u.availability);
+    int err = view_table_apply(v->table, &v->rec.u.availability);
     pthread_rwlock_unlock(&v->lock);
     if (err)
         log_error("view", "cannot apply availability of %s: %s", v->rec.u.availability.sku,
@@ -211,7 +112,8 @@ int view_new(const kafka_conf_t *conf, const char *topic, view_t **v_out, char *
     pthread_rwlock_init(&v->lock, NULL);
     pthread_mutex_init(&v->ready_mu, NULL);
     pthread_cond_init(&v->ready_cv, NULL);
-    int err = grow(v);
+    v->table = view_table_new();
+    int err = v->table ? HF_OK : HF_ERR_NOMEM;
     if (!err)
         err = kafka_reader_new(conf, &v->rd, errstr, errstr_size);
     if (!err)
@@ -222,7 +124,7 @@ int view_new(const kafka_conf_t *conf, const char *topic, view_t **v_out, char *
         err = HF_ERR_NOMEM;
     if (err) {
         kafka_reader_destroy(v->rd);
-        free(v->slots);
+        view_table_destroy(v->table);
         free(v);
         return err;
     }
@@ -237,11 +139,7 @@ void view_destroy(view_t *v)
     atomic_store(&v->stop, true);
     pthread_join(v->thread, NULL);
     kafka_reader_destroy(v->rd);
-    for (size_t i = 0; i < v->slots_cap; i++) {
-        free(v->slots[i].sku);
-        free(v->slots[i].whs);
-    }
-    free(v->slots);
+    view_table_destroy(v->table);
     pthread_rwlock_destroy(&v->lock);
     pthread_mutex_destroy(&v->ready_mu);
     pthread_cond_destroy(&v->ready_cv);
@@ -250,23 +148,8 @@ void view_destroy(view_t *v)
 
 int view_get(view_t *v, const char *sku, hf_availability_t *out)
 {
-    int err = HF_ERR_NOTFOUND;
     pthread_rwlock_rdlock(&v->lock);
-    const view_entry_t *e = slot_for(v->slots, v->slots_cap, sku);
-    if (e->sku) {
-        memset(out, 0, sizeof *out);
-        snprintf(out->sku, sizeof out->sku, "%s", e->sku);
-        out->warehouses_count = e->count;
-        for (uint8_t i = 0; i < e->count; i++) {
-            snprintf(out->warehouses[i].warehouse_id, sizeof out->warehouses[i].warehouse_id, "%s",
-                     v->wh_names[e->whs[i].wh]);
-            out->warehouses[i].available = e->whs[i].available;
-        }
-        out->total = e->total;
-        out->in_stock = e->in_stock;
-        out->updated_at_ms = e->updated_at_ms;
-        err = HF_OK;
-    }
+    int err = view_table_get(v->table, sku, out);
     pthread_rwlock_unlock(&v->lock);
     return err;
 }
@@ -299,7 +182,15 @@ int view_wait_ready(view_t *v, int timeout_ms)
 size_t view_size(view_t *v)
 {
     pthread_rwlock_rdlock(&v->lock);
-    size_t n = v->size;
+    size_t n = view_table_size(v->table);
+    pthread_rwlock_unlock(&v->lock);
+    return n;
+}
+
+size_t view_bytes(view_t *v)
+{
+    pthread_rwlock_rdlock(&v->lock);
+    size_t n = view_table_bytes(v->table);
     pthread_rwlock_unlock(&v->lock);
     return n;
 }

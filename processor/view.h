@@ -37,5 +37,7 @@ int view_wait_ready(view_t *v, int timeout_ms) HF_MUST_CHECK;
 
 /* Number of SKUs in the view. */
 size_t view_size(view_t *v);
+/* Bytes the view's table holds (view_table.h). */
+size_t view_bytes(view_t *v);
 
 #endif

@@ -36,41 +36,7 @@
 #include "hf_assert.h"
 #include "hf_limits.h"
 #include "log.h"
-
-/* Memtable bloom filter size as a fraction of the memtable (3.2 MiB of 32). */
-#define STATE_MEMTABLE_BLOOM_RATIO 0.1
-
-enum {
-    STATE_PART_LEN = 4,
-    STATE_KEY_LEN_MAX = STATE_PART_LEN + HF_STATE_KEY_LEN_MAX,
-    STATE_RESERVED_BYTE = 0x00, /* fifth stored byte of every module-owned key */
-    STATE_OFFSETS_VAL_LEN = 24, /* input, changelog next offset, current-at ms; big-endian */
-    STATE_OFFSETS_V1_LEN = 16,  /* before current-at: read as "age unknown" */
-    STATE_CACHE_BYTES_DEFAULT = 64 << 20,
-    STATE_WRITE_BUFFER_BYTES = 32 << 20,
-    STATE_WRITE_BUFFERS_MAX = 4,             /* memtables per DB: at most 128 MiB */
-    STATE_MEMTABLE_BUDGET_BYTES = 128 << 20, /* level-style tuning input */
-    STATE_OPEN_FILES_MAX = 256,
-    STATE_BG_THREADS = 2,
-    STATE_LOG_FILES_MAX = 3,
-    STATE_LOG_FILE_BYTES_MAX = 4 << 20,
-    STATE_NUM_LEVELS = 7, /* RocksDB's default num_levels */
-    STATE_INFO_LOG_WARN = 2,
-};
-
-static const uint8_t state_offsets_suffix[] = {STATE_RESERVED_BYTE, 'M', 'O'};
-
-_Static_assert(STATE_RESERVED_BYTE < ' ', "reserved keys sort below printable tags");
-_Static_assert(STATE_PART_LEN + sizeof(state_offsets_suffix) <= STATE_KEY_LEN_MAX,
-               "offsets key fits a stored key buffer");
-
-struct state {
-    rocksdb_t *db;
-    rocksdb_readoptions_t *ropts;  /* shared, never changed after open */
-    rocksdb_writeoptions_t *wopts; /* shared, never changed after open */
-    bool holds_cache;
-    atomic_size_t iters_open; /* RocksDB aborts a close under a live iterator */
-};
+#include "state_int.h"
 
 struct state_buf {
     state_t *st;
@@ -120,6 +86,14 @@ static rocksdb_cache_t *state_cache_acquire(size_t bytes)
     return cache;
 }
 
+rocksdb_cache_t *state_cache_get(void)
+{
+    pthread_mutex_lock(&state_cache_mu);
+    rocksdb_cache_t *cache = state_cache;
+    pthread_mutex_unlock(&state_cache_mu);
+    return cache;
+}
+
 static void state_cache_release(void)
 {
     pthread_mutex_lock(&state_cache_mu);
@@ -133,82 +107,8 @@ static void state_cache_release(void)
     pthread_mutex_unlock(&state_cache_mu);
 }
 
-/* ---- small pure helpers */
-
-static void state_put_be32(uint8_t *p, uint32_t v)
-{
-    for (int i = 3; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static void state_put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static uint64_t state_get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static int state_key_cmp(const void *a, size_t a_len, const void *b, size_t b_len)
-{
-    size_t n = a_len < b_len ? a_len : b_len;
-    int c = n ? memcmp(a, b, n) : 0;
-    if (c != 0)
-        return c;
-    return (a_len > b_len) - (a_len < b_len);
-}
-
-/* Turns k into the smallest key greater than every key that starts with k: the last
- * byte that is not 0xFF is incremented and what follows is dropped. Returns the new
- * length, 0 if k is all 0xFF (no such key). */
-static size_t state_key_successor(uint8_t *k, size_t len)
-{
-    for (size_t i = len; i > 0; i--) {
-        if (k[i - 1] != 0xFF) {
-            k[i - 1]++;
-            return i;
-        }
-    }
-    return 0;
-}
-
-/* Writes partition + key into out and returns the stored length. */
-static size_t state_key_encode(int32_t partition, const void *key, size_t key_len,
-                               uint8_t out[STATE_KEY_LEN_MAX])
-{
-    hf_assert(partition >= 0 && key_len <= HF_STATE_KEY_LEN_MAX);
-    state_put_be32(out, (uint32_t)partition);
-    if (key_len > 0)
-        memcpy(out + STATE_PART_LEN, key, key_len);
-    return STATE_PART_LEN + key_len;
-}
-
-/* A caller's key: a real partition, a bounded length, a printable tag first (so it
- * cannot reach the reserved space). A key breaking the tag rule is a code bug. */
-static int state_key_check(int32_t partition, const void *key, size_t key_len)
-{
-    if (partition < 0)
-        return HF_ERR_INVAL;
-    if (key_len > HF_STATE_KEY_LEN_MAX)
-        return HF_ERR_LIMIT;
-    hf_assert(key_len > 0 && key != NULL);
-    hf_assert(((const uint8_t *)key)[0] != STATE_RESERVED_BYTE);
-    return HF_OK;
-}
-
-static size_t state_offsets_key(int32_t partition, uint8_t out[STATE_KEY_LEN_MAX])
-{
-    return state_key_encode(partition, state_offsets_suffix, sizeof(state_offsets_suffix), out);
-}
-
 /* Copies "what: rocksdb's message" into errstr and frees the message. */
-static void state_errstr(char *errstr, size_t errstr_size, const char *what, char *rerr)
+void state_errstr(char *errstr, size_t errstr_size, const char *what, char *rerr)
 {
     if (errstr != NULL && errstr_size > 0)
         snprintf(errstr, errstr_size, "%s: %s", what, rerr != NULL ? rerr : "unknown");
@@ -217,7 +117,8 @@ static void state_errstr(char *errstr, size_t errstr_size, const char *what, cha
 
 /* ---- open / close */
 
-static rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compression)
+rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compression,
+                                     size_t write_buffer_bytes)
 {
     rocksdb_block_based_table_options_t *bbo = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_cache(bbo, cache);
@@ -230,8 +131,9 @@ static rocksdb_options_t *state_options_new(rocksdb_cache_t *cache, int compress
     rocksdb_options_t *o = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(o, 1);
     rocksdb_options_increase_parallelism(o, STATE_BG_THREADS);
-    rocksdb_options_optimize_level_style_compaction(o, STATE_MEMTABLE_BUDGET_BYTES);
-    rocksdb_options_set_write_buffer_size(o, STATE_WRITE_BUFFER_BYTES);
+    rocksdb_options_optimize_level_style_compaction(o, STATE_WRITE_BUFFERS_MAX *
+                                                           (uint64_t)write_buffer_bytes);
+    rocksdb_options_set_write_buffer_size(o, write_buffer_bytes);
     rocksdb_options_set_max_write_buffer_number(o, STATE_WRITE_BUFFERS_MAX);
     /* A bloom filter over each memtable's whole keys: most point reads of a
      * handler ask for a key that is not there yet (a new reservation, a new
@@ -266,11 +168,13 @@ static int state_db_open(state_t *st, const char *path, rocksdb_cache_t *cache, 
     for (size_t i = 0; i < sizeof(compressions) / sizeof(compressions[0]); i++) {
         rocksdb_free(rerr);
         rerr = NULL;
-        rocksdb_options_t *o = state_options_new(cache, compressions[i]);
+        rocksdb_options_t *o = state_options_new(cache, compressions[i], st->write_buffer_bytes);
         st->db = rocksdb_open(o, path, &rerr);
         rocksdb_options_destroy(o);
-        if (st->db != NULL)
+        if (st->db != NULL) {
+            st->compression = compressions[i];
             return HF_OK;
+        }
         if (rerr == NULL || strstr(rerr, "not linked") == NULL)
             break;
         log_warn("state", "%s: %s; opening without compression", path, rerr);
@@ -290,6 +194,7 @@ static void state_free(state_t *st)
         rocksdb_writeoptions_destroy(st->wopts);
     if (st->holds_cache)
         state_cache_release();
+    free(st->path);
     free(st);
 }
 
@@ -305,7 +210,10 @@ int state_open(const char *path, const state_opts_t *opts, state_t **st_out, cha
     *st_out = NULL;
     size_t cache_bytes = STATE_CACHE_BYTES_DEFAULT;
     bool sync_writes = false, disable_wal = false;
+    size_t write_buffer_bytes = STATE_WRITE_BUFFER_BYTES;
     if (opts != NULL) {
+        if (opts->write_buffer_bytes != 0)
+            write_buffer_bytes = opts->write_buffer_bytes;
         cache_bytes = opts->block_cache_bytes != 0 ? opts->block_cache_bytes : cache_bytes;
         sync_writes = opts->sync_writes;
         disable_wal = opts->disable_wal && !sync_writes;
@@ -316,6 +224,12 @@ int state_open(const char *path, const state_opts_t *opts, state_t **st_out, cha
         goto fail;
     }
     atomic_init(&st->iters_open, 0);
+    st->write_buffer_bytes = write_buffer_bytes;
+    st->path = strdup(path);
+    if (st->path == NULL) {
+        err = HF_ERR_NOMEM;
+        goto fail;
+    }
     rocksdb_cache_t *cache = state_cache_acquire(cache_bytes);
     st->holds_cache = true;
     err = state_db_open(st, path, cache, errstr, errstr_size);
@@ -538,6 +452,14 @@ fail:
 
 /* ---- offsets */
 
+void state_offsets_encode(int64_t input_next_offset, int64_t changelog_next_offset,
+                          int64_t current_at_ms, uint8_t out[STATE_OFFSETS_VAL_LEN])
+{
+    state_put_be64(out, (uint64_t)input_next_offset);
+    state_put_be64(out + 8, (uint64_t)changelog_next_offset);
+    state_put_be64(out + 16, (uint64_t)current_at_ms);
+}
+
 int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_next_offset,
                           int64_t changelog_next_offset, int64_t current_at_ms)
 {
@@ -550,9 +472,7 @@ int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_nex
         goto fail;
     }
     size_t sk_len = state_offsets_key(partition, sk);
-    state_put_be64(v, (uint64_t)input_next_offset);
-    state_put_be64(v + 8, (uint64_t)changelog_next_offset);
-    state_put_be64(v + 16, (uint64_t)current_at_ms);
+    state_offsets_encode(input_next_offset, changelog_next_offset, current_at_ms, v);
     rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len, (const char *)v, sizeof(v));
     return HF_OK;
 fail:

@@ -31,9 +31,10 @@ typedef struct state_buf state_buf_t;
 typedef struct state_iter state_iter_t;
 
 typedef struct {
-    size_t block_cache_bytes; /* shared LRU cache; 0 = 64 MiB */
-    bool sync_writes;         /* default false: the changelog is the durable log */
-    bool disable_wal;         /* default false; true = no WAL at all (benchmarks) */
+    size_t block_cache_bytes;  /* shared LRU cache; 0 = 64 MiB */
+    size_t write_buffer_bytes; /* one memtable (at most 4 a DB); 0 = 32 MiB */
+    bool sync_writes;          /* default false: the changelog is the durable log */
+    bool disable_wal;          /* default false; true = no WAL at all (benchmarks) */
 } state_opts_t;
 
 /* Opens (creating if missing) the DB in directory path. opts may be NULL. */

@@ -151,6 +151,11 @@ static double gauge_view_skus(void *opaque)
     return (double)view_size(opaque);
 }
 
+static double gauge_view_bytes(void *opaque)
+{
+    return (double)view_bytes(opaque);
+}
+
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr, size_t errstr_size)
 {
     env->campaigns_count = 0;
@@ -290,6 +295,10 @@ static int world_start(const hf_config_t *cfg, gw_world_t *w, char *errstr, size
                   gauge_view_staleness_ms, w->view);
     metrics_gauge("holdfast_gateway_view_skus", "SKUs in the routing view", gauge_view_skus,
                   w->view);
+    metrics_gauge("holdfast_gateway_view_bytes",
+                  "Bytes of memory the routing view's table holds (slots, entries, names, "
+                  "warehouse vectors)",
+                  gauge_view_bytes, w->view);
     metrics_ready_check(ready_view, w);
     w->env.escrow.stats = &w->escrow_stats;
     w->env.escrow.primed = &w->escrow_primed;

@@ -79,9 +79,11 @@ def start_stage(stage, work, envx):
     cfg_path = os.path.join(work, f"config-{stage}.json")
     with open(cfg_path, "w") as f:
         json.dump(dict({"metrics_port": port}, **EXTRA_CONFIG), f)
-    return pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", stage, "--instance",
+    proc = pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", stage, "--instance",
                     f"scale-{stage}", "--state-dir", os.path.join(work, f"state-{stage}"),
                     "--config", cfg_path], os.path.join(work, f"{stage}.log"), envx)
+    proc.metrics_port = port
+    return proc
 
 
 def restore_lines(path):
@@ -168,7 +170,13 @@ def one_catalog(skus, n, work_root, partitions):
             state_mib = round(dir_bytes(os.path.join(work, f"state-{stage}")) / 2**20)
             res["after_seed"][stage] = {"rss_mib": rss, "peak_rss_mib": peak,
                                         "state_mib": state_mib}
-        log(f"  after the seed: {res['after_seed']}")
+        gw = pl.scrape_metrics(procs["gateway"].metrics_port)
+        view_bytes = gw.get(("holdfast_gateway_view_bytes", "gateway"))
+        res["view"] = {"bytes": view_bytes, "skus": gw.get(("holdfast_gateway_view_skus", "gateway"))}
+        if view_bytes and res["view"]["skus"]:
+            res["view"]["bytes_per_sku"] = round(view_bytes / res["view"]["skus"])
+            res["view"]["bytes_per_pair"] = round(view_bytes / pairs, 1)
+        log(f"  after the seed: {res['after_seed']}, view {res['view']}")
         report = os.path.join(work, "hfbench-report.json")
         bench = pl.Proc([os.path.abspath("build/hfbench"), "run", "--scenario", "steady",
                          "--rate", str(RATE), "--seconds", str(SECONDS), "--skus", str(skus),
@@ -209,6 +217,50 @@ def counter_partitions():
     raise SystemExit("bench-scale: no counter-changelog topic in topics/topics.json")
 
 
+def fit(points):
+    """Least-squares line through [(x, y)]: (slope, intercept), or None."""
+    pts = [(x, y) for x, y in points if y is not None]
+    if len(pts) < 2:
+        return None
+    n = len(pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    return slope, my - slope * mx
+
+
+def print_projection(results):
+    """Per measured quantity: the line through the catalogs of this run (pairs in
+    millions), and its value at SCALE_PROJECT_PAIRS."""
+    target = pl.env_int("SCALE_PROJECT_PAIRS", 100000000)
+    ok = [r for r in results if not r.get("error")]
+    rows = [("RSS MiB " + s, [(r["pairs"], (r.get("after_load") or {}).get(s)) for r in ok])
+            for s in STAGES]
+    rows.append(("RSS MiB all three", [(r["pairs"], sum((r.get("after_load") or {}).get(s) or 0
+                                                            for s in STAGES)) for r in ok]))
+    rows.append(("view MiB", [(r["pairs"], ((r.get("view") or {}).get("bytes") or 0) / 2**20 or None)
+                              for r in ok]))
+    rows.append(("reconcile s", [(r["pairs"], (r.get("reconcile") or {}).get("seconds"))
+                                 for r in ok]))
+    rows.append(("reconcile peak MiB", [(r["pairs"], (r.get("reconcile") or {}).get("peak_rss_mib"))
+                                        for r in ok]))
+    print(f"\nprojection to {target:,} pairs (least squares over this run's catalogs; "
+          f"same catalog shape: {PER_SKU} warehouses per SKU)")
+    print("| quantity | points (pairs: value) | per million pairs | at 0 | projected |")
+    print("|---|---|---|---|---|")
+    for name, pts in rows:
+        f = fit([(x / 1e6, y) for x, y in pts])
+        shown = ", ".join(f"{x:,}: {round(y)}" for x, y in pts if y is not None)
+        if not f:
+            print(f"| {name} | {shown} | - | - | - |")
+            continue
+        slope, icpt = f
+        print(f"| {name} | {shown} | {slope:,.1f} | {icpt:,.0f} | {slope * target / 1e6 + icpt:,.0f} |")
+
+
 def fmt(v):
     return "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
 
@@ -236,7 +288,7 @@ def main():
     print(f"\nbench-scale ({rev}; {os.cpu_count()} cores shared with the broker, pid "
           f"{broker['pid']}; reserves at {RATE}/s for {SECONDS} s; uniform catalog, "
           f"{PER_SKU} warehouses per SKU)")
-    cols = ["pairs", "seed s", "seed pairs/s", "RSS MiB c/a/g", "state MiB c/a/g",
+    cols = ["pairs", "seed s", "seed pairs/s", "RSS MiB c/a/g", "state MiB c/a/g", "view MiB (B/SKU)",
             "reserve p50/p99 ms", "restore rec/s (median part.)", "reconcile s / MiB", "verdict"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -249,10 +301,13 @@ def main():
             fmt(r["pairs"]), fmt(r.get("seed_s")), fmt(r.get("seed_pairs_per_s")),
             "/".join(fmt(a.get(s)) for s in STAGES),
             "/".join(fmt((st.get(s) or {}).get("state_mib")) for s in STAGES),
+            f"{fmt(round(((r.get('view') or {}).get('bytes') or 0) / 2**20))} "
+            f"({fmt((r.get('view') or {}).get('bytes_per_sku'))})",
             f"{fmt(lm.get('p50'))}/{fmt(lm.get('p99'))}",
             fmt((r.get("restore") or {}).get("records_per_s_median")),
             f"{fmt(rc.get('seconds'))} / {fmt(rc.get('peak_rss_mib'))}",
             r.get("error") or fmt(rc.get("verdict"))]) + " |")
+    print_projection(results)
     print(f"\nall figures: {out}")
     return 0 if all(not r.get("error") and (r.get("reconcile") or {}).get("verdict") == "PASS"
                     for r in results) else 1

@@ -1,0 +1,76 @@
+/* Bulk load of one partition's state: the fast path of a full restore.
+ *
+ * A restore from the beginning of a changelog writes millions of keys that no
+ * reader asks for until it ends. Put one by one, each key pays two skiplist
+ * inserts (the indexed write batch and the memtable) and the flushes and
+ * compactions after them. A load instead collects records into a bounded run
+ * in memory, sorts it (the last record of a key wins, as in the changelog),
+ * writes it as one RocksDB table file and ingests the file: the keys reach the
+ * DB without a memtable.
+ *
+ * Each ingested file carries the partition's offsets (state.h
+ * state_buf_set_offsets) in the same file, so the data of a run and the
+ * changelog offset it brings the partition to land in one atomic step: a
+ * process killed in the middle resumes after the last ingested run.
+ *
+ * Use, per run: state_load_put until state_load_run_full (or the end of the
+ * changelog), then state_load_sort, optionally state_load_foreach to see each
+ * key's final record of the run before it is ingested (a stage rebuilds its
+ * derived indexes there, reading the previous values still in the DB), then
+ * state_load_ingest. The DB may be read and written meanwhile; the partition
+ * being loaded should not be written by anyone else.
+ *
+ * Memory: the run's bytes (keys and values) up to run_bytes_max, plus 16 bytes
+ * per record for the sort. */
+#ifndef HF_STATE_LOAD_H
+#define HF_STATE_LOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hf_err.h"
+#include "state.h"
+
+typedef struct state_load state_load_t;
+
+/* Starts a load of partition into st (its table files are written under the
+ * DB's directory, in bulk-load/, and files left there by a killed process are
+ * removed). run_bytes_max bounds a run's memory (keys + values + 8 bytes of
+ * framing a record); 0 = HF_STATE_LOAD_RUN_BYTES. */
+int state_load_new(state_t *st, int32_t partition, size_t run_bytes_max, state_load_t **out,
+                   char *errstr, size_t errstr_size) HF_MUST_CHECK;
+void state_load_destroy(state_load_t *l); /* accepts NULL; removes an unfinished file */
+
+/* Adds a record to the run: val NULL = a tombstone (the key is deleted). Keys
+ * follow state_put's rules (a printable tag byte first, at most
+ * HF_STATE_KEY_LEN_MAX). HF_ERR_LIMIT when the run has no room: end the run
+ * first (state_load_run_full says when). */
+int state_load_put(state_load_t *l, const void *key, size_t key_len, const void *val,
+                   size_t val_len) HF_MUST_CHECK;
+/* Whether the run should end before another record of up to
+ * HF_STATE_KEY_LEN_MAX + HF_RECORD_LEN_MAX bytes is put. */
+bool state_load_run_full(const state_load_t *l);
+/* Records put since the run began (duplicates of a key included). */
+size_t state_load_run_records(const state_load_t *l);
+
+/* Sorts the run by key; of the records of one key only the last put counts.
+ * HF_ERR_NOMEM if the sort's 16 bytes a record cannot be had. */
+int state_load_sort(state_load_t *l) HF_MUST_CHECK;
+/* Calls each(opaque, key, key_len, val, val_len) for every key of the sorted
+ * run in key order, with its last record (val NULL for a tombstone); a non-zero
+ * return stops and is returned. Only between state_load_sort and ingest. */
+typedef int (*state_load_each_fn)(void *opaque, const void *key, size_t key_len, const void *val,
+                                  size_t val_len);
+int state_load_foreach(state_load_t *l, state_load_each_fn each, void *opaque) HF_MUST_CHECK;
+/* Writes the sorted run and the partition's offsets (as state_buf_set_offsets
+ * would) into one table file and ingests it, then empties the run for the
+ * next. Sorts first if state_load_sort was not called. */
+int state_load_ingest(state_load_t *l, int64_t input_next_offset, int64_t changelog_next_offset,
+                      int64_t current_at_ms, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+
+/* Totals of the load so far: table files ingested, and keys written to them. */
+uint64_t state_load_files(const state_load_t *l);
+uint64_t state_load_keys(const state_load_t *l);
+
+#endif
