@@ -836,6 +836,7 @@ typedef struct {
     uint64_t records;
     int64_t current_at_ms; /* of the state being brought up to date */
     state_load_t *load;    /* a full restore's bulk load; NULL: record by record */
+    size_t sealed_records; /* in its sealed run */
 } restore_t;
 
 /* Lets the stage rebuild what it derives from a restored record (its local
@@ -923,16 +924,18 @@ static int reindex_loaded(void *opaque, const void *key, size_t key_len, const v
     return reindex_record(r->t, r->partition, &msg);
 }
 
-/* Ends a bulk run at changelog offset cl_next: the derived state first, in its
- * own write (killed before the ingest, the restore resumes before this run and
- * rebuilds it the same way from the values then in the DB), then the run and
+/* Finishes the sealed run of a bulk load, if there is one: waits for its
+ * file, rebuilds the stage's derived state from its keys in a write of its own
+ * (killed before the ingest, the restore resumes before this run and rebuilds
+ * it the same way from the values then in the DB), then ingests the run and
  * the offsets it brings the partition to, in one table file. */
-static int restore_run_end(restore_t *r, int64_t cl_next)
+static int restore_finish_sealed(restore_t *r)
 {
     task_t *t = r->t;
+    if (!state_load_has_sealed(r->load))
+        return HF_OK;
     int64_t t0 = hf_mono_ms();
-    size_t records = state_load_run_records(r->load);
-    int err = state_load_sort(r->load);
+    int err = state_load_wait(r->load, t->errstr, sizeof t->errstr);
     int64_t t1 = hf_mono_ms();
     if (!err && t->def->reindex)
         err = state_load_foreach(r->load, reindex_loaded, r);
@@ -940,13 +943,24 @@ static int restore_run_end(restore_t *r, int64_t cl_next)
         err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     int64_t t2 = hf_mono_ms();
     if (!err)
-        err = state_load_ingest(r->load, t->input_next[r->partition], cl_next, r->current_at_ms,
-                                t->errstr, sizeof t->errstr);
+        err = state_load_ingest(r->load, t->errstr, sizeof t->errstr);
     log_debug("task",
-              "%s: partition %d: a run of %zu records loaded: sort %lld ms, reindex %lld ms, "
-              "table file and ingest %lld ms",
-              t->def->name, r->partition, records, (long long)(t1 - t0), (long long)(t2 - t1),
-              (long long)(hf_mono_ms() - t2));
+              "%s: partition %d: a run of %zu records loaded: waited %lld ms for its sort and "
+              "file, reindex %lld ms, ingest %lld ms",
+              t->def->name, r->partition, r->sealed_records, (long long)(t1 - t0),
+              (long long)(t2 - t1), (long long)(hf_mono_ms() - t2));
+    return err;
+}
+
+/* Ends the filling run at changelog offset cl_next: the run before it is
+ * finished first (this run's reindex must read its values from the DB), then
+ * this one is sorted and written in the background while the next fills. */
+static int restore_run_end(restore_t *r, int64_t cl_next)
+{
+    int err = restore_finish_sealed(r);
+    r->sealed_records = state_load_run_records(r->load);
+    if (!err)
+        err = state_load_seal(r->load, r->t->input_next[r->partition], cl_next, r->current_at_ms);
     return err;
 }
 
@@ -1053,7 +1067,7 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
      * as the state it started from; a full one as the moment it started (every
      * tombstone since is still in the changelog), so a crash mid-rebuild can
      * resume it instead of starting over. */
-    restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL};
+    restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL, 0};
     /* From nothing, the whole changelog: a bulk load (state_load.h). */
     if (full)
         err = state_load_new(t->st, p, (size_t)t->o.cfg->restore_run_mib << 20, &r.load, t->errstr,
@@ -1065,6 +1079,8 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
                                        restore_record, &r, &next, t->errstr, sizeof t->errstr);
     if (!err && r.load && state_load_run_records(r.load) > 0)
         err = restore_run_end(&r, next);
+    if (!err && r.load)
+        err = restore_finish_sealed(&r);
     uint64_t files = r.load ? state_load_files(r.load) : 0;
     state_load_destroy(r.load);
     if (!err)
