@@ -8,22 +8,27 @@
  * Some reserves are sent twice with the same idempotency key; their replies
  * must agree.
  *
- *   hfbench seed  --skus N --stock Q [--per-sku W] ...  (hfbench seed --help)
- *   hfbench run   --scenario steady|flash-sale ...       (hfbench run --help)
+ *   hfbench seed  --skus N | --pairs N [--catalog uniform|zipf] ...  (hfbench seed --help)
+ *   hfbench run   --scenario steady|flash-sale ...                  (hfbench run --help)
  *
- * `seed` places each SKU at --per-sku distinct warehouses and returns once the
- * routing view shows every pair's stock. `run` prints one progress line per second and writes a JSON report (summary,
- * per-second series) for plots and docs/PERFORMANCE.md. */
+ * `seed` places each SKU at distinct warehouses — --per-sku of them (uniform) or
+ * a Zipf-distributed number (zipf) — and returns once the routing view shows
+ * every pair's stock, with a progress line on stderr. `run` prints one progress
+ * line per second and writes a JSON report (summary, per-second series) for
+ * plots and docs/PERFORMANCE.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "codec.h"
 #include "framing.h"
+#include "hf_assert.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
 #include "hf_version.h"
@@ -34,8 +39,9 @@
 #define BENCH_REQS_MAX       2000000
 #define BENCH_SECONDS_MAX    3600
 #define BENCH_WAREHOUSES_MAX 64
-/* 4M SKUs x 5 warehouses: 20M pairs (make bench-scale); the seed plan costs 28 bytes a pair. */
-#define BENCH_SKUS_MAX       4000000
+/* Enough for 100M pairs of a zipf catalog with few warehouses a SKU; what a seed
+ * plan costs is at BENCH_PAIRS_MAX below (4 bytes a SKU, 17 a pair). */
+#define BENCH_SKUS_MAX       50000000
 #define BENCH_PENDING_MAX    65536
 /* After the planned end, how long the run keeps listening while a reserve still
  * awaits its first reply, or a re-send of a shed (BUSY) reserve awaits its own
@@ -52,6 +58,13 @@ typedef struct {
     int burst_factor;
     double zipf_s;
     unsigned seed;
+    /* seed: the catalog's shape (seed_catalog_t), its Zipf exponent, the pairs
+     * asked for (0: --skus SKUs instead), plan without feeding, the plan's file */
+    int catalog;
+    double catalog_s;
+    int pairs;
+    bool plan_only;
+    const char *plan_out;
 } bench_opts_t;
 
 /* One reserve's life, indexed by its number. */
@@ -711,20 +724,60 @@ static int run_bench(const bench_opts_t *o)
 
 /* ---- seed */
 
+/* The warehouses file's ids by name: open addressing in twice as many slots as
+ * there can be warehouses, so a lookup of the routing view's ids stays short. */
+#define WH_SLOTS 128
+static int8_t wh_slot[WH_SLOTS]; /* index into wh_ids, -1 for an empty slot */
+
+static uint32_t wh_hash(const char *id)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+static int wh_find(const char *id)
+{
+    for (uint32_t h = wh_hash(id) % WH_SLOTS, probes = 0; probes < WH_SLOTS;
+         h = (h + 1) % WH_SLOTS, probes++) {
+        if (wh_slot[h] < 0)
+            return -1;
+        if (strcmp(wh_ids[wh_slot[h]], id) == 0)
+            return wh_slot[h];
+    }
+    return -1;
+}
+
 static int load_warehouses(const char *path)
 {
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     json_t *arr = json_object_get(root, "warehouses");
-    for (size_t i = 0; i < json_array_size(arr) && wh_count < BENCH_WAREHOUSES_MAX; i++) {
+    memset(wh_slot, -1, sizeof wh_slot);
+    int err = HF_OK;
+    for (size_t i = 0; i < json_array_size(arr) && wh_count < BENCH_WAREHOUSES_MAX && !err; i++) {
         const char *id = json_string_value(json_object_get(json_array_get(arr, i), "id"));
-        if (id && strlen(id) <= HF_WAREHOUSE_LEN_MAX)
-            snprintf(wh_ids[wh_count++], sizeof wh_ids[0], "%s", id);
+        if (!id || strlen(id) > HF_WAREHOUSE_LEN_MAX)
+            continue;
+        if (wh_find(id) >= 0) {
+            fprintf(stderr, "hfbench: warehouse '%s' is listed twice in %s: remove one\n", id,
+                    path);
+            err = HF_ERR_CONFIG;
+            break;
+        }
+        uint32_t h = wh_hash(id) % WH_SLOTS;
+        while (wh_slot[h] >= 0)
+            h = (h + 1) % WH_SLOTS;
+        wh_slot[h] = (int8_t)wh_count;
+        snprintf(wh_ids[wh_count++], sizeof wh_ids[0], "%s", id);
     }
     json_decref(root);
-    if (wh_count == 0)
+    if (!err && wh_count == 0) {
         fprintf(stderr, "hfbench: no warehouses in %s: %s\n", path, root ? "" : jerr.text);
-    return wh_count ? HF_OK : HF_ERR_CONFIG;
+        err = HF_ERR_CONFIG;
+    }
+    return err;
 }
 
 #define HFBENCH_SEQ_EPOCH_S 1704067200LL /* 2024-01-01T00:00:00Z */
@@ -752,28 +805,430 @@ static int feed(kafka_producer_t *kp, const char *wh, const char *sku, int64_t q
     return err;
 }
 
-/* What seed feeds and what the routing view must then show: row r < skus is
- * SKU r, row skus the doorbuster; column k < per_sku (the doorbuster uses 5) a
- * distinct warehouse. want = the pair's available before the seed plus what it
- * received, so a re-seed on top of an earlier one is waited for too. */
+/* -- the plan: what seed feeds and what the routing view must then show.
+ *
+ * Row r < skus is SKU r (SKU-%05d), row skus the doorbuster; row r's pairs are
+ * first[r] .. first[r + 1] - 1, each a distinct warehouse of the row. Memory: 17
+ * bytes a pair (warehouse 1, want 8, seen 8) and 4 a SKU; 100M pairs of the
+ * default zipf catalog (~18M SKUs) take ~1.8 GB, 20M uniform pairs (4M SKUs)
+ * ~0.36 GB; BENCH_PAIRS_MAX bounds it at ~3.5 GB. The feeds in flight are
+ * bounded by the producer's queue (queue.buffering.max.messages). */
+#define BENCH_PAIRS_MAX            200000000
+#define SEED_DOORBUSTER_WAREHOUSES 5
+#define SEED_VIEW_PARTITIONS_MAX   1024
+#define SEED_VIEW_POLL_MS          250
+/* zipf quantities: lognormal with this sigma, mean --stock, within [1, 20 x --stock] */
+#define SEED_QTY_SIGMA             1.0
+#define SEED_QTY_SPREAD_MAX        20
+/* Independent random streams of a zipf plan, so each is fixed by --seed alone. */
+#define SEED_STREAM_COUNTS         1
+#define SEED_STREAM_PICKS          2
+#define SEED_STREAM_QTYS           3
+
+_Static_assert(BENCH_PAIRS_MAX < UINT32_MAX, "first[] holds pair indexes in 32 bits");
+_Static_assert(BENCH_WAREHOUSES_MAX <= UINT8_MAX && BENCH_WAREHOUSES_MAX < WH_SLOTS,
+               "a pair's warehouse is one byte; wh_slot has free slots");
+
+typedef enum { SEED_CATALOG_UNIFORM, SEED_CATALOG_ZIPF } seed_catalog_t;
+
 typedef struct {
-    int rows, cols;
-    int *wh;       /* [rows][cols] index into wh_ids, -1 for no pair */
-    int64_t *qty;  /* [rows][cols] units fed */
-    int64_t *want; /* [rows][cols] */
-    int64_t *seen; /* [rows][cols] last available read */
+    int rows;         /* SKUs and the doorbuster, the last row */
+    size_t first_cap; /* entries allocated in first */
+    uint32_t *first;  /* [rows + 1] */
+    size_t pairs;     /* first[rows] */
+    uint8_t *wh;      /* [pairs] index into wh_ids */
+    int64_t *want;    /* [pairs] units fed; once armed, the available before + units fed */
+    int64_t *seen;    /* [pairs] last available the routing view showed */
+    bool armed;       /* want is final: applied counts the pairs with seen >= want */
+    size_t applied;
+    int32_t view_parts;                          /* 0 until the view was first read */
+    int64_t view_next[SEED_VIEW_PARTITIONS_MAX]; /* where the next read of the view starts */
 } seed_plan_t;
 
-#define SEED_DOORBUSTER_WAREHOUSES 5
+typedef struct {
+    int skus, row_min, row_max, last_row; /* pairs per SKU; last_row: the last SKU's */
+    size_t pairs;                         /* every pair, the doorbuster's included */
+    int64_t units;                        /* the same */
+    int64_t sku_units, qty_min, qty_max;  /* of the SKUs' pairs, the doorbuster's left out */
+    uint64_t digest;                      /* FNV-1a of every row's warehouses and units */
+} seed_stats_t;
+
+static int plan_skus(const seed_plan_t *sp)
+{
+    return sp->rows - 1;
+}
+
+static int plan_row_len(const seed_plan_t *sp, int r)
+{
+    return (int)(sp->first[r + 1] - sp->first[r]);
+}
+
+static void plan_sku_name(const seed_plan_t *sp, int r, char *out, size_t out_size)
+{
+    if (r == plan_skus(sp))
+        snprintf(out, out_size, "%s", DOORBUSTER);
+    else
+        snprintf(out, out_size, "SKU-%05d", r);
+}
 
 static int seed_row(const seed_plan_t *sp, const char *sku)
 {
     if (strcmp(sku, DOORBUSTER) == 0)
-        return sp->rows - 1;
+        return plan_skus(sp);
     int n = 0, consumed = 0;
-    if (sscanf(sku, "SKU-%d%n", &n, &consumed) != 1 || sku[consumed] || n < 0 || n >= sp->rows - 1)
+    if (sscanf(sku, "SKU-%d%n", &n, &consumed) != 1 || sku[consumed] || n < 0 || n >= plan_skus(sp))
         return -1;
     return n;
+}
+
+/* splitmix64: a small, fast generator whose sequence is the same on every platform. */
+static uint64_t mix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t seed_stream(unsigned seed, unsigned stream)
+{
+    uint64_t state = ((uint64_t)seed << 8) | stream;
+    return mix64(&state);
+}
+
+/* Uniform in (0, 1), never 0 or 1. */
+static double unit_open(uint64_t *state)
+{
+    return ((double)(mix64(state) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+/* cdf[k - 1] = P(count <= k) of a Zipf(s) count in [1, n]. */
+static void zipf_count_cdf(double *cdf, int n, double s)
+{
+    double total = 0;
+    for (int k = 1; k <= n; k++)
+        total += pow(k, -s);
+    double sum = 0;
+    for (int k = 1; k <= n; k++) {
+        sum += pow(k, -s);
+        cdf[k - 1] = sum / total;
+    }
+    cdf[n - 1] = 1.0;
+}
+
+static int zipf_count(const double *cdf, int n, uint64_t *state)
+{
+    double u = unit_open(state);
+    int lo = 0, hi = n - 1; /* the first k with u <= cdf[k] */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (u <= cdf[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo + 1;
+}
+
+/* Lognormal units with mean stock (sigma SEED_QTY_SIGMA), within [1, 20 x stock]. */
+static int64_t zipf_qty(int64_t stock, uint64_t *state)
+{
+    double u1 = unit_open(state), u2 = unit_open(state);
+    double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    double q = (double)stock * exp(SEED_QTY_SIGMA * z - SEED_QTY_SIGMA * SEED_QTY_SIGMA / 2.0);
+    double hi = (double)stock * SEED_QTY_SPREAD_MAX;
+    return llround(q < 1.0 ? 1.0 : q > hi ? hi : q);
+}
+
+/* Appends a row of count pairs; HF_ERR_CONFIG past BENCH_SKUS_MAX or BENCH_PAIRS_MAX. */
+static int plan_push_row(seed_plan_t *sp, int count)
+{
+    hf_assert(count >= 1 && count <= BENCH_WAREHOUSES_MAX && sp->first);
+    if (sp->rows > BENCH_SKUS_MAX || sp->first[sp->rows] + (uint32_t)count > BENCH_PAIRS_MAX) {
+        fprintf(stderr,
+                "hfbench seed: a plan holds at most %d SKUs and %d pairs (%d SKUs and %lu pairs "
+                "planned so far): ask for fewer with --skus or --pairs\n",
+                BENCH_SKUS_MAX, BENCH_PAIRS_MAX, sp->rows, (unsigned long)sp->first[sp->rows]);
+        return HF_ERR_CONFIG;
+    }
+    if ((size_t)sp->rows + 2 > sp->first_cap) {
+        size_t cap = 2 * sp->first_cap;
+        uint32_t *grown = realloc(sp->first, cap * sizeof *grown);
+        if (!grown)
+            return HF_ERR_NOMEM;
+        sp->first = grown;
+        sp->first_cap = cap;
+    }
+    sp->first[sp->rows + 1] = sp->first[sp->rows] + (uint32_t)count;
+    sp->rows++;
+    return HF_OK;
+}
+
+/* Every row's pair count: --skus rows, or rows until --pairs pairs (the last SKU
+ * cut to fit, so there are exactly --pairs), then the doorbuster's five. */
+static int plan_counts(const bench_opts_t *o, seed_plan_t *sp)
+{
+    sp->first_cap = 4096;
+    sp->first = malloc(sp->first_cap * sizeof *sp->first);
+    if (!sp->first)
+        return HF_ERR_NOMEM;
+    sp->first[0] = 0;
+    double cdf[BENCH_WAREHOUSES_MAX];
+    zipf_count_cdf(cdf, wh_count, o->catalog_s);
+    uint64_t counts = seed_stream(o->seed, SEED_STREAM_COUNTS);
+    size_t target = o->pairs > 0 ? (size_t)o->pairs : SIZE_MAX, planned = 0;
+    int rows_max = o->pairs > 0 ? BENCH_SKUS_MAX : o->skus, err = HF_OK;
+    while (!err && planned < target && sp->rows < rows_max) {
+        int n = o->catalog == SEED_CATALOG_ZIPF ? zipf_count(cdf, wh_count, &counts) : o->per_sku;
+        if ((size_t)n > target - planned)
+            n = (int)(target - planned);
+        err = plan_push_row(sp, n);
+        planned += (size_t)n;
+    }
+    if (!err && o->pairs > 0 && planned < target) {
+        fprintf(stderr,
+                "hfbench seed: %d SKUs hold only %zu of the %d pairs asked for: lower --pairs, "
+                "or give a SKU more warehouses (a higher --per-sku, a lower --catalog-s)\n",
+                BENCH_SKUS_MAX, planned, o->pairs);
+        err = HF_ERR_CONFIG;
+    }
+    if (!err)
+        err = plan_push_row(sp, SEED_DOORBUSTER_WAREHOUSES);
+    if (!err)
+        sp->pairs = sp->first[sp->rows];
+    return err;
+}
+
+/* The uniform catalog as it has always been drawn: each SKU's warehouses are the
+ * first of a fresh rand_r shuffle, so the same --seed gives the same plan. */
+static void plan_fill_uniform(const bench_opts_t *o, seed_plan_t *sp)
+{
+    unsigned seed = o->seed;
+    const int whs = wh_count;
+    int order[BENCH_WAREHOUSES_MAX];
+    for (int r = 0; r < plan_skus(sp); r++) {
+        int n = plan_row_len(sp, r);
+        hf_assert(n >= 1 && n <= whs);                 /* distinct: seed_check_opts, zipf_count */
+        for (int w = 0; w < BENCH_WAREHOUSES_MAX; w++) /* all: only [k, whs) is drawn from */
+            order[w] = w;
+        for (int k = 0; k < n; k++) {
+            int pick = k + (int)(rand_r(&seed) % (unsigned)(whs - k));
+            int t = order[k];
+            order[k] = order[pick];
+            order[pick] = t;
+            sp->wh[sp->first[r] + k] = (uint8_t)order[k];
+            sp->want[sp->first[r] + k] = o->stock;
+        }
+    }
+}
+
+/* zipf: the same distinct shuffle, from its own stream, and lognormal units. */
+static void plan_fill_zipf(const bench_opts_t *o, seed_plan_t *sp)
+{
+    uint64_t picks = seed_stream(o->seed, SEED_STREAM_PICKS);
+    uint64_t qtys = seed_stream(o->seed, SEED_STREAM_QTYS);
+    const int whs = wh_count;
+    int order[BENCH_WAREHOUSES_MAX];
+    for (int r = 0; r < plan_skus(sp); r++) {
+        int n = plan_row_len(sp, r);
+        hf_assert(n >= 1 && n <= whs);                 /* distinct: seed_check_opts, zipf_count */
+        for (int w = 0; w < BENCH_WAREHOUSES_MAX; w++) /* all: only [k, whs) is drawn from */
+            order[w] = w;
+        for (int k = 0; k < n; k++) {
+            int pick = k + (int)(mix64(&picks) % (uint64_t)(whs - k));
+            int t = order[k];
+            order[k] = order[pick];
+            order[pick] = t;
+            sp->wh[sp->first[r] + k] = (uint8_t)order[k];
+            sp->want[sp->first[r] + k] = zipf_qty(o->stock, &qtys);
+        }
+    }
+}
+
+/* The doorbuster's stock split over the first five warehouses. */
+static void plan_fill_doorbuster(const bench_opts_t *o, seed_plan_t *sp)
+{
+    int r = plan_skus(sp);
+    hf_assert(plan_row_len(sp, r) == SEED_DOORBUSTER_WAREHOUSES);
+    for (int k = 0; k < SEED_DOORBUSTER_WAREHOUSES; k++) {
+        sp->wh[sp->first[r] + k] = (uint8_t)k;
+        sp->want[sp->first[r] + k] = o->doorbuster_stock / SEED_DOORBUSTER_WAREHOUSES +
+                                     (k < o->doorbuster_stock % SEED_DOORBUSTER_WAREHOUSES);
+    }
+}
+
+static int seed_plan(const bench_opts_t *o, seed_plan_t *sp)
+{
+    int err = plan_counts(o, sp);
+    if (err)
+        return err;
+    sp->wh = malloc(sp->pairs * sizeof *sp->wh);
+    sp->want = malloc(sp->pairs * sizeof *sp->want);
+    sp->seen = calloc(sp->pairs, sizeof *sp->seen);
+    if (!sp->wh || !sp->want || !sp->seen) {
+        fprintf(stderr, "hfbench seed: no memory for a plan of %zu pairs (17 bytes each)\n",
+                sp->pairs);
+        return HF_ERR_NOMEM;
+    }
+    if (o->catalog == SEED_CATALOG_ZIPF)
+        plan_fill_zipf(o, sp);
+    else
+        plan_fill_uniform(o, sp);
+    plan_fill_doorbuster(o, sp);
+    return HF_OK;
+}
+
+static void seed_plan_free(seed_plan_t *sp)
+{
+    free(sp->first);
+    free(sp->wh);
+    free(sp->want);
+    free(sp->seen);
+}
+
+static uint64_t fnv64(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The plan's size and shape (before it is armed: want is still the units fed). */
+static seed_stats_t plan_stats(const seed_plan_t *sp)
+{
+    hf_assert(!sp->armed);
+    seed_stats_t st = {.skus = plan_skus(sp),
+                       .pairs = sp->pairs,
+                       .row_min = INT32_MAX,
+                       .qty_min = INT64_MAX,
+                       .digest = 0xcbf29ce484222325ULL};
+    for (int r = 0; r < sp->rows; r++) {
+        int n = plan_row_len(sp, r);
+        bool sku = r < plan_skus(sp);
+        if (sku) {
+            st.row_min = n < st.row_min ? n : st.row_min;
+            st.row_max = n > st.row_max ? n : st.row_max;
+            st.last_row = n;
+        }
+        st.digest = fnv64(st.digest, (uint64_t)n);
+        for (uint32_t i = sp->first[r]; i < sp->first[r + 1]; i++) {
+            int64_t q = sp->want[i];
+            hf_assert(q >= 1);
+            st.digest = fnv64(fnv64(st.digest, sp->wh[i]), (uint64_t)q);
+            st.units += q;
+            if (sku) {
+                st.sku_units += q;
+                st.qty_min = q < st.qty_min ? q : st.qty_min;
+                st.qty_max = q > st.qty_max ? q : st.qty_max;
+            }
+        }
+    }
+    hf_assert(st.skus >= 1);
+    return st;
+}
+
+static void print_plan(const bench_opts_t *o, const seed_stats_t *st)
+{
+    size_t catalog_pairs = st->pairs - SEED_DOORBUSTER_WAREHOUSES;
+    printf("seed plan: catalog %s", o->catalog == SEED_CATALOG_ZIPF ? "zipf" : "uniform");
+    if (o->catalog == SEED_CATALOG_ZIPF)
+        printf(" (s %.2f)", o->catalog_s);
+    printf(", seed %u: %d SKUs, %zu pairs (%d..%d warehouses a SKU, mean %.2f), %lld units "
+           "(%lld..%lld a pair), DOORBUSTER %lld units over %d warehouses; in all %zu pairs, "
+           "%lld units; digest %016llx\n",
+           o->seed, st->skus, catalog_pairs, st->row_min, st->row_max,
+           (double)catalog_pairs / st->skus, (long long)st->sku_units, (long long)st->qty_min,
+           (long long)st->qty_max, (long long)o->doorbuster_stock, SEED_DOORBUSTER_WAREHOUSES,
+           st->pairs, (long long)st->units, (unsigned long long)st->digest);
+    fflush(stdout);
+}
+
+/* Every pair as "SKU<TAB>warehouse<TAB>units" (--plan-out), for checks and diffs. */
+static int write_plan(const seed_plan_t *sp, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "hfbench seed: --plan-out %s: %s\n", path, strerror(errno));
+        return HF_ERR_CONFIG;
+    }
+    for (int r = 0; r < sp->rows; r++) {
+        char sku[HF_SKU_LEN_MAX + 1];
+        plan_sku_name(sp, r, sku, sizeof sku);
+        for (uint32_t i = sp->first[r]; i < sp->first[r + 1]; i++)
+            fprintf(f, "%s\t%s\t%lld\n", sku, wh_ids[sp->wh[i]], (long long)sp->want[i]);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "hfbench seed: writing --plan-out %s: %s\n", path, strerror(errno));
+        return HF_ERR_CONFIG;
+    }
+    return HF_OK;
+}
+
+/* -- progress on stderr: redrawn in place at most every PROGRESS_TTY_MS on a
+ * terminal, one plain line every PROGRESS_LOG_MS otherwise (logs are files). */
+#define PROGRESS_TTY_MS 250
+#define PROGRESS_LOG_MS 5000
+
+typedef struct {
+    const char *phase;
+    size_t total;
+    int64_t start_ms, drawn_ms;
+    bool tty;
+} progress_t;
+
+static void progress_start(progress_t *p, const char *phase, size_t total)
+{
+    *p = (progress_t){.phase = phase,
+                      .total = total,
+                      .start_ms = hf_mono_ms(),
+                      .tty = isatty(fileno(stderr)) == 1};
+    p->drawn_ms = p->start_ms;
+}
+
+static void format_eta(char *out, size_t out_size, double eta_s)
+{
+    if (!(eta_s >= 0) || eta_s > 359999)
+        snprintf(out, out_size, "--:--");
+    else if (eta_s >= 3600)
+        snprintf(out, out_size, "%d:%02d:%02d", (int)eta_s / 3600, (int)eta_s / 60 % 60,
+                 (int)eta_s % 60);
+    else
+        snprintf(out, out_size, "%d:%02d", (int)eta_s / 60, (int)eta_s % 60);
+}
+
+/* done of total pairs so far; last draws the final state and ends the line. */
+static void progress_draw(progress_t *p, size_t done, bool last)
+{
+    int64_t now_ms = hf_mono_ms();
+    if (!last && now_ms - p->drawn_ms < (p->tty ? PROGRESS_TTY_MS : PROGRESS_LOG_MS))
+        return;
+    p->drawn_ms = now_ms;
+    double elapsed_s = (double)(now_ms - p->start_ms) / 1000.0;
+    double rate = elapsed_s > 0 ? (double)done / elapsed_s : 0;
+    char eta[32];
+    format_eta(eta, sizeof eta, rate > 0 ? (double)(p->total - done) / rate : -1);
+    fprintf(stderr, "%sseed %-7s %zu/%zu pairs %5.1f%%  %.0f pairs/s  ETA %s  (%.0f s)%s",
+            p->tty ? "\r" : "", p->phase, done, p->total,
+            p->total ? 100.0 * (double)done / (double)p->total : 100.0, rate, eta, elapsed_s,
+            p->tty ? "\033[K" : "\n");
+    if (p->tty && last)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* -- the routing view */
+
+/* Sets pair i's last available, counting it applied once armed. */
+static void seed_note(seed_plan_t *sp, size_t i, int64_t available)
+{
+    if (sp->armed) {
+        bool was = sp->seen[i] >= sp->want[i], now = available >= sp->want[i];
+        if (now && !was)
+            sp->applied++;
+        else if (was && !now)
+            sp->applied--;
+    }
+    sp->seen[i] = available;
 }
 
 /* Records the last available of every planned pair of one Availability. */
@@ -787,150 +1242,126 @@ static int seed_observe(void *opaque, const kafka_msg_t *m)
         return HF_OK;
     const hf_availability_t *a = &rec.u.availability;
     int r = seed_row(sp, a->sku);
-    for (int k = 0; r >= 0 && k < sp->cols; k++) {
-        int w = sp->wh[r * sp->cols + k];
-        if (w < 0)
-            continue;
-        int64_t available = 0; /* a warehouse the record leaves out has none */
-        for (int32_t i = 0; i < a->warehouses_count; i++)
-            if (strcmp(a->warehouses[i].warehouse_id, wh_ids[w]) == 0)
-                available = a->warehouses[i].available;
-        sp->seen[r * sp->cols + k] = available;
+    if (r < 0)
+        return HF_OK;
+    int64_t available[BENCH_WAREHOUSES_MAX] = {0}; /* a warehouse the record leaves out has none */
+    for (int32_t i = 0; i < a->warehouses_count; i++) {
+        int w = wh_find(a->warehouses[i].warehouse_id);
+        if (w >= 0)
+            available[w] = a->warehouses[i].available;
     }
+    for (uint32_t i = sp->first[r]; i < sp->first[r + 1]; i++)
+        seed_note(sp, i, available[sp->wh[i]]);
     return HF_OK;
 }
 
-/* Re-reads the whole availability topic into sp->seen. */
+/* Reads what the availability topic gained since the last call (all of it at
+ * the first): every record is read once, so a poll costs only what is new. */
 static int seed_read_view(kafka_reader_t *rd, seed_plan_t *sp, char *errstr, size_t errstr_size)
 {
-    int32_t parts = 0;
     const char *topic = topic_name(HF_T_AVAILABILITY);
-    int err = kafka_partition_count(rd, topic, 10000, &parts, errstr, errstr_size);
-    for (int32_t p = 0; !err && p < parts; p++) {
-        int64_t next = 0;
-        err = kafka_reader_read_to_end(rd, topic, p, KAFKA_OFFSET_BEGINNING, 10000, seed_observe,
-                                       sp, &next, errstr, errstr_size);
+    if (sp->view_parts == 0) {
+        int err = kafka_partition_count(rd, topic, 10000, &sp->view_parts, errstr, errstr_size);
+        if (!err && (sp->view_parts < 1 || sp->view_parts > SEED_VIEW_PARTITIONS_MAX)) {
+            snprintf(errstr, errstr_size, "%s has %d partitions; hfbench reads 1..%d", topic,
+                     (int)sp->view_parts, SEED_VIEW_PARTITIONS_MAX);
+            err = HF_ERR_KAFKA;
+        }
+        if (err) {
+            sp->view_parts = 0;
+            return err;
+        }
+        for (int32_t p = 0; p < sp->view_parts; p++)
+            sp->view_next[p] = KAFKA_OFFSET_BEGINNING;
     }
+    int err = HF_OK;
+    for (int32_t p = 0; !err && p < sp->view_parts; p++)
+        err = kafka_reader_read_to_end(rd, topic, p, sp->view_next[p], 10000, seed_observe, sp,
+                                       &sp->view_next[p], errstr, errstr_size);
     return err;
 }
 
-/* Pairs whose routing view shows the seeded stock; *lagging the first that does not. */
-static size_t seed_applied(const seed_plan_t *sp, size_t *pairs, int *lagging)
+/* From here on want is the available before the feeds plus what they add. */
+static void seed_arm(seed_plan_t *sp)
 {
-    size_t applied = 0;
-    *pairs = 0;
-    *lagging = -1;
-    for (int i = 0; i < sp->rows * sp->cols; i++) {
-        if (sp->wh[i] < 0)
-            continue;
-        (*pairs)++;
-        if (sp->seen[i] >= sp->want[i])
-            applied++;
-        else if (*lagging < 0)
-            *lagging = i;
+    hf_assert(!sp->armed);
+    sp->applied = 0;
+    for (size_t i = 0; i < sp->pairs; i++) {
+        sp->want[i] += sp->seen[i];
+        sp->applied += sp->seen[i] >= sp->want[i];
     }
-    return applied;
+    sp->armed = true;
+}
+
+/* The first pair the view does not show yet, and its row. */
+static size_t seed_lagging(const seed_plan_t *sp, int *row)
+{
+    for (int r = 0; r < sp->rows; r++)
+        for (uint32_t i = sp->first[r]; i < sp->first[r + 1]; i++)
+            if (sp->seen[i] < sp->want[i]) {
+                *row = r;
+                return i;
+            }
+    *row = -1;
+    return 0;
 }
 
 /* Polls the routing view until every planned pair shows its stock: the counter
- * applied the feed and the aggregator published it. One progress line a second. */
+ * applied the feed and the aggregator published it. */
 static int seed_wait(kafka_reader_t *rd, seed_plan_t *sp, int timeout_ms)
 {
     char errstr[256];
-    int64_t start_ms = hf_mono_ms(), printed_ms = start_ms;
+    progress_t pg;
+    progress_start(&pg, "view", sp->pairs);
     for (;;) {
         if (seed_read_view(rd, sp, errstr, sizeof errstr)) {
+            progress_draw(&pg, sp->applied, true);
             fprintf(stderr, "hfbench seed: reading the routing view: %s\n", errstr);
             return HF_ERR_KAFKA;
         }
-        size_t pairs = 0;
-        int lag = -1;
-        size_t applied = seed_applied(sp, &pairs, &lag);
-        int64_t now_ms = hf_mono_ms();
-        if (applied == pairs) {
-            printf("seed: all %zu pairs show their stock in the routing view (%.1f s)\n", pairs,
-                   (double)(now_ms - start_ms) / 1000.0);
+        int64_t waited_ms = hf_mono_ms() - pg.start_ms;
+        if (sp->applied == sp->pairs) {
+            progress_draw(&pg, sp->applied, true);
+            printf("seed: all %zu pairs show their stock in the routing view (%.1f s)\n", sp->pairs,
+                   (double)waited_ms / 1000.0);
             return HF_OK;
         }
-        if (now_ms - start_ms > timeout_ms) {
+        if (waited_ms > timeout_ms) {
+            progress_draw(&pg, sp->applied, true);
+            int r = -1;
+            size_t lag = seed_lagging(sp, &r);
+            hf_assert(r >= 0);
             char sku[HF_SKU_LEN_MAX + 1];
-            if (lag / sp->cols == sp->rows - 1)
-                snprintf(sku, sizeof sku, "%s", DOORBUSTER);
-            else
-                snprintf(sku, sizeof sku, "SKU-%05d", lag / sp->cols);
+            plan_sku_name(sp, r, sku, sizeof sku);
             fprintf(stderr,
                     "hfbench seed: after %d ms only %zu of %zu pairs show their stock (e.g. %s at "
                     "%s: %lld available, %lld expected); is holdfast running the counter and "
-                    "aggregator stages?\n",
-                    timeout_ms, applied, pairs, sku, wh_ids[sp->wh[lag]], (long long)sp->seen[lag],
-                    (long long)sp->want[lag]);
+                    "aggregator stages? (a large catalog may need a longer --timeout-ms)\n",
+                    timeout_ms, sp->applied, sp->pairs, sku, wh_ids[sp->wh[lag]],
+                    (long long)sp->seen[lag], (long long)sp->want[lag]);
             return HF_ERR_TIMEOUT;
         }
-        if (now_ms - printed_ms >= 1000) {
-            printf("  seed: %zu of %zu pairs applied (%.0f s)\n", applied, pairs,
-                   (double)(now_ms - start_ms) / 1000.0);
-            fflush(stdout);
-            printed_ms = now_ms;
-        }
-        struct timespec ts = {0, 300000000};
-        nanosleep(&ts, NULL);
+        progress_draw(&pg, sp->applied, false);
+        hf_sleep_ms(SEED_VIEW_POLL_MS);
     }
 }
 
-/* Picks each SKU's warehouses: the first per_sku of a fresh seeded shuffle, so
- * they are distinct; the doorbuster's stock split over the first five. */
-static int seed_plan(const bench_opts_t *o, seed_plan_t *sp)
-{
-    sp->rows = o->skus + 1;
-    sp->cols = o->per_sku > SEED_DOORBUSTER_WAREHOUSES ? o->per_sku : SEED_DOORBUSTER_WAREHOUSES;
-    size_t cells = (size_t)sp->rows * (size_t)sp->cols;
-    sp->wh = malloc(cells * sizeof *sp->wh);
-    sp->qty = calloc(cells, sizeof *sp->qty);
-    sp->want = calloc(cells, sizeof *sp->want);
-    sp->seen = calloc(cells, sizeof *sp->seen);
-    if (!sp->wh || !sp->qty || !sp->want || !sp->seen)
-        return HF_ERR_NOMEM;
-    unsigned seed = o->seed;
-    int order[BENCH_WAREHOUSES_MAX];
-    for (int r = 0; r < sp->rows; r++) {
-        bool door = r == sp->rows - 1;
-        for (int w = 0; w < wh_count; w++)
-            order[w] = w;
-        for (int k = 0; k < sp->cols; k++) {
-            int *cell = &sp->wh[r * sp->cols + k];
-            int used = door ? SEED_DOORBUSTER_WAREHOUSES : o->per_sku;
-            *cell = -1;
-            if (k >= used || k >= wh_count)
-                continue;
-            if (door) {
-                *cell = k;
-                sp->qty[r * sp->cols + k] = o->doorbuster_stock / SEED_DOORBUSTER_WAREHOUSES +
-                                            (k < o->doorbuster_stock % SEED_DOORBUSTER_WAREHOUSES);
-                continue;
-            }
-            int pick = k + (int)(rand_r(&seed) % (unsigned)(wh_count - k));
-            int t = order[k];
-            order[k] = order[pick];
-            order[pick] = t;
-            *cell = order[k];
-            sp->qty[r * sp->cols + k] = o->stock;
-        }
-    }
-    return HF_OK;
-}
+/* -- feeding */
 
-static void seed_plan_free(seed_plan_t *sp)
-{
-    free(sp->wh);
-    free(sp->qty);
-    free(sp->want);
-    free(sp->seen);
-}
+/* The seed's own producer settings on top of the client defaults: records
+ * leave in large batches (nobody waits for one feed; the flush at the end
+ * sends what lingers). */
+static const char *const seed_producer_overrides[] = {
+    "linger.ms=20",
+    "batch.num.messages=10000",
+    NULL,
+};
 
+/* Feeds every planned pair (armed: units = want - seen, the view before). */
 static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
 {
     char errstr[256];
-    kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
+    kafka_conf_t kc = {o->bootstrap, "hfbench", seed_producer_overrides};
     kafka_producer_t *kp = NULL;
     if (kafka_producer_new(&kc, NULL, 0, &kp, errstr, sizeof errstr)) {
         fprintf(stderr, "hfbench seed: %s\n", errstr);
@@ -943,22 +1374,26 @@ static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
      * (the second's feeds would be stale). */
     hf_sleep_ms(1000 - hf_wall_ms() % 1000);
     int64_t seq = hf_wall_ms() / 1000 - HFBENCH_SEQ_EPOCH_S;
+    progress_t pg;
+    progress_start(&pg, "produce", sp->pairs);
     int err = HF_OK;
+    size_t done = 0;
     for (int r = 0; r < sp->rows && !err; r++) {
         char sku[HF_SKU_LEN_MAX + 1];
-        if (r == sp->rows - 1)
-            snprintf(sku, sizeof sku, "%s", DOORBUSTER);
-        else
-            snprintf(sku, sizeof sku, "SKU-%05d", r);
-        for (int k = 0; k < sp->cols && !err; k++)
-            if (sp->wh[r * sp->cols + k] >= 0 && sp->qty[r * sp->cols + k] > 0)
-                err =
-                    feed(kp, wh_ids[sp->wh[r * sp->cols + k]], sku, sp->qty[r * sp->cols + k], seq);
+        plan_sku_name(sp, r, sku, sizeof sku);
+        for (uint32_t i = sp->first[r]; i < sp->first[r + 1] && !err; i++, done++) {
+            int64_t units = sp->want[i] - sp->seen[i];
+            hf_assert(units >= 1);
+            err = feed(kp, wh_ids[sp->wh[i]], sku, units, seq);
+            if ((done & 1023) == 0)
+                progress_draw(&pg, done, false);
+        }
     }
     if (!err && kafka_producer_flush(kp, 60000, errstr, sizeof errstr)) {
         fprintf(stderr, "hfbench seed: %s\n", errstr);
         err = HF_ERR_KAFKA;
     }
+    progress_draw(&pg, done, true);
     if (!err && kafka_producer_failed_count(kp)) {
         fprintf(stderr, "hfbench seed: some feeds were not delivered (is the broker up?)\n");
         err = HF_ERR_KAFKA;
@@ -967,48 +1402,105 @@ static int seed_produce(const bench_opts_t *o, const seed_plan_t *sp)
     return err;
 }
 
-static int seed_catalog(const bench_opts_t *o)
+static void print_fed(const bench_opts_t *o, const seed_stats_t *st)
 {
-    char errstr[256];
-    if (load_warehouses(o->warehouses_file))
-        return 2;
-    if (o->per_sku > wh_count || wh_count < SEED_DOORBUSTER_WAREHOUSES) {
+    size_t catalog_pairs = st->pairs - SEED_DOORBUSTER_WAREHOUSES;
+    if (o->catalog == SEED_CATALOG_ZIPF)
+        printf("seed: fed %d SKUs at %d..%d distinct warehouses each (zipf s %.2f: %zu pairs, "
+               "%lld..%lld units each)",
+               st->skus, st->row_min, st->row_max, o->catalog_s, catalog_pairs,
+               (long long)st->qty_min, (long long)st->qty_max);
+    else if (st->last_row != o->per_sku)
+        printf("seed: fed %d SKUs at %d distinct warehouses each, the last at %d (%zu pairs, "
+               "%lld units each)",
+               st->skus, o->per_sku, st->last_row, catalog_pairs, (long long)o->stock);
+    else
+        printf("seed: fed %d SKUs at %d distinct warehouses each (%zu pairs, %lld units each)",
+               st->skus, o->per_sku, catalog_pairs, (long long)o->stock);
+    printf(" and %s (%lld units over %d warehouses); waiting until the routing view shows "
+           "every pair\n",
+           DOORBUSTER, (long long)o->doorbuster_stock, SEED_DOORBUSTER_WAREHOUSES);
+    fflush(stdout);
+}
+
+/* One line for scripts: what was seeded and how fast, the feeds' start to the
+ * moment the routing view showed every pair (the doorbuster's pairs included). */
+static void print_summary(const bench_opts_t *o, const seed_stats_t *st, int64_t produce_ms,
+                          int64_t total_ms)
+{
+    double total_s = (double)total_ms / 1000.0;
+    printf("seed: summary: catalog=%s skus=%d pairs=%zu units=%lld seconds=%.1f pairs_per_s=%.0f "
+           "produce_s=%.1f view_s=%.1f\n",
+           o->catalog == SEED_CATALOG_ZIPF ? "zipf" : "uniform", st->skus, st->pairs,
+           (long long)st->units, total_s, total_s > 0 ? (double)st->pairs / total_s : 0.0,
+           (double)produce_ms / 1000.0, (double)(total_ms - produce_ms) / 1000.0);
+}
+
+static int seed_check_opts(const bench_opts_t *o)
+{
+    if (o->catalog == SEED_CATALOG_UNIFORM && o->per_sku > wh_count) {
         fprintf(stderr,
                 "hfbench seed: --per-sku %d asks for more distinct warehouses than %s has (%d)\n",
                 o->per_sku, o->warehouses_file, wh_count);
-        return 2;
+        return HF_ERR_CONFIG;
     }
-    seed_plan_t sp = {0};
+    if (wh_count < SEED_DOORBUSTER_WAREHOUSES) {
+        fprintf(stderr, "hfbench seed: %s has %d warehouses; the doorbuster needs %d\n",
+                o->warehouses_file, wh_count, SEED_DOORBUSTER_WAREHOUSES);
+        return HF_ERR_CONFIG;
+    }
+    return HF_OK;
+}
+
+/* Reads the view before the feeds (what each pair must show once they are
+ * applied), feeds every pair and waits for the view. */
+static int seed_feed_and_wait(const bench_opts_t *o, seed_plan_t *sp, const seed_stats_t *st)
+{
+    char errstr[256];
     kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
     kafka_reader_t *rd = NULL;
-    int err = seed_plan(o, &sp);
-    if (!err && kafka_reader_new(&kc, &rd, errstr, sizeof errstr)) {
+    if (kafka_reader_new(&kc, &rd, errstr, sizeof errstr)) {
         fprintf(stderr, "hfbench seed: %s\n", errstr);
-        err = HF_ERR_KAFKA;
+        return HF_ERR_KAFKA;
     }
-    /* The view before the feeds: what each pair must show once they are applied. */
-    if (!err && seed_read_view(rd, &sp, errstr, sizeof errstr)) {
+    int err = seed_read_view(rd, sp, errstr, sizeof errstr);
+    if (err)
         fprintf(stderr,
                 "hfbench seed: reading the routing view: %s (did hfctl topics apply run?)\n",
                 errstr);
-        err = HF_ERR_KAFKA;
-    }
-    for (int i = 0; !err && i < sp.rows * sp.cols; i++)
-        sp.want[i] = sp.seen[i] + sp.qty[i];
-    if (!err)
-        err = seed_produce(o, &sp);
+    int64_t start_ms = hf_mono_ms(), produced_ms = start_ms;
     if (!err) {
-        printf("seed: fed %d SKUs at %d distinct warehouses each (%lld pairs, %lld units each) "
-               "and %s (%lld units over %d warehouses); waiting until the routing view shows "
-               "every pair\n",
-               o->skus, o->per_sku, (long long)o->skus * o->per_sku, (long long)o->stock,
-               DOORBUSTER, (long long)o->doorbuster_stock, SEED_DOORBUSTER_WAREHOUSES);
-        fflush(stdout);
-        err = seed_wait(rd, &sp, o->timeout_ms);
+        seed_arm(sp);
+        err = seed_produce(o, sp);
+        produced_ms = hf_mono_ms();
     }
+    if (!err) {
+        print_fed(o, st);
+        err = seed_wait(rd, sp, o->timeout_ms);
+    }
+    if (!err)
+        print_summary(o, st, produced_ms - start_ms, hf_mono_ms() - start_ms);
     kafka_reader_destroy(rd);
+    return err;
+}
+
+static int seed_catalog(const bench_opts_t *o)
+{
+    if (load_warehouses(o->warehouses_file) || seed_check_opts(o))
+        return 2;
+    seed_plan_t sp = {0};
+    int err = seed_plan(o, &sp);
+    seed_stats_t st = {0};
+    if (!err) {
+        st = plan_stats(&sp);
+        print_plan(o, &st);
+    }
+    if (!err && o->plan_out)
+        err = write_plan(&sp, o->plan_out);
+    if (!err && !o->plan_only)
+        err = seed_feed_and_wait(o, &sp, &st);
     seed_plan_free(&sp);
-    return err ? 1 : 0;
+    return err == HF_ERR_CONFIG ? 2 : err ? 1 : 0;
 }
 
 /* ---- command line */
@@ -1020,14 +1512,27 @@ static int seed_catalog(const bench_opts_t *o)
 
 static const hf_cli_opt_t seed_opts[] = {
     {"skus", "N", false, "SKUs SKU-00000.. to seed (default 1000)"},
-    {"stock", "Q", false, "units of each SKU at each of its warehouses (default 1000)"},
-    {"per-sku", "W", false, "distinct warehouses per SKU (default 5)"},
+    {"pairs", "N", false,
+     "instead of --skus: SKUs until exactly N pairs (the last SKU cut to fit), DOORBUSTER's 5 "
+     "besides"},
+    {"catalog", "uniform|zipf", false,
+     "uniform: --per-sku warehouses a SKU, --stock units each; zipf: a Zipf number of "
+     "warehouses a SKU, lognormal units (default uniform)"},
+    {"catalog-s", "S", false,
+     "zipf: the exponent; over 50 warehouses 1.5 gives a mean of 5.47 warehouses a SKU, 1.0 of "
+     "11.1 (default 1.5)"},
+    {"stock", "Q", false,
+     "units of each SKU at each of its warehouses; zipf: their mean, within [1, 20 Q] (default "
+     "1000)"},
+    {"per-sku", "W", false, "uniform: distinct warehouses per SKU (default 5)"},
     {"doorbuster-stock", "Q", false, "DOORBUSTER units, split over 5 warehouses (default 100)"},
     {"warehouses", "FILE", false, "warehouses file (default config/warehouses.json)"},
-    {"seed", "N", false, "random seed of the warehouse choice (default 1)"},
+    {"seed", "N", false, "random seed of the plan (default 1)"},
     {"timeout-ms", "N", false,
      "wait this long for the routing view to show every pair "
      "(default 120000)"},
+    {"plan-only", NULL, false, "print the plan's summary and exit: no broker, nothing fed"},
+    {"plan-out", "FILE", false, "write every planned pair as SKU<TAB>warehouse<TAB>units"},
     OPT_END};
 
 static const hf_cli_opt_t run_opts[] = {
@@ -1086,6 +1591,57 @@ static int int64_opt(const hf_cli_args_t *a, const char *name, long long lo, lon
     return 0;
 }
 
+static int double_opt(const hf_cli_args_t *a, const char *name, double lo, double hi, double *out)
+{
+    const char *v = hf_cli_get(a, name);
+    if (!v)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || !end || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "hfbench %s: --%s must be a number in [%g, %g], not '%s'\n", a->cmd->name,
+                name, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* The seed command's options into o; -1 after a message on a bad value. */
+static int apply_seed_opts(const hf_cli_args_t *a, bench_opts_t *o)
+{
+    const char *catalog = hf_cli_get(a, "catalog");
+    if (catalog && strcmp(catalog, "uniform") != 0 && strcmp(catalog, "zipf") != 0) {
+        fprintf(stderr, "hfbench seed: --catalog must be uniform or zipf, not '%s'\n", catalog);
+        return -1;
+    }
+    o->catalog = catalog && strcmp(catalog, "zipf") == 0 ? SEED_CATALOG_ZIPF : SEED_CATALOG_UNIFORM;
+    bool zipf = o->catalog == SEED_CATALOG_ZIPF;
+    if (hf_cli_get(a, "pairs") && hf_cli_get(a, "skus")) {
+        fprintf(stderr, "hfbench seed: give --skus or --pairs, not both\n");
+        return -1;
+    }
+    if (zipf ? hf_cli_get(a, "per-sku") != NULL : hf_cli_get(a, "catalog-s") != NULL) {
+        fprintf(stderr, "hfbench seed: %s\n",
+                zipf ? "--per-sku is for --catalog uniform (zipf draws each SKU's warehouses; "
+                       "shape them with --catalog-s)"
+                     : "--catalog-s is for --catalog zipf");
+        return -1;
+    }
+    if (hf_cli_get(a, "warehouses"))
+        o->warehouses_file = hf_cli_get(a, "warehouses");
+    o->plan_only = hf_cli_get(a, "plan-only") != NULL;
+    o->plan_out = hf_cli_get(a, "plan-out");
+    return int_opt(a, "per-sku", 1, BENCH_WAREHOUSES_MAX, &o->per_sku) ||
+                   int_opt(a, "pairs", 1, BENCH_PAIRS_MAX, &o->pairs) ||
+                   double_opt(a, "catalog-s", 0.0, 10.0, &o->catalog_s) ||
+                   int64_opt(a, "stock", 1, 1000000, &o->stock) ||
+                   int_opt(a, "timeout-ms", 1000, 86400000, &o->timeout_ms)
+               ? -1
+               : 0;
+}
+
 /* The options of either command into o; -1 after a message on a bad value. */
 static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
 {
@@ -1096,15 +1652,8 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
         int_opt(a, "seed", 0, 1000000000, &seed))
         return -1;
     o->seed = (unsigned)seed;
-    if (seeding) {
-        if (hf_cli_get(a, "warehouses"))
-            o->warehouses_file = hf_cli_get(a, "warehouses");
-        return int_opt(a, "per-sku", 1, BENCH_WAREHOUSES_MAX, &o->per_sku) ||
-                       int64_opt(a, "stock", 1, 1000000, &o->stock) ||
-                       int_opt(a, "timeout-ms", 1000, 3600000, &o->timeout_ms)
-                   ? -1
-                   : 0;
-    }
+    if (seeding)
+        return apply_seed_opts(a, o);
     const char *sc = hf_cli_get(a, "scenario"), *z = hf_cli_get(a, "zipf");
     if (sc && strcmp(sc, "steady") != 0 && strcmp(sc, "flash-sale") != 0) {
         fprintf(stderr, "hfbench run: --scenario must be steady or flash-sale, not '%s'\n", sc);
@@ -1196,7 +1745,9 @@ int main(int argc, char **argv)
                       .doorbuster_stock = 100,
                       .burst_factor = 20,
                       .zipf_s = 1.1,
-                      .seed = 1};
+                      .seed = 1,
+                      .catalog = SEED_CATALOG_UNIFORM,
+                      .catalog_s = 1.5};
     const char *bs = getenv("HOLDFAST_BOOTSTRAP"), *prefix = getenv("HOLDFAST_TOPIC_PREFIX");
     char errstr[512];
     o.bootstrap = bs && *bs ? bs : "127.0.0.1:9092";

@@ -60,7 +60,7 @@ help_lists "hfctl release" reservation key reason reply-to timeout-ms attempts t
 help_lists "hfctl extend" reservation key by-ms reply-to timeout-ms attempts traceparent
 help_lists "hfctl status" reservation
 help_lists "hfctl reconcile" quiescent violations settle-attempts expiry-lag-max-ms pairs-max holds-max reservations-max reply-keys-max timeout-ms
-help_lists "hfbench seed" skus stock per-sku doorbuster-stock warehouses seed timeout-ms
+help_lists "hfbench seed" skus pairs catalog catalog-s stock per-sku doorbuster-stock warehouses seed timeout-ms plan-only plan-out
 help_lists "hfbench run" scenario rate seconds skus zipf doorbuster-stock burst-factor commit-pct abandon-pct late-pct ttl-ms dup-pct seed report
 
 # A group word alone lists its subcommands; with --help on stdout and exit 0.
@@ -84,6 +84,40 @@ expect_exit 2 "$bin/hfbench" run --rate fast && grep -q -- "--rate must be an in
 expect_exit 2 "$bin/hfbench" seed --scenario steady && grep -q -- "unknown option '--scenario'" <<<"$err" || fail "hfbench seed --scenario: $err"
 expect_exit 2 "$bin/hfbench" seed --per-sku 50 --warehouses /dev/null ||
   fail "hfbench seed with an empty warehouses file"
+# hfbench seed's plan without a broker (--plan-only): the uniform plan is the one
+# it always was (its digest pinned), a zipf plan is fixed by --seed, places each
+# SKU at 1..all distinct warehouses of the file with >= 1 unit each, and --pairs N
+# plans exactly N pairs besides the doorbuster's 5.
+plan=$(mktemp -d)
+expect_exit 0 "$bin/hfbench" seed --plan-only && grep -q "digest d1936da8a9bf3433$" <<<"$out" ||
+  fail "hfbench seed --plan-only: the default uniform plan changed: $out"
+expect_exit 0 "$bin/hfbench" seed --catalog zipf --pairs 20000 --seed 7 --plan-only --plan-out "$plan/a.tsv" &&
+  grep -q " 20000 pairs (1\.\.[0-9]* warehouses a SKU" <<<"$out" || fail "hfbench seed zipf --pairs 20000: $out"
+zipf_line=$out
+expect_exit 0 "$bin/hfbench" seed --catalog zipf --pairs 20000 --seed 7 --plan-only --plan-out "$plan/b.tsv" &&
+  [ "$out" = "$zipf_line" ] && cmp -s "$plan/a.tsv" "$plan/b.tsv" || fail "hfbench seed zipf: the same --seed planned twice differs"
+expect_exit 0 "$bin/hfbench" seed --catalog zipf --pairs 20000 --seed 8 --plan-only --plan-out "$plan/c.tsv" &&
+  ! cmp -s "$plan/a.tsv" "$plan/c.tsv" || fail "hfbench seed zipf: --seed 7 and --seed 8 planned the same"
+python3 -c 'import json; [print(w["id"]) for w in json.load(open("config/warehouses.json"))["warehouses"]]' >"$plan/wh"
+awk -F'\t' 'FILENAME == ARGV[1] { wh[$1] = 1; nwh++; next }
+  $1 == "DOORBUSTER" { door++; next }
+  { pairs++; n[$1]++; if (seen[$1 FS $2]++) bad = bad " duplicate " $1 " at " $2
+    if (!($2 in wh)) bad = bad " unknown warehouse " $2; if ($3 !~ /^[0-9]+$/ || $3 < 1) bad = bad " units " $3 " at " $1 }
+  END { for (s in n) { skus++; if (n[s] > nwh) bad = bad " " s " at " n[s] " warehouses"; if (n[s] > max) max = n[s] }
+        if (pairs != 20000 || door != 5) bad = bad " pairs " pairs " doorbuster " door
+        if (max < 10) bad = bad " no SKU at 10 or more warehouses (max " max ")"
+        if (skus * 2 > pairs) bad = bad " " skus " SKUs: mean below 2 warehouses"
+        print bad }' "$plan/wh" "$plan/a.tsv" >"$plan/check"
+[ -z "$(cat "$plan/check")" ] || fail "hfbench seed zipf plan:$(cat "$plan/check")"
+expect_exit 0 "$bin/hfbench" seed --per-sku 3 --pairs 10 --plan-only --plan-out "$plan/u.tsv" &&
+  [ "$(grep -vc DOORBUSTER "$plan/u.tsv")" = 10 ] && grep -q $'^SKU-00003\t' "$plan/u.tsv" &&
+  ! grep -q $'^SKU-00004\t' "$plan/u.tsv" || fail "hfbench seed uniform --pairs 10 --per-sku 3: $out"
+expect_exit 2 "$bin/hfbench" seed --skus 10 --pairs 10 --plan-only && grep -q -- "--skus or --pairs, not both" <<<"$err" || fail "hfbench seed --skus --pairs: $err"
+expect_exit 2 "$bin/hfbench" seed --catalog pareto --plan-only && grep -q -- "--catalog must be uniform or zipf" <<<"$err" || fail "hfbench seed --catalog pareto: $err"
+expect_exit 2 "$bin/hfbench" seed --catalog zipf --per-sku 5 --plan-only && grep -q -- "--per-sku is for --catalog uniform" <<<"$err" || fail "hfbench seed zipf --per-sku: $err"
+expect_exit 2 "$bin/hfbench" seed --catalog-s 1.2 --plan-only && grep -q -- "--catalog-s is for --catalog zipf" <<<"$err" || fail "hfbench seed --catalog-s without zipf: $err"
+expect_exit 2 "$bin/hfbench" seed --catalog zipf --catalog-s x --plan-only && grep -q -- "--catalog-s must be a number" <<<"$err" || fail "hfbench seed --catalog-s x: $err"
+rm -rf "$plan"
 # --option=value works as well as --option value (getopt_long).
 expect_exit 2 "$bin/hfbench" run --rate=0 && grep -q -- "--rate must be" <<<"$err" || fail "hfbench run --rate=0: $err"
 
