@@ -14,10 +14,13 @@ topics (own prefix and app id):
   P restored: N changelog records ... in M ms" lines give records/s per partition;
   hfctl reconcile --quiescent 1 (time and peak RSS, from wait4); the topics deleted.
 
-The catalog is uniform (every SKU at SCALE_PER_SKU warehouses, SCALE_STOCK units each):
-the Zipf-shaped catalog of issue 13 is not built yet.
+SCALE_CATALOG uniform (every SKU at SCALE_PER_SKU warehouses, SCALE_STOCK units each) or
+zipf (hfbench seed --catalog zipf --pairs N: warehouses a SKU Zipf-distributed, units
+lognormal around SCALE_STOCK). The small catalog has SCALE_SMALL_SKUS x SCALE_PER_SKU
+pairs. At the end: a least-squares line through the catalogs of the run for memory and
+reconcile, projected to SCALE_PROJECT_PAIRS (100M).
 
-Env (defaults): SCALE_PAIRS "1000000", SCALE_PER_SKU 5, SCALE_SMALL_SKUS 10000 (0: no
+Env (defaults): SCALE_PAIRS "1000000", SCALE_CATALOG uniform, SCALE_PER_SKU 5, SCALE_SMALL_SKUS 10000 (0: no
 small catalog), SCALE_STOCK 1000, SCALE_RATE 1000, SCALE_SECONDS 15, SCALE_CONFIG (JSON
 merged into each process's config), SCALE_SEED_TIMEOUT_S 3600, SCALE_OUT build/bench,
 HOLDFAST_BOOTSTRAP."""
@@ -34,6 +37,9 @@ import pipeline as pl  # noqa: E402  (also chdirs to the repository root)
 
 PAIRS = [int(x) for x in re.split(r"[ ,]+", pl.env("SCALE_PAIRS", "1000000").strip())]
 PER_SKU = pl.env_int("SCALE_PER_SKU", 5)
+CATALOG = pl.env("SCALE_CATALOG", "uniform")
+if CATALOG not in ("uniform", "zipf"):
+    sys.exit(f"bench-scale: SCALE_CATALOG must be uniform or zipf, not {CATALOG!r}")
 SMALL_SKUS = pl.env_int("SCALE_SMALL_SKUS", 10000)
 STOCK = pl.env_int("SCALE_STOCK", 1000)
 RATE = pl.env_int("SCALE_RATE", 1000)
@@ -137,16 +143,32 @@ def timed_reconcile(envx, path):
             "seconds": round(time.time() - t0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}
 
 
-def one_catalog(skus, n, work_root, partitions):
-    pairs = skus * PER_SKU
+SEED_SUMMARY = re.compile(r"seed: summary: .*?skus=(\d+) pairs=(\d+)")
+
+
+def seed_command(pairs):
+    """hfbench seed's arguments for a catalog of pairs, and its SKU count when known
+    in advance (uniform) or None (zipf: the seed's summary line says)."""
+    base = [os.path.abspath("build/hfbench"), "seed", "--stock", str(STOCK), "--timeout-ms",
+            str(SEED_TIMEOUT_S * 1000)]
+    if CATALOG == "zipf":
+        return base + ["--catalog", "zipf", "--pairs", str(pairs)], None
+    skus = max(1, pairs // PER_SKU)
+    return base + ["--skus", str(skus), "--per-sku", str(PER_SKU)], skus
+
+
+def one_catalog(pairs, n, work_root, partitions):
+    cmd, skus = seed_command(pairs)
     name = f"{n:02d}-{pairs}"
     work = os.path.join(work_root, name)
     os.makedirs(work, exist_ok=True)
     prefix = f"sc{os.getpid()}-{n}."
     envx = {"HOLDFAST_TOPIC_PREFIX": prefix, "HOLDFAST_APP_ID": prefix + "app",
             "HOLDFAST_BOOTSTRAP": pl.BOOTSTRAP}
-    res = {"skus": skus, "per_sku": PER_SKU, "pairs": pairs, "prefix": prefix, "work": work}
-    log(f"{name}: {skus} SKUs x {PER_SKU} warehouses = {pairs} pairs (prefix {prefix})")
+    res = {"skus": skus, "catalog": CATALOG, "per_sku": PER_SKU if CATALOG == "uniform" else None,
+           "pairs": pairs, "prefix": prefix, "work": work}
+    log(f"{name}: {CATALOG} catalog of {pairs} pairs"
+        + (f" ({skus} SKUs x {PER_SKU} warehouses)" if skus else "") + f" (prefix {prefix})")
     procs = {}
     try:
         pl.checked([os.path.abspath("build/hfctl"), "topics", "apply", "--file",
@@ -155,10 +177,10 @@ def one_catalog(skus, n, work_root, partitions):
             procs[s] = start_stage(s, work, envx)
         time.sleep(3)
         t0 = time.time()
-        seed_out = pl.checked([os.path.abspath("build/hfbench"), "seed", "--skus", str(skus),
-                               "--per-sku", str(PER_SKU), "--stock", str(STOCK), "--timeout-ms",
-                               str(SEED_TIMEOUT_S * 1000)], envx, "hfbench seed",
-                              SEED_TIMEOUT_S + 600)
+        seed_out = pl.checked(cmd, envx, "hfbench seed", SEED_TIMEOUT_S + 600)
+        m = SEED_SUMMARY.search(seed_out)
+        if m:
+            skus = res["skus"] = int(m.group(1))
         res["seed_s"] = round(time.time() - t0, 1)
         res["seed_pairs_per_s"] = round(pairs / res["seed_s"])
         open(os.path.join(work, "seed.out"), "w").write(seed_out)
@@ -248,7 +270,7 @@ def print_projection(results):
     rows.append(("reconcile peak MiB", [(r["pairs"], (r.get("reconcile") or {}).get("peak_rss_mib"))
                                         for r in ok]))
     print(f"\nprojection to {target:,} pairs (least squares over this run's catalogs; "
-          f"same catalog shape: {PER_SKU} warehouses per SKU)")
+          f"same catalog shape: {catalog_shape()})")
     print("| quantity | points (pairs: value) | per million pairs | at 0 | projected |")
     print("|---|---|---|---|---|")
     for name, pts in rows:
@@ -259,6 +281,12 @@ def print_projection(results):
             continue
         slope, icpt = f
         print(f"| {name} | {shown} | {slope:,.1f} | {icpt:,.0f} | {slope * target / 1e6 + icpt:,.0f} |")
+
+
+def catalog_shape():
+    if CATALOG == "zipf":
+        return "zipf catalog: hfbench seed --catalog zipf, warehouses a SKU Zipf-distributed"
+    return f"uniform catalog, {PER_SKU} warehouses per SKU"
 
 
 def fmt(v):
@@ -278,16 +306,16 @@ def main():
     cond = {"commit": rev, "cores": os.cpu_count(), "broker": {k: broker[k] for k in
                                                               ("pid", "version", "heap")},
             "load_average": open("/proc/loadavg").read().split()[:3], "rate": RATE,
-            "seconds": SECONDS, "per_sku": PER_SKU, "stock": STOCK,
+            "seconds": SECONDS, "catalog": CATALOG, "per_sku": PER_SKU, "stock": STOCK,
             "counter_partitions": partitions, "config": EXTRA_CONFIG}
     log(f"conditions: {json.dumps(cond)}")
-    sizes = ([SMALL_SKUS] if SMALL_SKUS else []) + [max(1, p // PER_SKU) for p in PAIRS]
-    results = [one_catalog(skus, n, work_root, partitions) for n, skus in enumerate(sizes)]
+    sizes = ([SMALL_SKUS * PER_SKU] if SMALL_SKUS else []) + PAIRS
+    results = [one_catalog(pairs, n, work_root, partitions) for n, pairs in enumerate(sizes)]
     out = os.path.join(work_root, "scale.json")
     json.dump({"conditions": cond, "results": results}, open(out, "w"), indent=1)
     print(f"\nbench-scale ({rev}; {os.cpu_count()} cores shared with the broker, pid "
           f"{broker['pid']}; reserves at {RATE}/s for {SECONDS} s; uniform catalog, "
-          f"{PER_SKU} warehouses per SKU)")
+          f"{catalog_shape()})")
     cols = ["pairs", "seed s", "seed pairs/s", "RSS MiB c/a/g", "state MiB c/a/g", "view MiB (B/SKU)",
             "reserve p50/p99 ms", "restore rec/s (median part.)", "reconcile s / MiB", "verdict"]
     print("| " + " | ".join(cols) + " |")
