@@ -229,14 +229,32 @@ int gateway_reindex(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
     if (key[0] == 'I') {
-        if (!rec || rec->type != HF_REC_IDEMPOTENCY_RECORD || key_len - 1 >= GW_KEY_MAX)
-            return HF_OK; /* a forgotten record's timer has fired already */
+        if (key_len - 1 >= GW_KEY_MAX)
+            return HF_OK; /* not a key this program wrote */
         char ref[GW_KEY_MAX];
         memcpy(ref, key + 1, key_len - 1);
         ref[key_len - 1] = '\0';
-        return gw_timer_add(ctx,
-                            rec->u.idempotency_record.stored_at_ms + env->idempotency_retention_ms,
-                            GW_TIMER_IDEMPOTENCY, ref);
+        /* The retention timer of the value being replaced goes, unless the new
+         * value keeps it: a replay of a record and then its tombstone (it was
+         * forgotten) leaves no timer behind. */
+        hf_idempotency_record_t old;
+        int err = stage_get_as(ctx, key, key_len, HF_REC_IDEMPOTENCY_RECORD, &old);
+        if (err && err != HF_ERR_NOTFOUND && err != HF_ERR_CORRUPT)
+            return err;
+        const hf_idempotency_record_t *ir =
+            rec && rec->type == HF_REC_IDEMPOTENCY_RECORD ? &rec->u.idempotency_record : NULL;
+        if (err == HF_OK && (!ir || ir->stored_at_ms != old.stored_at_ms)) {
+            char tkey[GW_KEY_MAX];
+            err =
+                stage_del_local(ctx, tkey,
+                                gw_timer_key(tkey, old.stored_at_ms + env->idempotency_retention_ms,
+                                             GW_TIMER_IDEMPOTENCY, ref));
+            if (err)
+                return err;
+        }
+        return ir ? gw_timer_add(ctx, ir->stored_at_ms + env->idempotency_retention_ms,
+                                 GW_TIMER_IDEMPOTENCY, ref)
+                  : HF_OK;
     }
     if (key[0] != 'R')
         return HF_OK;

@@ -2416,6 +2416,20 @@ static void test_sweeper_forgets_idempotency_records_after_retention(void **stat
     fx->now_ms = T0 + RETENTION_MS + 1;
     fx_tick(fx);
     assert_false(idem_exists(fx, "w5", "c"));
+    /* A restore replays the record and then its tombstone: the replaced value's
+     * retention timer goes with it, none is left behind to fire again. */
+    fake_stage_restore(fx, gateway_stage());
+    static char timers[GW_TIMERS_SEEN_MAX][GW_KEY_MAX];
+    size_t n = timer_keys(fx, timers);
+    for (size_t i = 0; i < n; i++) {
+        int64_t due = 0;
+        char kind = 0, ref[GW_KEY_MAX];
+        uint16_t klen = 0;
+        memcpy(&klen, timers[i] + GW_KEY_MAX - 4, sizeof klen);
+        assert_true(gw_timer_parse(timers[i] + 1, klen, &due, &kind, ref, sizeof ref));
+        if (kind == GW_TIMER_IDEMPOTENCY && strcmp(ref, "w5|c") == 0)
+            fail_msg("restore left the retention timer of forgotten idempotency record w5|c");
+    }
     assert_int_equal(load_rs(fx, "w5").status, HF_RES_COMMITTED); /* the reservation stays */
     /* ... and with it the Reserve's answer, as long as the reservation. */
     hf_record_t r = reserve_rec("w5", "k", "SKU-A", 1, 0);
