@@ -58,17 +58,22 @@ struct state_load {
     uint64_t files, keys;
 };
 
-/* Files a killed load left behind: never ingested, so nothing refers to them. */
-static void load_clean_dir(const char *dir)
+/* Files a killed load of this partition left behind: never ingested, so
+ * nothing refers to them. Only this partition's ("p<partition>-..."): the
+ * loads of other partitions of the DB may be running on other task threads. */
+static void load_clean_dir(const char *dir, int32_t partition)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
         return;
+    char mine[32];
+    int mine_len = snprintf(mine, sizeof mine, "p%d-", (int)partition);
     struct dirent *e;
     char path[LOAD_PATH_MAX];
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         if (n > 4 && strcmp(e->d_name + n - 4, ".sst") == 0 &&
+            strncmp(e->d_name, mine, (size_t)mine_len) == 0 &&
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
             (void)unlink(path);
     }
@@ -105,7 +110,7 @@ int state_load_new(state_t *st, int32_t partition, size_t run_bytes_max, state_l
         free(l);
         return HF_ERR_IO;
     }
-    load_clean_dir(l->dir);
+    load_clean_dir(l->dir, partition);
     l->runs[0].arena = malloc(l->run_bytes_max);
     l->runs[1].arena = malloc(l->run_bytes_max);
     /* Tables of a load are written uncompressed, as L0 files are: compaction
@@ -198,9 +203,7 @@ static inline void ref_swap(load_ref_t *a, load_ref_t *b)
  * multikey quicksort (Bentley and Sedgewick), which looks at each distinguishing
  * byte about once — the keys of a changelog share long prefixes
  * ("Cwarehouse|SKU-0000..."), where a comparison sort would compare them again
- * and again. Equal keys end adjacent, in no particular order. The largest
- * part is looped on, not recursed into: the stack stays bounded by the key
- * length times log n. */
+ * and again. Equal keys end adjacent, in no particular order. */
 static void refs_sort(load_ref_t *refs, size_t n, size_t d)
 {
     while (n > 1) {
@@ -225,21 +228,29 @@ static void refs_sort(load_ref_t *refs, size_t n, size_t d)
             else
                 i++;
         }
+        /* Of the three parts (the equal one a byte deeper, unless its keys
+         * ended here) the two smaller are recursed into and the largest is
+         * looped on: each recursion gets at most 2/3 of its caller's refs, so
+         * the stack stays O(log n) deep. */
         size_t eq = gt - lt, hi = n - gt;
-        /* The equal part goes one byte deeper, unless its keys ended here. */
-        if (lt <= hi) {
+        bool eq_done = pivot < 0; /* equal keys that ended at depth d: sorted */
+        if (eq >= lt && eq >= hi && !eq_done) {
             refs_sort(refs, lt, d);
             refs_sort(refs + gt, hi, d);
-            if (pivot < 0)
-                return;
             refs += lt;
             n = eq;
             d++;
-        } else {
+        } else if (lt >= hi) {
             refs_sort(refs + gt, hi, d);
-            if (pivot >= 0)
+            if (!eq_done)
                 refs_sort(refs + lt, eq, d + 1);
             n = lt;
+        } else {
+            refs_sort(refs, lt, d);
+            if (!eq_done)
+                refs_sort(refs + lt, eq, d + 1);
+            refs += gt;
+            n = hi;
         }
     }
 }

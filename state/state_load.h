@@ -41,8 +41,8 @@ typedef struct state_load state_load_t;
 #define STATE_LOAD_RUN_BYTES_MIN (2 * (6 + HF_STATE_KEY_LEN_MAX + HF_RECORD_LEN_MAX))
 
 /* Starts a load of partition into st (its table files are written under the
- * DB's directory, in bulk-load/, and files left there by a killed process are
- * removed). run_bytes_max bounds a run's memory (>= STATE_LOAD_RUN_BYTES_MIN;
+ * DB's directory, in bulk-load/, and files a killed load of the same partition
+ * left there are removed; loads of other partitions may run beside it). run_bytes_max bounds a run's memory (>= STATE_LOAD_RUN_BYTES_MIN;
  * 0 = HF_STATE_LOAD_RUN_BYTES). */
 int state_load_new(state_t *st, int32_t partition, size_t run_bytes_max, state_load_t **out,
                    char *errstr, size_t errstr_size) HF_MUST_CHECK;
