@@ -107,6 +107,7 @@ static int64_t arena_take(vt_arena_t *a, size_t n)
 
 static const char *entry_name(const view_table_t *t, const vt_entry_t *e)
 {
+    hf_assert(e != NULL && t->names.p != NULL);
     return (const char *)t->names.p + e->name_at;
 }
 
@@ -116,7 +117,10 @@ static uint32_t *slot_of(const view_table_t *t, const char *sku, uint64_t h)
     size_t mask = t->slots_cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         uint32_t s = t->slots[i];
-        if (s == 0 || strcmp(entry_name(t, &t->entries[s - 1]), sku) == 0)
+        if (s == 0)
+            return &t->slots[i];
+        hf_assert(t->entries != NULL && s <= t->count);
+        if (strcmp(entry_name(t, &t->entries[s - 1]), sku) == 0)
             return &t->slots[i];
     }
 }
@@ -163,6 +167,7 @@ static vt_entry_t *add_entry(view_table_t *t, const char *sku, int *err)
         return NULL;
     memcpy(t->names.p + at, sku, len);
     t->names.p[at + (int64_t)len] = '\0';
+    hf_assert(t->entries != NULL && t->count < t->entries_cap);
     vt_entry_t *e = &t->entries[t->count];
     *e = (vt_entry_t){.name_at = (uint32_t)at};
     *slot_of(t, sku, vt_hash(sku)) = (uint32_t)(++t->count);
@@ -232,10 +237,12 @@ int view_table_get(const view_table_t *t, const char *sku, hf_availability_t *ou
     uint32_t s = *slot_of(t, sku, vt_hash(sku));
     if (!s)
         return HF_ERR_NOTFOUND;
+    hf_assert(t->entries != NULL && s <= t->count);
     const vt_entry_t *e = &t->entries[s - 1];
     memset(out, 0, sizeof *out);
     snprintf(out->sku, sizeof out->sku, "%s", entry_name(t, e));
     const uint8_t *vec = e->cap ? t->pool.p + e->vec_at : NULL;
+    hf_assert(vec != NULL || e->count == 0);
     out->warehouses_count = e->count;
     for (uint8_t i = 0; i < e->count; i++) {
         int32_t avail;
