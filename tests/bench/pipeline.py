@@ -285,7 +285,8 @@ def log_bytes(log_dirs, prefix):
 
 
 def scrape_metrics(port):
-    """{(metric, stage): value} from holdfast's /metrics."""
+    """{(metric, stage): value} from holdfast's /metrics; stage None for a metric
+    without that label (the gateway view's gauges)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             text = r.read().decode()
@@ -293,7 +294,7 @@ def scrape_metrics(port):
         return {}
     out = {}
     for line in text.splitlines():
-        m = re.match(r'^(holdfast_[a-z_]+)\{stage="([^"]+)"\} (\S+)$', line)
+        m = re.match(r'^(holdfast_[a-z_]+)(?:\{stage="([^"]+)"\})? (\S+)$', line)
         if m:
             out[(m.group(1), m.group(2))] = float(m.group(3))
     return out

@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipeline as pl  # noqa: E402  (also chdirs to the repository root)
@@ -91,17 +90,6 @@ def start_stage(stage, work, envx):
                     "--config", cfg_path], os.path.join(work, f"{stage}.log"), envx)
     proc.metrics_port = port
     return proc
-
-
-def plain_metrics(port):
-    """{metric: value} of holdfast's /metrics lines without labels (the view's gauges)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    return {m.group(1): float(m.group(2)) for m in
-            (re.match(r"^(holdfast_[a-z_]+) (\S+)$", line) for line in text.splitlines()) if m}
 
 
 def restore_lines(path):
@@ -204,9 +192,9 @@ def one_catalog(pairs, n, work_root, partitions):
             state_mib = round(dir_bytes(os.path.join(work, f"state-{stage}")) / 2**20)
             res["after_seed"][stage] = {"rss_mib": rss, "peak_rss_mib": peak,
                                         "state_mib": state_mib}
-        gw = plain_metrics(procs["gateway"].metrics_port)
-        view_bytes = gw.get("holdfast_gateway_view_bytes")
-        res["view"] = {"bytes": view_bytes, "skus": gw.get("holdfast_gateway_view_skus")}
+        gw = pl.scrape_metrics(procs["gateway"].metrics_port)
+        view_bytes = gw.get(("holdfast_gateway_view_bytes", None))
+        res["view"] = {"bytes": view_bytes, "skus": gw.get(("holdfast_gateway_view_skus", None))}
         if view_bytes and res["view"]["skus"]:
             res["view"]["bytes_per_sku"] = round(view_bytes / res["view"]["skus"])
             res["view"]["bytes_per_pair"] = round(view_bytes / pairs, 1)
