@@ -385,7 +385,7 @@ def cores(a, b, pid):
 
 def stage_rates(m0, m1, dt):
     out = {}
-    stages = sorted({s for (_, s) in m1})
+    stages = sorted({s for (_, s) in m1 if s is not None})
     for s in stages:
         def d(name):
             return m1.get((name, s), 0) - m0.get((name, s), 0)
