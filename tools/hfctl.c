@@ -573,8 +573,33 @@ static int cmd_status(cli_t *c)
     return HF_OK;
 }
 
+/* --shards, --memory-mb, --spill-dir and --progress of `hfctl reconcile`. */
+static int reconcile_scale_opts(cli_t *c, reconcile_opts_t *o)
+{
+    int64_t shards = 0, memory_mb = 0;
+    const char *progress = opt(c, "progress");
+    if (opt_int64(c, "shards", 0, &shards) || opt_int64(c, "memory-mb", 0, &memory_mb))
+        return HF_ERR_INVAL;
+    if ((opt(c, "shards") && shards < 1) || shards > RC_SHARDS_MAX) {
+        fprintf(stderr, "hfctl: --shards must be 1 to %d\n", RC_SHARDS_MAX);
+        return HF_ERR_INVAL;
+    }
+    if (memory_mb < 0 || (shards > 0 && memory_mb > 0)) {
+        fprintf(stderr,
+                "hfctl: give --shards or --memory-mb (a positive number of MiB), not both\n");
+        return HF_ERR_INVAL;
+    }
+    o->shards = (uint32_t)shards;
+    o->memory_mb = (size_t)memory_mb;
+    o->spill_dir = opt(c, "spill-dir");
+    bool quiet = progress && (strcmp(progress, "0") == 0 || strcasecmp(progress, "false") == 0);
+    o->progress = quiet ? NULL : stderr;
+    return HF_OK;
+}
+
 /* Replays every topic and checks the invariants (tools/lib/reconcile.h). One
- * JSON verdict on stdout; exit 0 PASS, 1 FAIL, 2 when it cannot read or decide. */
+ * JSON verdict on stdout; progress and a closing throughput line on stderr;
+ * exit 0 PASS, 1 FAIL, 2 when it cannot read or decide. */
 static int cmd_reconcile(cli_t *c)
 {
     reconcile_opts_t o;
@@ -583,6 +608,8 @@ static int cmd_reconcile(cli_t *c)
     reconcile_limits_t *l = &o.limits;
     int64_t v[10];
     const char *q = opt(c, "quiescent");
+    if (reconcile_scale_opts(c, &o))
+        return HF_ERR_INVAL;
     if (opt_int64(c, "violations", (int64_t)l->violations_shown_max, &v[0]) ||
         opt_int64(c, "settle-attempts", o.settle_attempts_max, &v[1]) ||
         opt_int64(c, "expiry-lag-max-ms", l->expiry_lag_max_ms, &v[2]) ||
@@ -714,6 +741,13 @@ static const hf_cli_opt_t reconcile_opts[] = {
     {"sales-max", "N", false, "table cap: (reservation, pair) held or sold"},
     {"allotments-max", "N", false, "table cap: escrow allotments (pair, gateway partition)"},
     {"timeout-ms", "N", false, "give up reading after N ms"},
+    {"shards", "K", false,
+     "K passes, each keeping the pairs of one shard: memory / K (pair-keyed caps are per shard)"},
+    {"memory-mb", "M", false, "choose --shards from the topics' sizes to stay within M MiB"},
+    {"spill-dir", "DIR", false,
+     "with shards: the first pass copies what later ones need to DIR, which they read instead "
+     "of Kafka"},
+    {"progress", "0|1", false, "progress on stderr (default 1)"},
     OPT_END};
 
 typedef struct {

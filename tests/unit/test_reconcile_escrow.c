@@ -20,6 +20,7 @@
 
 #include "kafka.h"
 #include "lib/reconcile.h"
+#include "lib/reconcile_int.h"
 
 #define T_LEVELS    "holdfast.stock-levels"
 #define T_RESULTS   "holdfast.counter-results"
@@ -32,6 +33,163 @@
 #define GW_PARTITIONS 2
 
 static int64_t offset_next;
+
+/* ---- every history judged again in 1 to 4 shards
+ *
+ * Every record a test feeds goes through rec_* (reconcile_feed), which keeps
+ * it in a history; done() feeds that history again to fresh checkers of 1 to
+ * RC_TEST_SHARDS_MAX shards (reconcile_history_replay) and asserts that each
+ * gives the test's own checker's verdicts, violations of every kind and counts:
+ * every violation planted below is caught, and only it, whatever the shard
+ * count. */
+#define RC_TEST_SHARDS_MAX 4
+
+static reconcile_history_t *history;
+static reconcile_limits_t history_limits;
+static int32_t history_gateway_partitions;
+
+static void history_start(const reconcile_limits_t *lim, int32_t gateway_partitions)
+{
+    if (!history)
+        assert_int_equal(reconcile_history_new(100000, &history), HF_OK);
+    reconcile_history_clear(history);
+    history_limits = *lim;
+    history_gateway_partitions = gateway_partitions;
+}
+
+static int history_teardown(void **state)
+{
+    reconcile_history_destroy(history);
+    history = NULL;
+    return 0;
+}
+
+static int record(reconcile_t *rc, const rc_feed_t *f)
+{
+    assert_int_equal(reconcile_history_add(history, f), HF_OK);
+    return reconcile_feed(rc, f);
+}
+
+static hf_record_t *rec_of(hf_rec_type_t type)
+{
+    static hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    return &r;
+}
+
+static int rec_counter_state(reconcile_t *rc, const rc_pos_t *pos, const char *wh, const char *sku,
+                             const hf_counter_state_t *c)
+{
+    hf_record_t *r = rec_of(HF_REC_COUNTER_STATE);
+    r->u.counter_state = *c;
+    return record(rc, &(rc_feed_t){RC_FEED_COUNTER_STATE, *pos, 0, wh, sku, r});
+}
+
+static int rec_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_level_t *sl)
+{
+    hf_record_t *r = rec_of(HF_REC_STOCK_LEVEL);
+    r->u.stock_level = *sl;
+    return record(rc, &(rc_feed_t){RC_FEED_STOCK_LEVEL, *pos, 0, NULL, NULL, r});
+}
+
+static int rec_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e)
+{
+    hf_record_t *r = rec_of(HF_REC_LEDGER_EVENT);
+    r->u.ledger_event = *e;
+    return record(rc, &(rc_feed_t){RC_FEED_LEDGER, *pos, 0, NULL, NULL, r});
+}
+
+static int rec_counter_result(reconcile_t *rc, const rc_pos_t *pos, const hf_counter_result_t *cr)
+{
+    hf_record_t *r = rec_of(HF_REC_COUNTER_RESULT);
+    r->u.counter_result = *cr;
+    return record(rc, &(rc_feed_t){RC_FEED_COUNTER_RESULT, *pos, 0, NULL, NULL, r});
+}
+
+static int rec_counter_input(reconcile_t *rc, rc_input_t in, const rc_pos_t *pos,
+                             const hf_record_t *rec)
+{
+    return record(rc, &(rc_feed_t){RC_FEED_COUNTER_INPUT, *pos, in, NULL, NULL, rec});
+}
+
+static int rec_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *wh,
+                               const char *sku, const hf_allotment_state_t *a)
+{
+    hf_record_t *r = rec_of(HF_REC_ALLOTMENT_STATE);
+    r->u.allotment_state = *a;
+    return record(rc, &(rc_feed_t){RC_FEED_ALLOTMENT_STATE, *pos, 0, wh, sku, r});
+}
+
+static int rec_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *wh, const char *sku,
+                            const hf_escrow_state_t *es)
+{
+    hf_record_t *r = es ? rec_of(HF_REC_ESCROW_STATE) : NULL;
+    if (r)
+        r->u.escrow_state = *es;
+    return record(rc, &(rc_feed_t){RC_FEED_ESCROW_STATE, *pos, 0, wh, sku, r});
+}
+
+static int rec_allotment_grant(reconcile_t *rc, const rc_pos_t *pos, const hf_allotment_grant_t *g)
+{
+    hf_record_t *r = rec_of(HF_REC_ALLOTMENT_GRANT);
+    r->u.allotment_grant = *g;
+    return record(rc, &(rc_feed_t){RC_FEED_ALLOTMENT_GRANT, *pos, 0, NULL, NULL, r});
+}
+
+static void print_violations(const reconcile_t *rc);
+
+/* got (shards) judges as want: the same verdicts, kinds and counts. */
+static void assert_same(const reconcile_t *want, const reconcile_t *got, uint32_t shards)
+{
+    for (int k = 0; k < RC_K__COUNT; k++)
+        if (reconcile_violations_of(want, (rc_kind_t)k) !=
+            reconcile_violations_of(got, (rc_kind_t)k)) {
+            print_violations(got);
+            fail_msg("%u shards: %zu %s, one shard %zu", shards,
+                     reconcile_violations_of(got, (rc_kind_t)k), rc_kind_name((rc_kind_t)k),
+                     reconcile_violations_of(want, (rc_kind_t)k));
+        }
+    assert_int_equal(reconcile_violations_total(got), reconcile_violations_total(want));
+    assert_int_equal(reconcile_verdict(got, true), reconcile_verdict(want, true));
+    assert_int_equal(reconcile_verdict(got, false), reconcile_verdict(want, false));
+    rc_counts_t a, b;
+    reconcile_counts(want, &a);
+    reconcile_counts(got, &b);
+    const int64_t *x = (const int64_t *)&a, *y = (const int64_t *)&b;
+    for (size_t i = 0; i < sizeof a / sizeof *x; i++)
+        if (x[i] != y[i])
+            fail_msg("%u shards: count #%zu (rc_counts_t order) is %lld, one shard %lld", shards, i,
+                     (long long)y[i], (long long)x[i]);
+}
+
+/* The test's history in 1..RC_TEST_SHARDS_MAX shards, quiescent as the test
+ * finished it (both ways when it did not): as the test's own checker. */
+static void done(reconcile_t *rc)
+{
+    for (int q = 0; q < 2; q++) {
+        if (rc->finished && rc->quiescent != (q == 1))
+            continue;
+        reconcile_t *one = NULL;
+        assert_int_equal(reconcile_history_replay(history, &history_limits,
+                                                  history_gateway_partitions, 1, q == 1, &one),
+                         HF_OK);
+        if (rc->finished)
+            assert_same(rc, one, 1);
+        for (uint32_t k = 2; k <= RC_TEST_SHARDS_MAX; k++) {
+            reconcile_t *many = NULL;
+            assert_int_equal(reconcile_history_replay(history, &history_limits,
+                                                      history_gateway_partitions, k, q == 1, &many),
+                             HF_OK);
+            assert_int_equal(reconcile_shards(many), k);
+            assert_same(one, many, k);
+            reconcile_destroy(many);
+        }
+        reconcile_destroy(one);
+    }
+    reconcile_destroy(rc);
+    reconcile_history_clear(history);
+}
 
 static rc_pos_t at(const char *topic)
 {
@@ -46,6 +204,7 @@ static reconcile_t *fresh(int32_t gateway_partitions)
     reconcile_t *rc = NULL;
     assert_int_equal(reconcile_new(&lim, &rc), HF_OK);
     reconcile_set_gateway_partitions(rc, gateway_partitions);
+    history_start(&lim, gateway_partitions);
     offset_next = 0;
     return rc;
 }
@@ -82,7 +241,7 @@ static void ledger(reconcile_t *rc, const char *rid, hf_ledger_kind_t kind, cons
     e.expires_at_ms = 1000000;
     e.at_ms = 1000000;
     rc_pos_t pos = at(T_LEDGER);
-    assert_int_equal(reconcile_ledger(rc, &pos, &e), HF_OK);
+    assert_int_equal(rec_ledger(rc, &pos, &e), HF_OK);
 }
 
 static void result(reconcile_t *rc, const char *rid, hf_cmd_t cmd, hf_outcome_t outcome,
@@ -93,7 +252,7 @@ static void result(reconcile_t *rc, const char *rid, hf_cmd_t cmd, hf_outcome_t 
     snprintf(r.warehouse_id, sizeof r.warehouse_id, "W");
     snprintf(r.sku, sizeof r.sku, "S");
     rc_pos_t pos = at(T_RESULTS);
-    assert_int_equal(reconcile_counter_result(rc, &pos, &r), HF_OK);
+    assert_int_equal(rec_counter_result(rc, &pos, &r), HF_OK);
 }
 
 static void grant(reconcile_t *rc, int32_t holder, int64_t seq, int64_t granted, int64_t recall,
@@ -109,13 +268,13 @@ static void grant(reconcile_t *rc, int32_t holder, int64_t seq, int64_t granted,
     snprintf(g.warehouse_id, sizeof g.warehouse_id, "W");
     snprintf(g.sku, sizeof g.sku, "S");
     rc_pos_t pos = at(T_RESULTS);
-    assert_int_equal(reconcile_allotment_grant(rc, &pos, &g), HF_OK);
+    assert_int_equal(rec_allotment_grant(rc, &pos, &g), HF_OK);
 }
 
 static void input(reconcile_t *rc, rc_input_t in, const hf_record_t *rec)
 {
     rc_pos_t pos = at(in == RC_IN_STOCK_FEED ? T_FEED : T_COMMANDS);
-    assert_int_equal(reconcile_counter_input(rc, in, &pos, rec), HF_OK);
+    assert_int_equal(rec_counter_input(rc, in, &pos, rec), HF_OK);
 }
 
 static void feed(reconcile_t *rc, hf_feed_kind_t kind, int64_t qty, int64_t seq)
@@ -173,7 +332,7 @@ static void escrow_state(reconcile_t *rc, int32_t holder, int64_t allotted, int6
     snprintf(es.warehouse_id, sizeof es.warehouse_id, "W");
     snprintf(es.sku, sizeof es.sku, "S");
     rc_pos_t pos = {"holdfast.gateway-changelog", holder, offset_next++};
-    assert_int_equal(reconcile_escrow_state(rc, &pos, "W", "S", &es), HF_OK);
+    assert_int_equal(rec_escrow_state(rc, &pos, "W", "S", &es), HF_OK);
 }
 
 /* The counter's final CounterState, AllotmentState of holder 0 and StockLevel. */
@@ -194,7 +353,7 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
                             .recalling = e->recalling,
                             .escrow_balance = e->escrow_balance + e->balance_off};
     rc_pos_t pos = at(T_CHANGELOG);
-    assert_int_equal(reconcile_counter_state(rc, &pos, "W", "S", &c), HF_OK);
+    assert_int_equal(rec_counter_state(rc, &pos, "W", "S", &c), HF_OK);
     hf_allotment_state_t a = {.holder_partition = 0,
                               .allotted = e->granted - e->returned - e->sold,
                               .recalling = e->recalling,
@@ -204,7 +363,7 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
                               .sold_total = e->sold};
     snprintf(a.holder_key, sizeof a.holder_key, "holder-0");
     pos = at(T_CHANGELOG);
-    assert_int_equal(reconcile_allotment_state(rc, &pos, "W", "S", &a), HF_OK);
+    assert_int_equal(rec_allotment_state(rc, &pos, "W", "S", &a), HF_OK);
     int64_t free_units = e->on_hand - e->reserved - e->allotted;
     hf_stock_level_t sl = {.on_hand = e->on_hand,
                            .reserved = e->reserved,
@@ -216,7 +375,7 @@ static void counter_end(reconcile_t *rc, const counter_end_t *e)
     snprintf(sl.warehouse_id, sizeof sl.warehouse_id, "W");
     snprintf(sl.sku, sizeof sl.sku, "S");
     pos = at(T_LEVELS);
-    assert_int_equal(reconcile_stock_level(rc, &pos, &sl), HF_OK);
+    assert_int_equal(rec_stock_level(rc, &pos, &sl), HF_OK);
 }
 
 /* What a planted breach changes in the escrow history. */
@@ -347,7 +506,7 @@ static void test_a_clean_escrow_history_passes_every_check_even_quiescent(void *
         assert_int_equal(n.ledger_sold_units, 2);
         assert_int_equal(n.counter_committed_units, 2);
         assert_int_equal(n.pairs_on_hand_exact, 1);
-        reconcile_destroy(rc);
+        done(rc);
     }
 }
 
@@ -394,7 +553,7 @@ static void test_a_recalled_allotment_may_revoke_a_sale_that_is_undone(void **st
         assert_int_equal(n.escrow_recalled_units, 1);
         assert_int_equal(n.escrow_sales, 0);
         assert_int_equal(n.escrow_sales_revoked, 1);
-        reconcile_destroy(rc);
+        done(rc);
     }
 }
 
@@ -407,7 +566,7 @@ static void test_a_sale_beyond_the_allotment_fails(void **state)
     assert_kinds(rc, RC_K_ALLOTMENT_OVERSOLD, 1, RC_K_ALLOTMENT_VS_COUNTER, 1, -1);
     assert_int_equal(reconcile_verdict(rc, true), RC_FAIL);
     assert_int_equal(reconcile_verdict(rc, false), RC_INCONCLUSIVE); /* its grant may be unread */
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_units_held_in_escrow_without_an_allotment_fail_when_quiescent(void **state)
@@ -417,25 +576,25 @@ static void test_units_held_in_escrow_without_an_allotment_fail_when_quiescent(v
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_ESCROW_HELD_BEYOND_ALLOTMENT, 1, -1);
     assert_int_equal(reconcile_verdict(rc, true), RC_FAIL);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* Not quiescent: its grant may still be on its way. */
     rc = escrow_history(&(plant_t){.foreign_held = 1}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* Partitions unknown: per pair, c's 1 and g's 2 do not fit in 2 allotted. */
     rc = escrow_history(&(plant_t){.foreign_held = 2}, 0);
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_ESCROW_HELD_BEYOND_ALLOTMENT, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* At a pair that never had an allotment the units are nowhere at all. */
     rc = escrow_history(&(plant_t){.foreign_held = 1, .foreign_wh = "W2"}, GW_PARTITIONS);
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_RESERVATION_HOLDS, 1, RC_K_LEDGER_VS_COUNTERS, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_a_grant_promising_units_twice_fails(void **state)
@@ -445,13 +604,13 @@ static void test_a_grant_promising_units_twice_fails(void **state)
     reconcile_t *rc = escrow_history(&(plant_t){.grant_qty = 9}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_ALLOTMENTS_BEYOND_STOCK, 1, RC_K_COUNTER_STATE_INVALID, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* ... or hides it (allotted 2 as in the clean history). */
     rc = escrow_history(&(plant_t){.grant_qty = 9, .hide_oversell = true}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_ALLOTMENTS_BEYOND_STOCK, 1, RC_K_ALLOTMENT_VS_COUNTER, 2, -1);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_a_pair_must_add_up_to_its_allotments_on_any_snapshot(void **state)
@@ -461,7 +620,7 @@ static void test_a_pair_must_add_up_to_its_allotments_on_any_snapshot(void **sta
     reconcile_t *rc = escrow_history(&(plant_t){.state_balance_off = -1}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_ALLOTMENT_VS_COUNTER, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_a_committed_escrow_allocation_without_a_sale_fails_when_quiescent(void **state)
@@ -473,7 +632,7 @@ static void test_a_committed_escrow_allocation_without_a_sale_fails_when_quiesce
             assert_kinds(rc, RC_K_SALE_UNBACKED, 1, -1);
         else
             assert_kinds(rc, -1);
-        reconcile_destroy(rc);
+        done(rc);
     }
 }
 
@@ -483,34 +642,34 @@ static void test_the_gateways_escrow_state_must_match_the_allotment_when_quiesce
     reconcile_t *rc = escrow_history(&(plant_t){.gw_balance_off = 1}, GW_PARTITIONS);
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* It counts a unit the counter does not allot. */
     rc = escrow_history(&(plant_t){.gw_allotted_off = 1, .gw_balance_off = 1}, GW_PARTITIONS);
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* Not quiescent: messages between them may be in flight. */
     rc = escrow_history(&(plant_t){.gw_balance_off = 1}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* A balance above the allotment is wrong on any snapshot. */
     rc = escrow_history(&(plant_t){.gw_balance_off = 2}, GW_PARTITIONS);
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_ESCROW_STATE_INVALID, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* A tombstone: the gateway forgot an allotment the counter still has. */
     rc = escrow_history(&(plant_t){0}, GW_PARTITIONS);
     escrow_state(rc, 1, 0, 0); /* another partition's, so EscrowStates exist */
     rc_pos_t pos = {"holdfast.gateway-changelog", 0, offset_next++};
-    assert_int_equal(reconcile_escrow_state(rc, &pos, "W", "S", NULL), HF_OK);
+    assert_int_equal(rec_escrow_state(rc, &pos, "W", "S", NULL), HF_OK);
     reconcile_finish(rc, true);
     assert_kinds(rc, RC_K_ESCROW_STATE_VS_ALLOTMENT, 1, -1);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_a_revoked_answer_to_no_sale_is_illegal(void **state)
@@ -519,7 +678,7 @@ static void test_a_revoked_answer_to_no_sale_is_illegal(void **state)
     reconcile_finish(rc, false);
     assert_kinds(rc, RC_K_COUNTER_RESULT_ILLEGAL, 1, -1);
     assert_int_equal(reconcile_verdict(rc, false), RC_FAIL);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_a_grant_beyond_the_request_or_malformed_is_reported(void **state)
@@ -531,15 +690,15 @@ static void test_a_grant_beyond_the_request_or_malformed_is_reported(void **stat
     grant(rc, 0, 3, -1, 0, 3, 0); /* negative */
     reconcile_finish(rc, false);
     assert_int_equal(reconcile_violations_of(rc, RC_K_ALLOTMENT_GRANT_INVALID), 3);
-    reconcile_destroy(rc);
+    done(rc);
 
     /* The counter's own AllotmentState must add up. */
     rc = fresh(GW_PARTITIONS);
     hf_allotment_state_t a = {.holder_partition = 0, .allotted = 4, .granted_total = 5};
     rc_pos_t pos = at(T_CHANGELOG);
-    assert_int_equal(reconcile_allotment_state(rc, &pos, "W", "S", &a), HF_OK);
+    assert_int_equal(rec_allotment_state(rc, &pos, "W", "S", &a), HF_OK);
     assert_int_equal(reconcile_violations_of(rc, RC_K_COUNTER_STATE_INVALID), 1);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 static void test_the_verdict_counts_the_escrow_traffic(void **state)
@@ -564,7 +723,7 @@ static void test_the_verdict_counts_the_escrow_traffic(void **state)
     assert_int_equal(json_integer_value(json_object_get(counts, "escrow_allotted_units")), 2);
     json_decref(o);
     free(buf);
-    reconcile_destroy(rc);
+    done(rc);
 }
 
 int main(void)
@@ -582,5 +741,5 @@ int main(void)
         cmocka_unit_test(test_a_grant_beyond_the_request_or_malformed_is_reported),
         cmocka_unit_test(test_the_verdict_counts_the_escrow_traffic),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, history_teardown);
 }

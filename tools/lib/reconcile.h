@@ -105,8 +105,12 @@ typedef struct {
 
 /* Table caps. Tables grow with the data; a cap reached stops the replay with
  * HF_ERR_LIMIT (the verdict would be unsound with entries dropped). Memory is
- * about 130 bytes per hold, 330 per pair, 110 per reservation, 120 per reply key,
- * 120 per (reservation, pair) held or sold, 170 per allotment. */
+ * about 110 bytes per hold, 330 per pair (one input topic; 430 with two), 130
+ * per reservation, 110 per reply key, 110 per (reservation, pair) held or sold,
+ * 180 per allotment (value, key, index and slots), and up to a third more while
+ * a table's entries, which grow by half when full, wait to be filled: measured
+ * 345 MiB of tables for 1,000,005 pairs. With K shards (reconcile_set_shards)
+ * the pair-keyed caps (pairs, holds, sales, allotments) bound one shard's share. */
 typedef struct {
     size_t pairs_max;        /* (warehouse, sku) counters */
     size_t holds_max;        /* (reservation, attempt, warehouse, sku) holds */
@@ -135,6 +139,42 @@ typedef struct reconcile reconcile_t;
 
 int reconcile_new(const reconcile_limits_t *lim, reconcile_t **out) HF_MUST_CHECK;
 void reconcile_destroy(reconcile_t *rc); /* accepts NULL */
+
+/* ---- Shards: bounded memory in K passes.
+ * Every pair-keyed table (pairs, holds, sales, allotments, the pairs' feed
+ * streams and escrow books) keeps only the pairs of one shard at a time —
+ * reconcile_pair_shard(warehouse, sku, K) — and the checker is fed the whole
+ * history once per shard, shard 0 first, each time in the feeding order below:
+ *     for k in 0..K-1: feed everything; k < K-1 ? reconcile_next_shard : reconcile_finish
+ * Records are judged once: a pair's records in its shard's pass; what is keyed
+ * by reservation (the ledger's own rules, replies, dead letters) in shard 0's
+ * pass, the later passes taking from the ledger only what their pairs hold and
+ * sold. The reservation table spans every pass and sums what each shard's
+ * counters and allotments hold for it; the reservation-level checks (7) run
+ * after the last shard. Verdict, violation kinds and counts, and every count
+ * are the same for any K (only the order of the violations shown differs).
+ * Call reconcile_set_shards before the first record (1, the default: one pass).
+ * The driver (reconcile_run) reads the topics once per shard, each later pass
+ * up to where the first one ended; or, with a spill directory, only once: the
+ * first pass copies each later shard's records and the ledger to local files,
+ * which the later passes read in the same order. */
+#define RC_SHARDS_MAX 4096
+int reconcile_set_shards(reconcile_t *rc, uint32_t shards) HF_MUST_CHECK;
+uint32_t reconcile_shards(const reconcile_t *rc);
+uint32_t reconcile_shard(const reconcile_t *rc); /* the shard being fed */
+uint32_t reconcile_pair_shard(const char *warehouse_id, const char *sku, uint32_t shards);
+/* Ends the current shard's pass: judges its pairs, adds what they hold to
+ * their reservations, frees its tables; the next record starts shard + 1.
+ * quiescent as for reconcile_finish (the same value each time). */
+int reconcile_next_shard(reconcile_t *rc, bool quiescent) HF_MUST_CHECK;
+
+/* What the tables hold: entries of each and bytes of all together. */
+typedef struct {
+    size_t pairs, holds, reservations, reply_keys, sales, allotments, dead_letters;
+    size_t bytes;
+} rc_tables_t;
+/* The largest the tables were at the end of any shard (or now, if larger). */
+void reconcile_tables_peak(const reconcile_t *rc, rc_tables_t *out);
 
 /* ---- Feeding order (each step may depend on the ones before):
  *   1. reconcile_dead_letter      holdfast.dead-letters
@@ -243,6 +283,18 @@ typedef struct {
     int settle_wait_ms;      /* between them */
     int timeout_ms;          /* per Kafka call */
     reconcile_limits_t limits;
+    /* Shards (passes over the pair-keyed topics): shards when > 0; else, with
+     * memory_mb > 0, as many as an estimate of the pairs from the topics' end
+     * offsets needs to keep the tables within memory_mb; else 1. */
+    uint32_t shards;
+    size_t memory_mb;
+    /* With more than one shard: a directory where the first pass copies what
+     * the later passes need (each later shard's records, and the ledger), so
+     * they read that instead of Kafka again (NULL: Kafka). */
+    const char *spill_dir;
+    /* Progress on this stream (NULL: none): redrawn in place at most 4 times a
+     * second when it is a terminal, else a line every 5 s. */
+    FILE *progress;
 } reconcile_opts_t;
 
 void reconcile_opts_default(reconcile_opts_t *o);
@@ -258,5 +310,64 @@ int reconcile_run(const reconcile_opts_t *o, FILE *out, rc_verdict_t *verdict, c
  * records_json is the driver's {"topic": count} object text, or NULL. */
 int reconcile_print(const reconcile_t *rc, bool snapshot_quiet, int attempts, bool quiescent,
                     const char *records_json, double seconds, FILE *out) HF_MUST_CHECK;
+
+/* How a replay went: records read (every pass of every attempt), records of
+ * the snapshot judged (the first pass's), wall seconds, shards and passes; with
+ * the tables' peak and the process's peak RSS it is the verdict's "run" member
+ * (after every other one, so the line still starts with {"verdict":...}):
+ * records_per_s is records read per second, seconds_per_million_records the
+ * time to judge a million records of the snapshot. */
+typedef struct {
+    uint64_t records, snapshot_records;
+    double seconds;
+    uint32_t shards, passes;
+    size_t peak_rss_kib;
+    uint64_t spill_bytes_max; /* what the spill files held at most (0: none) */
+} rc_run_t;
+int reconcile_print_run(const reconcile_t *rc, bool snapshot_quiet, int attempts, bool quiescent,
+                        const char *records_json, const rc_run_t *run, FILE *out) HF_MUST_CHECK;
+
+/* ---- a recorded history (reconcile_history.c): every feeding call kept with
+ * a copy of its record, fed again into a checker of any shard count — how the
+ * unit tests prove that K shards judge as one. */
+typedef enum {
+    RC_FEED_DEAD_LETTER = 0,
+    RC_FEED_COUNTER_STATE,
+    RC_FEED_ALLOTMENT_STATE,
+    RC_FEED_ESCROW_STATE,
+    RC_FEED_STOCK_LEVEL,
+    RC_FEED_LEDGER,
+    RC_FEED_COUNTER_RESULT,
+    RC_FEED_ALLOTMENT_GRANT,
+    RC_FEED_COUNTER_INPUT,
+    RC_FEED_REPLY,
+} rc_feed_kind_t;
+
+/* One feeding call: which, its position, and its record (warehouse_id and sku
+ * for the changelog kinds; input for COUNTER_INPUT; rec NULL only for an
+ * EscrowState tombstone). */
+typedef struct {
+    rc_feed_kind_t kind;
+    rc_pos_t pos;
+    rc_input_t input;
+    const char *warehouse_id, *sku;
+    const hf_record_t *rec;
+} rc_feed_t;
+
+/* Calls the reconcile_* function the feed names. */
+int reconcile_feed(reconcile_t *rc, const rc_feed_t *f) HF_MUST_CHECK;
+
+typedef struct reconcile_history reconcile_history_t;
+int reconcile_history_new(size_t feeds_max, reconcile_history_t **out) HF_MUST_CHECK;
+void reconcile_history_destroy(reconcile_history_t *h); /* accepts NULL */
+void reconcile_history_clear(reconcile_history_t *h);
+size_t reconcile_history_count(const reconcile_history_t *h);
+/* Keeps a copy of f (its record, topic and strings). */
+int reconcile_history_add(reconcile_history_t *h, const rc_feed_t *f) HF_MUST_CHECK;
+/* A fresh checker (lim, gateway_partitions, shards) fed the history once per
+ * shard and finished. */
+int reconcile_history_replay(const reconcile_history_t *h, const reconcile_limits_t *lim,
+                             int32_t gateway_partitions, uint32_t shards, bool quiescent,
+                             reconcile_t **out) HF_MUST_CHECK;
 
 #endif

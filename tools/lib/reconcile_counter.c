@@ -18,7 +18,9 @@
  *   COUNT resets on_hand; commits on the same topic are ordered with it, those
  *   on the other topic are not: on_hand is then checked within bounds. A
  *   COUNT_AS_OF subtracts every commit after its as-of point wherever it was
- *   applied, so it is exact again (bounded only when it left nothing). */
+ *   applied, so it is exact again (bounded only when it left nothing).
+ * Every pair-keyed record is tabled only in its pair's shard's pass
+ * (rc_in_shard); dead letters, which any pair's input may name, in the first. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +38,8 @@ int reconcile_dead_letter(reconcile_t *rc, const hf_dead_letter_t *d)
 {
     char key[RC_KEY_LEN_MAX];
     uint32_t idx;
+    if (!rc_first_pass(rc))
+        return HF_OK; /* the table is kept from the first pass */
     rc->n.dead_letters++;
     return rc_map_upsert(&rc->dead, key,
                          dead_key(key, d->source_topic, d->source_partition, d->source_offset),
@@ -66,6 +70,8 @@ int reconcile_counter_state(reconcile_t *rc, const rc_pos_t *pos, const char *wa
                             const char *sku, const hf_counter_state_t *c)
 {
     uint32_t idx;
+    if (!rc_in_shard(rc, warehouse_id, sku))
+        return HF_OK;
     int err = rc_pair_get(rc, warehouse_id, sku, &idx);
     if (err)
         return err;
@@ -120,6 +126,8 @@ static void check_level(reconcile_t *rc, const rc_pos_t *pos, const char *key,
 int reconcile_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_level_t *sl)
 {
     uint32_t idx;
+    if (!rc_in_shard(rc, sl->warehouse_id, sl->sku))
+        return HF_OK;
     int err = rc_pair_get(rc, sl->warehouse_id, sl->sku, &idx);
     if (err)
         return err;
@@ -137,12 +145,8 @@ int reconcile_stock_level(reconcile_t *rc, const rc_pos_t *pos, const hf_stock_l
                      sl->version, p->level_version, p->level_partition, p->level_offset);
     p->has_level = true;
     p->level_version = sl->version;
-    p->level_on_hand = sl->on_hand;
-    p->level_reserved = sl->reserved;
-    p->level_safety = sl->safety_stock;
-    p->level_shortfall = sl->shortfall;
-    p->level_allotted = sl->allotted;
-    p->level_escrow_balance = sl->escrow_balance;
+    p->level_digest = rc_level_digest(sl->version, sl->on_hand, sl->reserved, sl->safety_stock,
+                                      sl->shortfall, sl->allotted, sl->escrow_balance);
     p->level_partition = pos->partition;
     p->level_offset = pos->offset;
     return HF_OK;
@@ -290,6 +294,8 @@ int reconcile_counter_result(reconcile_t *rc, const rc_pos_t *pos, const hf_coun
 {
     uint32_t pidx, hidx;
     bool added = false;
+    if (!rc_in_shard(rc, r->warehouse_id, r->sku))
+        return HF_OK;
     char hkey[RC_KEY_LEN_MAX];
     size_t hlen = rc_hold_key(hkey, r->reservation_id, r->attempt, r->warehouse_id, r->sku);
     int err = rc_pair_get(rc, r->warehouse_id, r->sku, &pidx);
@@ -388,35 +394,46 @@ static void apply_feed(rc_stream_t *st, const hf_stock_feed_t *f, int64_t horizo
 static int on_feed(reconcile_t *rc, rc_input_t input, const hf_stock_feed_t *f)
 {
     uint32_t idx;
+    rc_stream_t *st = NULL;
+    if (!rc_in_shard(rc, f->warehouse_id, f->sku))
+        return HF_OK;
     int err = rc_pair_get(rc, f->warehouse_id, f->sku, &idx);
+    if (!err)
+        err = rc_stream_get(rc, idx, input, &st);
     if (err)
         return err;
-    rc_pair_t *p = pair_at(rc, idx);
-    int32_t applied = p->in[input].applied;
-    apply_feed(&p->in[input], f, p->has_state ? p->state.feed_epoch : 0,
-               p->has_state ? p->state.feed_seq : 0);
+    const rc_pair_t *p = pair_at(rc, idx);
+    int32_t applied = st->applied;
+    apply_feed(st, f, p->has_state ? p->state.feed_epoch : 0, p->has_state ? p->state.feed_seq : 0);
     rc->n.feeds++;
-    rc->n.feeds_applied += (size_t)(p->in[input].applied - applied);
+    rc->n.feeds_applied += (size_t)(st->applied - applied);
     return HF_OK;
 }
 
 /* The k-th CommitHold of a hold produced its k-th commit answer (each command
  * not dead-lettered gets exactly one): the one that changed the pair sits here
  * among this topic's feeds. */
-static void on_commit_command(reconcile_t *rc, rc_input_t input, const hf_commit_hold_t *c)
+static int on_commit_command(reconcile_t *rc, rc_input_t input, const hf_commit_hold_t *c)
 {
     char hkey[RC_KEY_LEN_MAX];
     uint32_t idx;
+    rc_stream_t *st = NULL;
+    if (!rc_in_shard(rc, c->warehouse_id, c->sku))
+        return HF_OK;
     size_t len = rc_hold_key(hkey, c->reservation_id, c->attempt, c->warehouse_id, c->sku);
     if (!rc_map_find(&rc->holds, hkey, len, &idx))
-        return;
+        return HF_OK;
     rc_hold_t *h = rc_map_val(&rc->holds, idx);
     if (++h->commit_cmds != h->change_ordinal)
-        return;
-    rc_stream_t *st = &pair_at(rc, h->pair)->in[input];
-    st->on_hand -= h->qty;
-    st->matched_commit_qty += h->qty;
-    st->commits_since_count += h->qty;
+        return HF_OK;
+    int64_t qty = h->qty;
+    int err = rc_stream_get(rc, h->pair, input, &st);
+    if (err)
+        return err;
+    st->on_hand -= qty;
+    st->matched_commit_qty += qty;
+    st->commits_since_count += qty;
+    return HF_OK;
 }
 
 int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *pos,
@@ -427,7 +444,7 @@ int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *p
     if (rec->type == HF_REC_STOCK_FEED)
         return on_feed(rc, input, &rec->u.stock_feed);
     if (rec->type == HF_REC_COMMIT_HOLD)
-        on_commit_command(rc, input, &rec->u.commit_hold);
+        return on_commit_command(rc, input, &rec->u.commit_hold);
     if (rec->type == HF_REC_ALLOTMENT_REQUEST && input == RC_IN_COMMANDS)
         return rc_escrow_request(rc, &rec->u.allotment_request);
     if (rec->type == HF_REC_ALLOTMENT_SALE && input == RC_IN_COMMANDS)
@@ -440,8 +457,9 @@ int reconcile_counter_input(reconcile_t *rc, rc_input_t input, const rc_pos_t *p
 static void finish_on_hand(reconcile_t *rc, const char *key, const rc_pair_t *p)
 {
     const hf_counter_state_t *c = &p->state;
-    int t = p->in[RC_IN_STOCK_FEED].feeds > 0 ? RC_IN_STOCK_FEED : RC_IN_COMMANDS;
-    const rc_stream_t *st = &p->in[t];
+    rc_input_t t =
+        rc_stream_peek(rc, p, RC_IN_STOCK_FEED)->feeds > 0 ? RC_IN_STOCK_FEED : RC_IN_COMMANDS;
+    const rc_stream_t *st = rc_stream_peek(rc, p, t);
     int64_t unordered = p->commit_qty - st->matched_commit_qty;
     int64_t hi = st->on_hand, lo = st->on_hand - unordered;
     if (!st->has_count)
@@ -482,21 +500,24 @@ static void finish_on_hand(reconcile_t *rc, const char *key, const rc_pair_t *p)
                      c->version, p->ok_holds, p->changes, st->applied);
 }
 
+/* The last StockLevel against the last CounterState: the fields they share,
+ * compared through their digest (the level's own values are in the record at
+ * the position named). */
 static void finish_level_vs_state(reconcile_t *rc, const char *key, const rc_pair_t *p)
 {
     const hf_counter_state_t *c = &p->state;
     if (!p->has_level && !p->has_state)
         return;
-    if (p->has_level != p->has_state || p->level_version != c->version ||
-        p->level_on_hand != c->on_hand || p->level_reserved != c->reserved ||
-        p->level_safety != c->safety_stock || p->level_shortfall != c->revoking ||
-        p->level_allotted != c->allotted || p->level_escrow_balance != c->escrow_balance)
+    uint64_t state_digest = rc_level_digest(c->version, c->on_hand, c->reserved, c->safety_stock,
+                                            c->revoking, c->allotted, c->escrow_balance);
+    if (p->has_level != p->has_state || p->level_digest != state_digest)
         rc_violation(rc, RC_K_STOCK_LEVEL_VS_STATE, key, NULL,
-                     "last StockLevel v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64
-                     " allotted %" PRId64 "; changelog v%" PRId64 " on_hand %" PRId64
-                     " reserved %" PRId64 " allotted %" PRId64 "%s",
-                     p->level_version, p->level_on_hand, p->level_reserved, p->level_allotted,
-                     c->version, c->on_hand, c->reserved, c->allotted,
+                     "last StockLevel v%" PRId64 " (partition %d offset %" PRId64
+                     ") is not the changelog's v%" PRId64 " on_hand %" PRId64 " reserved %" PRId64
+                     " safety_stock %" PRId64 " revoking %" PRId64 " allotted %" PRId64
+                     " escrow_balance %" PRId64 "%s",
+                     p->level_version, p->level_partition, p->level_offset, c->version, c->on_hand,
+                     c->reserved, c->safety_stock, c->revoking, c->allotted, c->escrow_balance,
                      p->has_level ? (p->has_state ? "" : " (no CounterState)")
                                   : " (no StockLevel)");
 }
@@ -517,14 +538,16 @@ static void finish_pair(reconcile_t *rc, uint32_t idx)
         rc_violation(rc, RC_K_REVOKING_MISMATCH, key, NULL,
                      "revoking %" PRId64 " but holds being revoked sum to %" PRId64, c->revoking,
                      p->revoking_model);
-    if (p->in[RC_IN_COMMANDS].feeds > 0 && p->in[RC_IN_STOCK_FEED].feeds > 0) {
+    int32_t cmd_feeds = rc_stream_peek(rc, p, RC_IN_COMMANDS)->feeds;
+    int32_t feed_feeds = rc_stream_peek(rc, p, RC_IN_STOCK_FEED)->feeds;
+    if (cmd_feeds > 0 && feed_feeds > 0) {
         /* Which feeds were skipped depends on the interleaving of the topics. */
         rc->n.pairs_feed_order_ambiguous++;
         int64_t base = p->ok_holds + p->changes;
-        if (c->version < base || c->version > base + p->in[0].feeds + p->in[1].feeds)
+        if (c->version < base || c->version > base + cmd_feeds + feed_feeds)
             rc_violation(rc, RC_K_VERSION_MISMATCH, key, NULL,
                          "version %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", c->version, base,
-                         base + p->in[0].feeds + p->in[1].feeds);
+                         base + cmd_feeds + feed_feeds);
         return;
     }
     finish_on_hand(rc, key, p);

@@ -25,11 +25,15 @@
  * - Free stock: allotted + open direct holds - being taken back <= on_hand.
  * - The gateway's EscrowState (its changelog partition is the holder): at
  *   quiescence allotted is the counter's and allotted - balance is what its
- *   HELD reservations hold (DESIGN.md invariant 7, per allotment). */
+ *   HELD reservations hold (DESIGN.md invariant 7, per allotment).
+ * Every allotment is its pair's, so it lives in its pair's shard; whether the
+ * gateway wrote any EscrowState at all is counted over every shard in the
+ * first pass. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "hf_assert.h"
 #include "kafka.h"
 #include "reconcile_int.h"
 
@@ -51,13 +55,15 @@ static int allot_get(reconcile_t *rc, const char *warehouse_id, const char *sku,
 {
     char key[RC_KEY_LEN_MAX];
     uint32_t pidx, idx;
+    rc_escrow_pair_t *book = NULL;
     int err = rc_pair_get(rc, warehouse_id, sku, &pidx);
     if (!err)
         err =
             rc_map_upsert(&rc->allots, key, allot_key(key, warehouse_id, sku, holder), &idx, NULL);
+    if (!err)
+        err = rc_escrow_pair_get(rc, pidx, &book); /* the pair has an allotment */
     if (err)
         return err;
-    ((rc_pair_t *)rc_map_val(&rc->pairs, pidx))->escrow = true;
     *out = rc_map_val(&rc->allots, idx);
     (*out)->pair = pidx;
     (*out)->holder = holder;
@@ -89,6 +95,8 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
                               const char *sku, const hf_allotment_state_t *a)
 {
     rc_allot_t *al = NULL;
+    if (!rc_in_shard(rc, warehouse_id, sku))
+        return HF_OK;
     int err = allot_get(rc, warehouse_id, sku, a->holder_partition, &al);
     if (err)
         return err;
@@ -114,11 +122,34 @@ int reconcile_allotment_state(reconcile_t *rc, const rc_pos_t *pos, const char *
     return HF_OK;
 }
 
+/* First pass: whether the last record of each allotment key (any shard's) is
+ * an EscrowState or a tombstone. */
+static int gw_live_note(reconcile_t *rc, const char *warehouse_id, const char *sku, int32_t holder,
+                        bool live)
+{
+    char key[RC_KEY_LEN_MAX];
+    size_t len = allot_key(key, warehouse_id, sku, holder);
+    uint32_t idx;
+    if (!live && !rc_map_find(&rc->gw_live, key, len, &idx))
+        return HF_OK;
+    int err = live ? rc_map_upsert(&rc->gw_live, key, len, &idx, NULL) : HF_OK;
+    if (err)
+        return err;
+    uint8_t *was = rc_map_val(&rc->gw_live, idx);
+    rc->gw_live_count += (size_t)live - (size_t)*was;
+    *was = live;
+    return HF_OK;
+}
+
 int reconcile_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *warehouse_id,
                            const char *sku, const hf_escrow_state_t *es)
 {
     rc_allot_t *al = NULL;
-    int err = allot_get(rc, warehouse_id, sku, pos->partition, &al);
+    int err =
+        rc_first_pass(rc) ? gw_live_note(rc, warehouse_id, sku, pos->partition, es != NULL) : HF_OK;
+    if (err || !rc_in_shard(rc, warehouse_id, sku))
+        return err;
+    err = allot_get(rc, warehouse_id, sku, pos->partition, &al);
     if (err)
         return err;
     al->has_gw = es != NULL;
@@ -141,6 +172,8 @@ int reconcile_escrow_state(reconcile_t *rc, const rc_pos_t *pos, const char *war
 int reconcile_allotment_grant(reconcile_t *rc, const rc_pos_t *pos, const hf_allotment_grant_t *g)
 {
     rc_allot_t *al = NULL;
+    if (!rc_in_shard(rc, g->warehouse_id, g->sku))
+        return HF_OK;
     int err = allot_get(rc, g->warehouse_id, g->sku, g->holder_partition, &al);
     if (err)
         return err;
@@ -170,6 +203,8 @@ int reconcile_allotment_grant(reconcile_t *rc, const rc_pos_t *pos, const hf_all
 int rc_escrow_request(reconcile_t *rc, const hf_allotment_request_t *r)
 {
     rc_allot_t *al = NULL;
+    if (!rc_in_shard(rc, r->warehouse_id, r->sku))
+        return HF_OK;
     int err = allot_get(rc, r->warehouse_id, r->sku, r->holder_partition, &al);
     if (err)
         return err;
@@ -201,6 +236,9 @@ int rc_escrow_sale(reconcile_t *rc, const hf_allotment_sale_t *s)
 {
     rc_allot_t *al = NULL;
     rc_sale_t *sale = NULL;
+    rc_stream_t *st = NULL;
+    if (!rc_in_shard(rc, s->warehouse_id, s->sku))
+        return HF_OK;
     int err = allot_get(rc, s->warehouse_id, s->sku, s->holder_partition, &al);
     if (err)
         return err;
@@ -208,17 +246,19 @@ int rc_escrow_sale(reconcile_t *rc, const hf_allotment_sale_t *s)
         rc->n.escrow_sales_revoked++;
         return HF_OK;
     }
+    uint32_t pidx = al->pair;
     err = rc_sale_get(rc, s->reservation_id, s->warehouse_id, s->sku, &sale);
+    if (!err)
+        err = rc_stream_get(rc, pidx, RC_IN_COMMANDS, &st);
     if (err)
         return err;
-    rc_pair_t *p = rc_map_val(&rc->pairs, al->pair);
-    al->sold += s->qty;
+    rc_pair_t *p = rc_map_val(&rc->pairs, pidx);
+    al->sold += s->qty; /* the allotments' table did not move: no entry was added */
     sale->counter_units += s->qty;
     sale->escrow_sold += s->qty;
     /* Like a committed hold: off on_hand, at its place among this topic's feeds. */
     p->commit_qty += s->qty;
     p->changes++;
-    rc_stream_t *st = &p->in[RC_IN_COMMANDS];
     st->on_hand -= s->qty;
     st->matched_commit_qty += s->qty;
     st->commits_since_count += s->qty;
@@ -242,9 +282,10 @@ static void held_in_allotment(reconcile_t *rc, uint32_t sale_idx, rc_res_t *res)
     rc_sale_t *s = rc_map_val(&rc->sales, sale_idx);
     size_t len;
     const char *key = rc_map_key(&rc->sales, sale_idx, &len);
-    rc_pair_t *p = rc_map_val(&rc->pairs, s->pair);
+    rc_escrow_pair_t *book = rc_escrow_pair_peek(rc, rc_map_val(&rc->pairs, s->pair));
+    hf_assert(book); /* only escrow pairs get here */
     res->escrow_units += s->held_units;
-    p->escrow_held += s->held_units;
+    book->held += s->held_units;
     rc->n.escrow_held_units += s->held_units;
     if (rc->gateway_partitions <= 0)
         return;
@@ -290,7 +331,7 @@ void rc_finish_escrow_held(reconcile_t *rc)
 static void escrow_state_vs_allotment(reconcile_t *rc, const rc_allot_t *a, int64_t model,
                                       const char *k)
 {
-    if (!rc->quiescent || rc->gateway_partitions <= 0 || rc->n.escrow_states == 0)
+    if (!rc->quiescent || rc->gateway_partitions <= 0 || rc->gw_live_count == 0)
         return;
     if (!a->has_gw) {
         if (model != 0)
@@ -312,13 +353,14 @@ static void finish_allotment(reconcile_t *rc, uint32_t idx)
 {
     const rc_allot_t *a = rc_map_val(&rc->allots, idx);
     int64_t model = a->granted - a->returned - a->sold;
-    rc_pair_t *p = rc_map_val(&rc->pairs, a->pair);
-    p->escrow_allotted += model;
+    rc_escrow_pair_t *book = rc_escrow_pair_peek(rc, rc_map_val(&rc->pairs, a->pair));
+    hf_assert(book); /* allot_get gave the pair one */
+    book->allotted += model;
     if (a->has_state) {
-        p->has_allotment_state = true;
-        p->states_allotted += a->state_allotted;
-        p->states_recalling += a->state_recalling;
-        p->states_reported += a->state_reported;
+        book->has_allotment_state = true;
+        book->states_allotted += a->state_allotted;
+        book->states_recalling += a->state_recalling;
+        book->states_reported += a->state_reported;
     }
     char k[RC_KEY_LEN_MAX];
     copy_key(&rc->allots, idx, k);
@@ -350,7 +392,9 @@ static void finish_allotment(reconcile_t *rc, uint32_t idx)
 static void finish_escrow_pair(reconcile_t *rc, uint32_t idx)
 {
     const rc_pair_t *p = rc_map_val(&rc->pairs, idx);
-    int64_t allotted = p->escrow_allotted;
+    static const rc_escrow_pair_t no_book;
+    const rc_escrow_pair_t *book = p->escrow ? rc_escrow_pair_peek(rc, p) : &no_book;
+    int64_t allotted = book->allotted;
     const hf_counter_state_t *c = &p->state;
     if (!p->escrow && c->allotted == 0)
         return;
@@ -365,15 +409,15 @@ static void finish_escrow_pair(reconcile_t *rc, uint32_t idx)
                      c->allotted, allotted);
     /* The counter's pair and its allotments change in one transaction and share
      * a changelog partition: their last values agree on any snapshot. */
-    if (p->has_allotment_state &&
-        (p->states_allotted != c->allotted || p->states_recalling != c->recalling ||
-         p->states_reported != c->escrow_balance))
+    if (book->has_allotment_state &&
+        (book->states_allotted != c->allotted || book->states_recalling != c->recalling ||
+         book->states_reported != c->escrow_balance))
         rc_violation(rc, RC_K_ALLOTMENT_VS_COUNTER, k, NULL,
                      "CounterState allotted %" PRId64 " recalling %" PRId64
                      " escrow_balance %" PRId64 ", its AllotmentStates sum to %" PRId64 ", %" PRId64
                      ", %" PRId64,
-                     c->allotted, c->recalling, c->escrow_balance, p->states_allotted,
-                     p->states_recalling, p->states_reported);
+                     c->allotted, c->recalling, c->escrow_balance, book->states_allotted,
+                     book->states_recalling, book->states_reported);
     int64_t direct = p->reserved_model - p->revoking_model;
     if (allotted + direct - c->recalling > c->on_hand)
         rc_violation(rc, RC_K_ALLOTMENTS_BEYOND_STOCK, k, NULL,
@@ -381,11 +425,11 @@ static void finish_escrow_pair(reconcile_t *rc, uint32_t idx)
                      " - being recalled %" PRId64 " exceeds on_hand %" PRId64
                      ": units promised twice",
                      allotted, direct, c->recalling, c->on_hand);
-    if (rc->quiescent && rc->gateway_partitions <= 0 && p->escrow_held > allotted)
+    if (rc->quiescent && rc->gateway_partitions <= 0 && book->held > allotted)
         rc_violation(rc, RC_K_ESCROW_HELD_BEYOND_ALLOTMENT, k, NULL,
                      "HELD reservations hold %" PRId64
                      " units here with no counter hold, the allotments are %" PRId64,
-                     p->escrow_held, allotted);
+                     book->held, allotted);
 }
 
 /* A REVOKED answer to a commit of a hold the counter never held must answer
@@ -407,7 +451,7 @@ static void revokes_without_sale(reconcile_t *rc)
 
 void rc_finish_escrow(reconcile_t *rc)
 {
-    rc->n.allotments = rc->allots.count;
+    rc->n.allotments += rc->allots.count;
     for (uint32_t i = 0; i < rc->allots.count; i++)
         rc->n.escrow_states += ((const rc_allot_t *)rc_map_val(&rc->allots, i))->has_gw;
     for (uint32_t i = 0; i < rc->allots.count; i++)

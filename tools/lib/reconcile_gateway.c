@@ -9,7 +9,13 @@
  * topic. Only the outcomes the gateway stores with the key (settled ones) must
  * repeat: CONFLICT, NOT_FOUND, REJECTED_INVALID and BUSY are answers to a request
  * that was not applied (another body, too early, invalid, shed) and may differ
- * between retries by design. */
+ * between retries by design.
+ *
+ * Shards: the ledger's own rules and the replies are judged in the first
+ * shard's pass, which builds the reservation table; every pass takes from the
+ * ledger what its own pairs hold and sold (the sale event is found again by
+ * its position), and adds at its end what its counters hold for each
+ * reservation. The reservations are judged after the last shard. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -163,6 +169,8 @@ static int held_per_pair(reconcile_t *rc, const hf_ledger_event_t *e)
 {
     for (int32_t a = 0; a < e->allocations_count && a < HF_ALLOCATIONS_MAX; a++) {
         rc_sale_t *s = NULL;
+        if (!rc_in_shard(rc, e->allocations[a].warehouse_id, e->allocations[a].sku))
+            continue;
         int err = rc_sale_get(rc, e->reservation_id, e->allocations[a].warehouse_id,
                               e->allocations[a].sku, &s);
         if (err)
@@ -172,8 +180,25 @@ static int held_per_pair(reconcile_t *rc, const hf_ledger_event_t *e)
     return HF_OK;
 }
 
+/* A later shard's pass: the reservation's rules were judged in the first; only
+ * what this shard's pairs hold (HELD) and sold (the sale event) is taken. */
+static int ledger_again(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e)
+{
+    if ((unsigned)e->kind >= HF_LEDGER__COUNT)
+        return HF_OK;
+    int err = e->kind == HF_LEDGER_HELD ? held_per_pair(rc, e) : HF_OK;
+    uint32_t idx;
+    if (err || !rc_map_find(&rc->res, e->reservation_id, strlen(e->reservation_id), &idx))
+        return err;
+    const rc_res_t *r = rc_map_val(&rc->res, idx);
+    bool sale_event = r->sale_offset == pos->offset && r->sale_partition == pos->partition;
+    return sale_event ? rc_sales_ledger(rc, e) : HF_OK;
+}
+
 int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e)
 {
+    if (!rc_first_pass(rc))
+        return ledger_again(rc, pos, e);
     if ((unsigned)e->kind >= HF_LEDGER__COUNT) {
         reconcile_foreign(rc, pos, "LedgerEvent with an unknown kind");
         return HF_OK;
@@ -184,10 +209,16 @@ int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
     if (err)
         return err;
     rc_res_t *r = rc_map_val(&rc->res, idx);
-    if (added)
+    if (added) {
         r->terminal = -1;
+        r->sale_offset = -1;
+    }
     bool was_sold = r->sold;
     on_event(rc, pos, e, r);
+    if (!was_sold && r->sold) {
+        r->sale_partition = pos->partition;
+        r->sale_offset = pos->offset;
+    }
     if (e->kind == HF_LEDGER_HELD) {
         err = held_per_pair(rc, e);
         if (err)
@@ -223,6 +254,8 @@ static void reply_vs_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_reply
 
 int reconcile_reply(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r)
 {
+    if (!rc_first_pass(rc))
+        return HF_OK; /* judged in the first shard's pass */
     rc->n.replies++;
     if ((unsigned)r->outcome >= HF_REPLY__COUNT) {
         reconcile_foreign(rc, pos, "Reply with an unknown outcome");
@@ -261,7 +294,7 @@ int reconcile_reply(reconcile_t *rc, const rc_pos_t *pos, const hf_reply_t *r)
 
 /* ---- end state: the ledger against the counters */
 
-static void open_units_per_reservation(reconcile_t *rc)
+void rc_finish_open_units(reconcile_t *rc)
 {
     for (uint32_t i = 0; i < rc->holds.count; i++) {
         const rc_hold_t *h = rc_map_val(&rc->holds, i);
@@ -308,8 +341,6 @@ static void count_terminal(reconcile_t *rc, const rc_res_t *r)
 
 void rc_finish_reservations(reconcile_t *rc)
 {
-    open_units_per_reservation(rc);
-    rc_finish_escrow_held(rc);
     for (uint32_t i = 0; i < rc->res.count; i++) {
         const rc_res_t *r = rc_map_val(&rc->res, i);
         bool held = (r->kinds_seen & KIND_BIT(HF_LEDGER_HELD)) && r->terminal < 0;
@@ -342,16 +373,4 @@ void rc_finish_reservations(reconcile_t *rc)
                      " of them by holds of no reservation)",
                      rc->n.ledger_held_units, rc->n.escrow_held_units, rc->n.counter_reserved_units,
                      rc->n.open_units_without_reservation);
-}
-
-void reconcile_finish(reconcile_t *rc, bool quiescent)
-{
-    if (rc->finished)
-        return;
-    rc->finished = true;
-    rc->quiescent = quiescent;
-    rc_finish_pairs(rc);
-    rc_finish_reservations(rc);
-    rc_finish_escrow(rc);
-    rc_finish_sales(rc);
 }

@@ -5,6 +5,7 @@
 #ifndef HF_RECONCILE_INT_H
 #define HF_RECONCILE_INT_H
 
+#include "kafka.h"
 #include "reconcile.h"
 
 /* ---- rc_map: open addressing over an entry array; entries are never removed,
@@ -33,6 +34,23 @@ int rc_map_upsert(rc_map_t *m, const char *key, size_t len, uint32_t *idx_out,
 bool rc_map_find(const rc_map_t *m, const char *key, size_t len, uint32_t *idx_out);
 void *rc_map_val(const rc_map_t *m, uint32_t idx);
 const char *rc_map_key(const rc_map_t *m, uint32_t idx, size_t *len);
+/* Bytes the table has allocated (slots, keys, entries): what it costs now. */
+size_t rc_map_bytes(const rc_map_t *m);
+
+/* ---- rc_vec: a growable array of fixed-size zeroed values, up to a cap; an
+ * index is stable, a pointer is not across a push. */
+typedef struct {
+    uint8_t *vals;
+    size_t val_size;
+    size_t count, cap, max;
+} rc_vec_t;
+
+void rc_vec_init(rc_vec_t *v, size_t val_size, size_t max);
+void rc_vec_free(rc_vec_t *v);
+/* Appends a zeroed value; HF_ERR_LIMIT at the cap. */
+int rc_vec_push(rc_vec_t *v, uint32_t *idx_out) HF_MUST_CHECK;
+void *rc_vec_at(const rc_vec_t *v, uint32_t idx);
+size_t rc_vec_bytes(const rc_vec_t *v);
 
 /* ---- per-key records */
 
@@ -55,26 +73,36 @@ typedef struct {
     bool has_count, count_as_of, has_safety, stopped;
 } rc_stream_t;
 
+/* A pair's escrow books, kept apart (rc->escrows) for the few pairs that ever
+ * had an allotment: units HELD reservations hold here without a counter hold,
+ * its allotments' grants - returns - sales, and the sums of its
+ * AllotmentStates (all filled at the end of the pair's shard). */
 typedef struct {
-    bool has_state, has_level;
-    hf_counter_state_t state; /* last in the changelog */
-    int64_t level_version, level_on_hand, level_reserved, level_safety, level_shortfall;
-    int64_t level_allotted, level_escrow_balance;
-    int32_t level_partition;
+    int64_t held;
+    int64_t allotted;
+    int64_t states_allotted, states_recalling, states_reported;
+    bool has_allotment_state;
+} rc_escrow_pair_t;
+
+/* One (warehouse, sku) pair: 184 bytes, plus 104 per input topic that touched
+ * it (rc->streams) and 48 when it has allotments (rc->escrows). The last
+ * CounterState is kept whole: finish reads every one of its fields (feed_seq
+ * and feed_epoch are the horizon of the feeds). Of the last StockLevel only
+ * what the checks need: its version (rising per pair), a digest of the fields
+ * finish compares with the CounterState, and where it was read. */
+typedef struct {
+    hf_counter_state_t state; /* last in the changelog; zero when none */
+    int64_t level_version;
+    uint64_t level_digest; /* rc_level_digest of the last StockLevel */
     int64_t level_offset;
     /* from counter-results */
     int64_t reserved_model, revoking_model;
     int64_t ok_holds, changes, commit_qty;
-    rc_stream_t in[2];   /* by rc_input_t */
     int64_t ledger_sold; /* units the ledger sold here, net of reversals (finish) */
-    /* escrow: the pair ever had an allotment (a request, grant or state); units
-     * HELD reservations hold here without a counter hold (finish) */
-    bool escrow;
-    int64_t escrow_held;
-    int64_t escrow_allotted; /* its allotments' grants - returns - sales (finish) */
-    /* sums of its AllotmentStates (finish): allotted, recalling, reported_balance */
-    int64_t states_allotted, states_recalling, states_reported;
-    bool has_allotment_state;
+    int32_t level_partition;
+    uint32_t stream[2]; /* by rc_input_t: 1 + index in rc->streams; 0 = nothing read there */
+    uint32_t escrow;    /* 1 + index in rc->escrows; 0 = never had an allotment */
+    bool has_state, has_level;
 } rc_pair_t;
 
 typedef enum {
@@ -101,6 +129,11 @@ typedef struct {
 typedef struct {
     uint16_t kinds_seen; /* bit per hf_ledger_kind_t */
     int8_t terminal;     /* hf_ledger_kind_t, -1 none */
+    /* The ledger event that made it sold (COMMITTED or re-reserved), where the
+     * first shard's pass read it: a later pass takes that event's units for
+     * its own pairs. sale_offset -1: not sold. */
+    int32_t sale_partition;
+    int64_t sale_offset;
     int64_t held_units;
     uint64_t held_digest;   /* allocations of the HELD event */
     uint64_t rebook_digest; /* allocations of a LATE_PAYMENT "rereserved" event */
@@ -108,8 +141,8 @@ typedef struct {
     bool sold;             /* COMMITTED, or re-reserved for a late payment */
     bool reversed;         /* that sale undone by a revoked hold (shortfall, refund) */
     int64_t expires_at_ms; /* of the EXPIRED event */
-    int64_t open_units;    /* at the counters (finish) */
-    int64_t escrow_units;  /* held in allotments (finish) */
+    int64_t open_units;    /* at the counters (summed over the shards' ends) */
+    int64_t escrow_units;  /* held in allotments (summed over the shards' ends) */
 } rc_res_t;
 
 /* One reservation at one pair (key "rid|w|sku"): the units its COMMITTED (or
@@ -156,12 +189,23 @@ typedef struct {
 
 struct reconcile {
     reconcile_limits_t lim;
+    /* Pair-keyed state (pairs, holds, sales, allots, streams, escrows) holds
+     * only the pairs of the shard being fed; the rest spans every shard. */
     rc_map_t pairs, holds, res, replies, dead, sales, allots;
+    rc_vec_t streams, escrows;
+    /* Gateway changelog allotment keys whose last record is an EscrowState
+     * (every shard's, counted in shard 0's pass): escrow states are judged
+     * only where the gateway wrote any. */
+    rc_map_t gw_live;
+    size_t gw_live_count;
+    uint32_t shards, shard;
+    rc_tables_t done; /* entries of the shards already ended */
+    rc_tables_t peak;
     int32_t gateway_partitions; /* 0: escrow judged per pair only */
     rc_violation_t *shown;
     size_t shown_count;
     size_t total, by_kind[RC_K__COUNT];
-    bool quiescent, finished;
+    bool quiescent, quiescent_set, finished;
     rc_counts_t n;
     rc_lag_t gw_lag, counter_lag;
 };
@@ -169,6 +213,27 @@ struct reconcile {
 /* Records a violation; key and the position may be NULL. */
 void rc_violation(reconcile_t *rc, rc_kind_t kind, const char *key, const rc_pos_t *pos,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* True when the pair belongs to the shard being fed (always with one shard). */
+bool rc_in_shard(const reconcile_t *rc, const char *warehouse_id, const char *sku);
+/* The first shard's pass: reservation-keyed records are judged there only. */
+static inline bool rc_first_pass(const reconcile_t *rc)
+{
+    return rc->shard == 0;
+}
+/* The pair's stream of one input topic, added (zeroed) when new: HF_ERR_LIMIT
+ * at the cap. peek gives a zero stream for one never touched. */
+int rc_stream_get(reconcile_t *rc, uint32_t pair_idx, rc_input_t input,
+                  rc_stream_t **out) HF_MUST_CHECK;
+const rc_stream_t *rc_stream_peek(const reconcile_t *rc, const rc_pair_t *p, rc_input_t input);
+/* The pair's escrow books, added when new; peek gives NULL for none. */
+int rc_escrow_pair_get(reconcile_t *rc, uint32_t pair_idx, rc_escrow_pair_t **out) HF_MUST_CHECK;
+rc_escrow_pair_t *rc_escrow_pair_peek(const reconcile_t *rc, const rc_pair_t *p);
+/* Digest of what finish compares between a StockLevel and a CounterState:
+ * (version, on_hand, reserved, safety_stock, shortfall = revoking, allotted,
+ * escrow_balance). */
+uint64_t rc_level_digest(int64_t version, int64_t on_hand, int64_t reserved, int64_t safety,
+                         int64_t shortfall, int64_t allotted, int64_t escrow_balance);
 
 /* "w|sku" into out (RC_KEY_LEN_MAX). */
 size_t rc_pair_key(char *out, const char *warehouse_id, const char *sku);
@@ -207,14 +272,60 @@ int rc_escrow_sale(reconcile_t *rc, const hf_allotment_sale_t *s) HF_MUST_CHECK;
  * fields within their bounds: NULL when fine, else why not (in buf). */
 const char *rc_escrow_state_invalid(const hf_counter_state_t *c, char *buf, size_t size);
 
-/* Finish steps (reconcile_counter.c, reconcile_gateway.c, reconcile_sales.c). */
+/* Finish steps. The end of each shard's pass (pair-keyed state, in this
+ * order): rc_finish_pairs, rc_finish_open_units, rc_finish_escrow_held,
+ * rc_finish_escrow, rc_finish_sales; after the last shard, once:
+ * rc_finish_reservations. */
 void rc_finish_pairs(reconcile_t *rc);
-void rc_finish_reservations(reconcile_t *rc);
-void rc_finish_sales(reconcile_t *rc);
-/* Units HELD reservations hold in allotments, per pair and holder (before
- * rc_finish_reservations judges each reservation). */
+/* What open holds hold, added to their reservations and (reservation, pair). */
+void rc_finish_open_units(reconcile_t *rc);
+/* Units HELD reservations hold in allotments, per pair and holder. */
 void rc_finish_escrow_held(reconcile_t *rc);
 /* Allotments against grants, returns, sales, stock and what they hold. */
 void rc_finish_escrow(reconcile_t *rc);
+void rc_finish_sales(reconcile_t *rc);
+/* Each reservation against what every shard's counters and allotments hold. */
+void rc_finish_reservations(reconcile_t *rc);
 
+/* ---- the driver's progress line (reconcile_progress.c) */
+typedef struct {
+    FILE *out; /* NULL: none */
+    bool tty, drawn;
+    int64_t started_ms, last_ms, interval_ms;
+    uint64_t ticks;
+    uint64_t offsets_done, offsets_total; /* every pass's partitions */
+    uint64_t records;                     /* delivered to the driver, every pass */
+    uint32_t pass, passes;
+    int attempt;
+    const char *topic; /* the one being read */
+} rc_progress_t;
+
+void rc_progress_init(rc_progress_t *p, FILE *out);
+/* One more record read: redraws when the interval is over. */
+void rc_progress_tick(rc_progress_t *p);
+/* A new topic or pass: redraws a terminal's line, if the interval is over. */
+void rc_progress_now(rc_progress_t *p);
+/* Takes a terminal's line away. */
+void rc_progress_end(rc_progress_t *p);
+size_t rc_fmt_count(char *out, size_t size, uint64_t v);
+
+/* ---- the sharded replay's local copy (reconcile_spill.c): file 0 holds the
+ * ledger, file k the records of shard k's pairs, each in the order the first
+ * pass read them. */
+typedef struct rc_spill rc_spill_t;
+int rc_spill_open(const char *dir, uint32_t shards, rc_spill_t **out, char *errstr,
+                  size_t errstr_size) HF_MUST_CHECK;
+void rc_spill_close(rc_spill_t *s); /* accepts NULL */
+/* Appends m (read at topic step `step`) to file. */
+int rc_spill_put(rc_spill_t *s, uint32_t file, uint8_t step, const kafka_msg_t *m, char *errstr,
+                 size_t errstr_size) HF_MUST_CHECK;
+/* Starts reading file from its beginning. */
+int rc_spill_rewind(rc_spill_t *s, uint32_t file, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* The file's next entry into m (*got), if it was read at step (m->topic is
+ * left NULL; key and value stay valid until the next call). */
+int rc_spill_next(rc_spill_t *s, uint32_t file, uint8_t step, kafka_msg_t *m, bool *got,
+                  char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Empties a shard's file once its pass read it. */
+void rc_spill_done(rc_spill_t *s, uint32_t file);
+uint64_t rc_spill_bytes_max(const rc_spill_t *s);
 #endif

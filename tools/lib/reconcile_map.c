@@ -1,9 +1,12 @@
 /* The reconciler's string-keyed table (see reconcile_int.h): FNV-1a hashes,
- * linear probing at most half full, entries in arrays that double as they
- * fill, so memory follows the data and a cap bounds it. */
+ * linear probing at most half full, entries in arrays that grow by half as
+ * they fill (a third of them unused at worst, where doubling wastes half), so
+ * memory follows the data and a cap bounds it. And rc_vec, an array of values
+ * that grows the same way. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_assert.h"
 #include "reconcile_int.h"
 
 #define RC_MAP_INITIAL 64
@@ -90,11 +93,16 @@ static int grow(void **p, size_t elem, size_t cap)
     return HF_OK;
 }
 
+/* The next capacity: half again, at least RC_MAP_INITIAL, at most max. */
+static size_t next_cap(size_t cap, size_t max)
+{
+    size_t next = cap ? cap + cap / 2 : RC_MAP_INITIAL;
+    return next > max ? max : next;
+}
+
 static int grow_entries(rc_map_t *m)
 {
-    size_t cap = m->cap ? m->cap * 2 : RC_MAP_INITIAL;
-    if (cap > m->max)
-        cap = m->max;
+    size_t cap = next_cap(m->cap, m->max);
     int err = grow((void **)&m->key_off, sizeof *m->key_off, cap);
     if (!err)
         err = grow((void **)&m->key_len, sizeof *m->key_len, cap);
@@ -110,9 +118,9 @@ static int grow_entries(rc_map_t *m)
 static int add_key_bytes(rc_map_t *m, const char *key, size_t len)
 {
     if (m->keys_len + len > m->keys_cap) {
-        size_t cap = m->keys_cap ? m->keys_cap * 2 : 4096;
+        size_t cap = m->keys_cap ? m->keys_cap + m->keys_cap / 2 : 4096;
         while (cap < m->keys_len + len)
-            cap *= 2;
+            cap += cap / 2;
         int err = grow((void **)&m->keys, 1, cap);
         if (err)
             return err;
@@ -161,4 +169,53 @@ const char *rc_map_key(const rc_map_t *m, uint32_t idx, size_t *len)
 {
     *len = m->key_len[idx];
     return m->keys + m->key_off[idx];
+}
+
+size_t rc_map_bytes(const rc_map_t *m)
+{
+    size_t per_entry = sizeof *m->key_off + sizeof *m->key_len + sizeof *m->hash + m->val_size;
+    return m->slots_cap * sizeof *m->slots + m->keys_cap + m->cap * per_entry;
+}
+
+/* ---- rc_vec */
+
+void rc_vec_init(rc_vec_t *v, size_t val_size, size_t max)
+{
+    memset(v, 0, sizeof *v);
+    v->val_size = val_size;
+    v->max = max;
+}
+
+void rc_vec_free(rc_vec_t *v)
+{
+    free(v->vals);
+    v->vals = NULL;
+    v->count = v->cap = 0;
+}
+
+int rc_vec_push(rc_vec_t *v, uint32_t *idx_out)
+{
+    if (v->count >= v->max || v->count >= UINT32_MAX - 1)
+        return HF_ERR_LIMIT;
+    if (v->count == v->cap) {
+        size_t cap = next_cap(v->cap, v->max);
+        int err = grow((void **)&v->vals, v->val_size, cap);
+        if (err)
+            return err;
+        v->cap = cap;
+    }
+    memset(v->vals + v->count * v->val_size, 0, v->val_size);
+    *idx_out = (uint32_t)v->count++;
+    return HF_OK;
+}
+
+void *rc_vec_at(const rc_vec_t *v, uint32_t idx)
+{
+    hf_assert(idx < v->count);
+    return v->vals + (size_t)idx * v->val_size;
+}
+
+size_t rc_vec_bytes(const rc_vec_t *v)
+{
+    return v->cap * v->val_size;
 }

@@ -102,8 +102,37 @@ static json_t *violations_json(const reconcile_t *rc, json_t **by_kind_out)
     return list;
 }
 
-int reconcile_print(const reconcile_t *rc, bool snapshot_quiet, int attempts, bool quiescent,
-                    const char *records_json, double seconds, FILE *out)
+/* The replay's throughput, its shards and what the tables and the process
+ * held at most: how long a million records take and what memory they need. */
+static json_t *run_json(const reconcile_t *rc, const rc_run_t *run)
+{
+    rc_tables_t t;
+    reconcile_tables_peak(rc, &t);
+    double secs = run->seconds > 0 ? run->seconds : 0;
+    double per_s = secs > 0 ? (double)run->records / secs : 0;
+    double s_per_million = run->snapshot_records ? secs * 1e6 / (double)run->snapshot_records : 0;
+    json_t *tables = json_object();
+#define T(field) json_object_set_new(tables, #field, json_integer((json_int_t)t.field))
+    T(pairs);
+    T(holds);
+    T(reservations);
+    T(reply_keys);
+    T(sales);
+    T(allotments);
+    T(dead_letters);
+#undef T
+    json_object_set_new(tables, "mib", json_real((double)t.bytes / 1048576.0));
+    return json_pack("{s:I,s:I,s:f,s:f,s:f,s:i,s:i,s:o,s:I,s:f}", "records",
+                     (json_int_t)run->records, "snapshot_records",
+                     (json_int_t)run->snapshot_records, "seconds", secs, "records_per_s", per_s,
+                     "seconds_per_million_records", s_per_million, "shards", (int)run->shards,
+                     "passes", (int)run->passes, "tables_peak", tables, "peak_rss_mib",
+                     (json_int_t)(run->peak_rss_kib / 1024), "spill_mib",
+                     (double)run->spill_bytes_max / 1048576.0);
+}
+
+int reconcile_print_run(const reconcile_t *rc, bool snapshot_quiet, int attempts, bool quiescent,
+                        const char *records_json, const rc_run_t *run, FILE *out)
 {
     rc_counts_t n;
     reconcile_counts(rc, &n);
@@ -117,8 +146,10 @@ int reconcile_print(const reconcile_t *rc, bool snapshot_quiet, int attempts, bo
         rc_verdict_name(reconcile_verdict(rc, snapshot_quiet)), "counts", counts, "violations",
         list, "violations_total", (json_int_t)reconcile_violations_total(rc), "violations_by_kind",
         by_kind, "snapshot", "quiet", snapshot_quiet, "attempts", attempts, "quiescent_enforced",
-        quiescent, "elapsed_ms", (json_int_t)(seconds * 1000.0));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        quiescent, "elapsed_ms", (json_int_t)(run->seconds * 1000.0));
+    if (o && run->passes > 0)
+        json_object_set_new(o, "run", run_json(rc, run));
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     if (!s)
         return HF_ERR_NOMEM;
@@ -126,4 +157,11 @@ int reconcile_print(const reconcile_t *rc, bool snapshot_quiet, int attempts, bo
     fflush(out);
     free(s);
     return HF_OK;
+}
+
+int reconcile_print(const reconcile_t *rc, bool snapshot_quiet, int attempts, bool quiescent,
+                    const char *records_json, double seconds, FILE *out)
+{
+    rc_run_t run = {.seconds = seconds};
+    return reconcile_print_run(rc, snapshot_quiet, attempts, quiescent, records_json, &run, out);
 }

@@ -45,6 +45,8 @@ int rc_sales_ledger(reconcile_t *rc, const hf_ledger_event_t *e)
 {
     for (int32_t a = 0; a < e->allocations_count && a < HF_ALLOCATIONS_MAX; a++) {
         rc_sale_t *s = NULL;
+        if (!rc_in_shard(rc, e->allocations[a].warehouse_id, e->allocations[a].sku))
+            continue; /* another shard's pass takes it */
         int err = rc_sale_get(rc, e->reservation_id, e->allocations[a].warehouse_id,
                               e->allocations[a].sku, &s);
         if (err)
@@ -134,7 +136,8 @@ static void sold_vs_stock(reconcile_t *rc)
 {
     for (uint32_t i = 0; i < rc->pairs.count; i++) {
         const rc_pair_t *p = rc_map_val(&rc->pairs, i);
-        int64_t supply = p->in[RC_IN_COMMANDS].supply + p->in[RC_IN_STOCK_FEED].supply;
+        int64_t supply = rc_stream_peek(rc, p, RC_IN_COMMANDS)->supply +
+                         rc_stream_peek(rc, p, RC_IN_STOCK_FEED)->supply;
         int64_t sold = p->ledger_sold > p->commit_qty ? p->ledger_sold : p->commit_qty;
         rc->n.counter_committed_units += p->commit_qty;
         rc->n.stock_fed_units_max += supply;
