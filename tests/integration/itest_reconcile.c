@@ -281,6 +281,10 @@ static void test_a_real_mixed_workload_reconciles_with_every_check_enforced(void
     if (rc >= 0) {
         assert_int_equal(rc, 0);
         assert_true(strncmp(out, "{\"verdict\":\"PASS\"", 17) == 0);
+        /* The same topics in three shards, later passes from the spill files. */
+        rc = run_cli("--quiescent 1 --shards 3 --spill-dir /tmp", out, sizeof out);
+        assert_int_equal(rc, 0);
+        assert_true(strncmp(out, "{\"verdict\":\"PASS\"", 17) == 0);
     } else {
         print_message("no hfctl beside %s: CLI not checked\n", world.h.holdfast_bin);
     }
@@ -362,6 +366,18 @@ static void test_forged_records_fail_the_verdict_naming_each(void **state)
     if (rc >= 0) {
         assert_int_equal(rc, 1);
         assert_true(strncmp(out, "{\"verdict\":\"FAIL\"", 17) == 0);
+        /* Three shards find the same four forgeries, each once. */
+        rc = run_cli("--violations 5 --shards 3 --spill-dir /tmp", out, sizeof out);
+        assert_int_equal(rc, 1);
+        json_error_t jerr;
+        json_t *sharded = json_loads(out, JSON_DISABLE_EOF_CHECK, &jerr);
+        assert_non_null(sharded);
+        assert_string_equal(json_string_value(json_object_get(sharded, "verdict")), "FAIL");
+        const char *kinds[] = {"stock_level_negative", "ledger_terminal_twice",
+                               "idempotency_outcome_changed", "hold_settled_twice"};
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            assert_int_equal(kind_count(sharded, kinds[i]), 1);
+        json_decref(sharded);
     }
 }
 
