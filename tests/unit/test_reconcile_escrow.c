@@ -139,53 +139,15 @@ static int rec_allotment_grant(reconcile_t *rc, const rc_pos_t *pos, const hf_al
 
 static void print_violations(const reconcile_t *rc);
 
-/* got (shards) judges as want: the same verdicts, kinds and counts. */
-static void assert_same(const reconcile_t *want, const reconcile_t *got, uint32_t shards)
-{
-    for (int k = 0; k < RC_K__COUNT; k++)
-        if (reconcile_violations_of(want, (rc_kind_t)k) !=
-            reconcile_violations_of(got, (rc_kind_t)k)) {
-            print_violations(got);
-            fail_msg("%u shards: %zu %s, one shard %zu", shards,
-                     reconcile_violations_of(got, (rc_kind_t)k), rc_kind_name((rc_kind_t)k),
-                     reconcile_violations_of(want, (rc_kind_t)k));
-        }
-    assert_int_equal(reconcile_violations_total(got), reconcile_violations_total(want));
-    assert_int_equal(reconcile_verdict(got, true), reconcile_verdict(want, true));
-    assert_int_equal(reconcile_verdict(got, false), reconcile_verdict(want, false));
-    rc_counts_t a, b;
-    reconcile_counts(want, &a);
-    reconcile_counts(got, &b);
-    const int64_t *x = (const int64_t *)&a, *y = (const int64_t *)&b;
-    for (size_t i = 0; i < sizeof a / sizeof *x; i++)
-        if (x[i] != y[i])
-            fail_msg("%u shards: count #%zu (rc_counts_t order) is %lld, one shard %lld", shards, i,
-                     (long long)y[i], (long long)x[i]);
-}
-
 /* The test's history in 1..RC_TEST_SHARDS_MAX shards, quiescent as the test
  * finished it (both ways when it did not): as the test's own checker. */
 static void done(reconcile_t *rc)
 {
-    for (int q = 0; q < 2; q++) {
-        if (rc->finished && rc->quiescent != (q == 1))
-            continue;
-        reconcile_t *one = NULL;
-        assert_int_equal(reconcile_history_replay(history, &history_limits,
-                                                  history_gateway_partitions, 1, q == 1, &one),
-                         HF_OK);
-        if (rc->finished)
-            assert_same(rc, one, 1);
-        for (uint32_t k = 2; k <= RC_TEST_SHARDS_MAX; k++) {
-            reconcile_t *many = NULL;
-            assert_int_equal(reconcile_history_replay(history, &history_limits,
-                                                      history_gateway_partitions, k, q == 1, &many),
-                             HF_OK);
-            assert_int_equal(reconcile_shards(many), k);
-            assert_same(one, many, k);
-            reconcile_destroy(many);
-        }
-        reconcile_destroy(one);
+    char why[512] = "";
+    if (reconcile_history_check(history, &history_limits, history_gateway_partitions, rc,
+                                RC_TEST_SHARDS_MAX, why, sizeof why) != HF_OK) {
+        print_violations(rc);
+        fail_msg("%s", why);
     }
     reconcile_destroy(rc);
     reconcile_history_clear(history);

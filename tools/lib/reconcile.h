@@ -369,5 +369,13 @@ int reconcile_history_add(reconcile_history_t *h, const rc_feed_t *f) HF_MUST_CH
 int reconcile_history_replay(const reconcile_history_t *h, const reconcile_limits_t *lim,
                              int32_t gateway_partitions, uint32_t shards, bool quiescent,
                              reconcile_t **out) HF_MUST_CHECK;
+/* Replays the history in 1..shards_max shards, quiescent as rc (the checker it
+ * was recorded from) finished (both ways when it did not), and checks that
+ * each judges as one shard does and one shard as rc: the same verdicts,
+ * violations of every kind and counts. HF_ERR_CORRUPT with the first
+ * difference in why. */
+int reconcile_history_check(const reconcile_history_t *h, const reconcile_limits_t *lim,
+                            int32_t gateway_partitions, const reconcile_t *rc, uint32_t shards_max,
+                            char *why, size_t why_size) HF_MUST_CHECK;
 
 #endif

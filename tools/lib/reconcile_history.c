@@ -2,6 +2,7 @@
  * record and position, fed again into a fresh checker of any shard count, once
  * per shard. The unit tests record each history they build and prove with it
  * that K shards give the verdict, violations and counts of one. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,5 +163,67 @@ int reconcile_history_replay(const reconcile_history_t *h, const reconcile_limit
     }
     reconcile_finish(rc, quiescent);
     *out = rc;
+    return HF_OK;
+}
+
+/* Whether got (shards) judges as want: the same verdicts, violations of every
+ * kind and counts; why names the first difference. */
+static bool judged_alike(const reconcile_t *want, const reconcile_t *got, uint32_t shards,
+                         char *why, size_t why_size)
+{
+    for (int k = 0; k < RC_K__COUNT; k++)
+        if (reconcile_violations_of(want, (rc_kind_t)k) !=
+            reconcile_violations_of(got, (rc_kind_t)k)) {
+            snprintf(why, why_size, "%u shards: %zu %s, one shard %zu", shards,
+                     reconcile_violations_of(got, (rc_kind_t)k), rc_kind_name((rc_kind_t)k),
+                     reconcile_violations_of(want, (rc_kind_t)k));
+            return false;
+        }
+    if (reconcile_violations_total(got) != reconcile_violations_total(want) ||
+        reconcile_verdict(got, true) != reconcile_verdict(want, true) ||
+        reconcile_verdict(got, false) != reconcile_verdict(want, false)) {
+        snprintf(why, why_size, "%u shards: another verdict or violation total than one shard",
+                 shards);
+        return false;
+    }
+    rc_counts_t a, b;
+    reconcile_counts(want, &a);
+    reconcile_counts(got, &b);
+    const int64_t *x = (const int64_t *)&a, *y = (const int64_t *)&b;
+    for (size_t i = 0; i < sizeof a / sizeof *x; i++)
+        if (x[i] != y[i]) {
+            snprintf(why, why_size,
+                     "%u shards: count #%zu (rc_counts_t order) is %lld, one shard %lld", shards, i,
+                     (long long)y[i], (long long)x[i]);
+            return false;
+        }
+    return true;
+}
+
+int reconcile_history_check(const reconcile_history_t *h, const reconcile_limits_t *lim,
+                            int32_t gateway_partitions, const reconcile_t *rc, uint32_t shards_max,
+                            char *why, size_t why_size)
+{
+    for (int q = 0; q < 2; q++) {
+        if (rc->finished && rc->quiescent != (q == 1))
+            continue;
+        reconcile_t *one = NULL;
+        int err = reconcile_history_replay(h, lim, gateway_partitions, 1, q == 1, &one);
+        bool alike = !err && (!rc->finished || judged_alike(rc, one, 1, why, why_size));
+        for (uint32_t k = 2; alike && k <= shards_max; k++) {
+            reconcile_t *many = NULL;
+            err = reconcile_history_replay(h, lim, gateway_partitions, k, q == 1, &many);
+            alike =
+                !err && reconcile_shards(many) == k && judged_alike(one, many, k, why, why_size);
+            reconcile_destroy(many);
+        }
+        reconcile_destroy(one);
+        if (err) {
+            snprintf(why, why_size, "replaying the history: %s", hf_err_str(err));
+            return err;
+        }
+        if (!alike)
+            return HF_ERR_CORRUPT;
+    }
     return HF_OK;
 }
