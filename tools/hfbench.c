@@ -999,32 +999,14 @@ static int plan_counts(const bench_opts_t *o, seed_plan_t *sp)
     return err;
 }
 
-/* The uniform catalog as it has always been drawn: each SKU's warehouses are the
- * first of a fresh rand_r shuffle, so the same --seed gives the same plan. */
-static void plan_fill_uniform(const bench_opts_t *o, seed_plan_t *sp)
+/* Each SKU's warehouses: the first of a fresh shuffle of all of them, so they
+ * are distinct. The uniform catalog draws as it always has (rand_r from --seed:
+ * the same plan for the same seed), --stock units each; zipf draws from its own
+ * streams, units lognormal. */
+static void plan_fill(const bench_opts_t *o, seed_plan_t *sp)
 {
+    const bool zipf = o->catalog == SEED_CATALOG_ZIPF;
     unsigned seed = o->seed;
-    const int whs = wh_count;
-    int order[BENCH_WAREHOUSES_MAX];
-    for (int r = 0; r < plan_skus(sp); r++) {
-        int n = plan_row_len(sp, r);
-        hf_assert(n >= 1 && n <= whs);                 /* distinct: seed_check_opts, zipf_count */
-        for (int w = 0; w < BENCH_WAREHOUSES_MAX; w++) /* all: only [k, whs) is drawn from */
-            order[w] = w;
-        for (int k = 0; k < n; k++) {
-            int pick = k + (int)(rand_r(&seed) % (unsigned)(whs - k));
-            int t = order[k];
-            order[k] = order[pick];
-            order[pick] = t;
-            sp->wh[sp->first[r] + k] = (uint8_t)order[k];
-            sp->want[sp->first[r] + k] = o->stock;
-        }
-    }
-}
-
-/* zipf: the same distinct shuffle, from its own stream, and lognormal units. */
-static void plan_fill_zipf(const bench_opts_t *o, seed_plan_t *sp)
-{
     uint64_t picks = seed_stream(o->seed, SEED_STREAM_PICKS);
     uint64_t qtys = seed_stream(o->seed, SEED_STREAM_QTYS);
     const int whs = wh_count;
@@ -1035,12 +1017,13 @@ static void plan_fill_zipf(const bench_opts_t *o, seed_plan_t *sp)
         for (int w = 0; w < BENCH_WAREHOUSES_MAX; w++) /* all: only [k, whs) is drawn from */
             order[w] = w;
         for (int k = 0; k < n; k++) {
-            int pick = k + (int)(mix64(&picks) % (uint64_t)(whs - k));
+            uint64_t draw = zipf ? mix64(&picks) : (uint64_t)rand_r(&seed);
+            int pick = k + (int)(draw % (uint64_t)(whs - k));
             int t = order[k];
             order[k] = order[pick];
             order[pick] = t;
             sp->wh[sp->first[r] + k] = (uint8_t)order[k];
-            sp->want[sp->first[r] + k] = zipf_qty(o->stock, &qtys);
+            sp->want[sp->first[r] + k] = zipf ? zipf_qty(o->stock, &qtys) : o->stock;
         }
     }
 }
@@ -1070,10 +1053,7 @@ static int seed_plan(const bench_opts_t *o, seed_plan_t *sp)
                 sp->pairs);
         return HF_ERR_NOMEM;
     }
-    if (o->catalog == SEED_CATALOG_ZIPF)
-        plan_fill_zipf(o, sp);
-    else
-        plan_fill_uniform(o, sp);
+    plan_fill(o, sp);
     plan_fill_doorbuster(o, sp);
     return HF_OK;
 }
