@@ -1,6 +1,7 @@
-/* The RocksDB side of state.h: one DB per stage, write buffers over it (a write
- * batch with index, for read-your-writes), per-partition offsets, and range deletes.
- * It exists so that nothing else in holdfast includes <rocksdb/c.h>.
+/* The RocksDB side of state.h: one DB per stage, write buffers over it (pending
+ * writes by key, state_wbuf.h, read through for read-your-writes), per-partition
+ * offsets, and range deletes. It exists so that nothing else in holdfast includes
+ * <rocksdb/c.h>.
  *
  * Stored keys are partition (4 bytes, big-endian) + the caller's key. Callers' keys
  * start with a printable ASCII tag byte, never 0x00 (asserted on every call), so a
@@ -14,15 +15,14 @@
  * in an atomic count of open iterators; a state_buf_t and its iterators belong to
  * one thread. The block cache is shared by every DB of the process.
  *
- * RocksDB C API notes (7.8.3, checked by experiment):
- * - the iterator from rocksdb_writebatch_wi_create_iterator_with_base honours the
- *   bounds of the base (DB) iterator's read options, but the batch side does not:
- *   buffered keys outside [lower, upper) still appear. Bounds are therefore also
- *   checked here by comparing keys. The base iterator is owned by the result.
- * - rocksdb_writebatch_wi_delete_range is a silent no-op ("not yet supported"), and
- *   there is no C getter for the default column family handle needed by
- *   rocksdb_delete_range_cf, so a partition is dropped with a plain write batch.
- * - rocksdb_writebatch_wi_count counts operations: overwriting a key counts twice. */
+ * An iterator through a buffer merges a DB iterator with the buffer's entries in
+ * its range, sorted when it opens; entries are looked up live as the scan reaches
+ * them, so deletes and rewrites made while scanning are seen, but a key first
+ * written to the buffer after the iterator opened is not.
+ *
+ * RocksDB C API note (7.8.3): there is no C getter for the default column family
+ * handle needed by rocksdb_delete_range_cf, so a partition is dropped with a plain
+ * write batch. */
 #include "state.h"
 
 #include <pthread.h>
@@ -37,18 +37,26 @@
 #include "hf_limits.h"
 #include "log.h"
 #include "state_int.h"
+#include "state_wbuf.h"
 
 struct state_buf {
     state_t *st;
-    rocksdb_writebatch_wi_t *wb;
-    size_t iters_open; /* iterators reading wb: it must not be cleared under them */
+    wbuf_t *wb;
+    rocksdb_writebatch_t *batch; /* reused by every state_buf_write */
+    size_t iters_open;           /* iterators reading wb: it must not be cleared under them */
 };
+
+enum { ITER_TOOK_DB = 1, ITER_TOOK_BUF = 2 }; /* where the entry last returned came from */
 
 struct state_iter {
     state_t *st;
     state_buf_t *buf;             /* NULL: DB only */
     rocksdb_readoptions_t *ropts; /* points at lower and upper below */
     rocksdb_iterator_t *it;
+    const wbuf_entry_t **bent; /* the buffer's entries in range, sorted; NULL if none */
+    size_t bn;
+    size_t bi; /* forward: index of the next; reverse: entries not yet passed */
+    int took;  /* ITER_TOOK_* of the entry returned last; 0 before the first */
     bool reverse;
     bool started;
     bool done;
@@ -281,9 +289,12 @@ state_buf_t *state_buf_new(state_t *st)
     if (buf == NULL)
         return NULL;
     buf->st = st;
-    /* overwrite_key: a key written twice has one index entry, the latest, which
-     * read-your-writes and the iterator with base both need. */
-    buf->wb = rocksdb_writebatch_wi_create(0, 1);
+    buf->wb = wbuf_new();
+    buf->batch = rocksdb_writebatch_create();
+    if (buf->wb == NULL) {
+        state_buf_destroy(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -292,22 +303,21 @@ void state_buf_destroy(state_buf_t *buf)
     if (buf == NULL)
         return;
     hf_assert(buf->iters_open == 0);
-    rocksdb_writebatch_wi_destroy(buf->wb);
+    wbuf_destroy(buf->wb);
+    rocksdb_writebatch_destroy(buf->batch);
     free(buf);
 }
 
 void state_buf_clear(state_buf_t *buf)
 {
     hf_assert(buf != NULL && buf->iters_open == 0);
-    rocksdb_writebatch_wi_clear(buf->wb);
+    wbuf_clear(buf->wb);
 }
 
 size_t state_buf_count(const state_buf_t *buf)
 {
     hf_assert(buf != NULL);
-    int n = rocksdb_writebatch_wi_count(buf->wb);
-    hf_assert(n >= 0);
-    return (size_t)n;
+    return wbuf_ops(buf->wb);
 }
 
 int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len, const void *val,
@@ -324,9 +334,8 @@ int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_l
     }
     hf_assert(val != NULL || val_len == 0);
     size_t sk_len = state_key_encode(partition, key, key_len, sk);
-    rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len,
-                              val_len > 0 ? (const char *)val : "", val_len);
-    return HF_OK;
+    /* A NULL value means a delete to wbuf_set. */
+    return wbuf_set(buf->wb, sk, sk_len, val_len > 0 ? val : "", val_len);
 fail:
     return err;
 }
@@ -339,8 +348,7 @@ int state_del(state_buf_t *buf, int32_t partition, const void *key, size_t key_l
     if (err != HF_OK)
         goto fail;
     size_t sk_len = state_key_encode(partition, key, key_len, sk);
-    rocksdb_writebatch_wi_delete(buf->wb, (const char *)sk, sk_len);
-    return HF_OK;
+    return wbuf_set(buf->wb, sk, sk_len, NULL, 0);
 fail:
     return err;
 }
@@ -351,16 +359,29 @@ int state_buf_write(state_t *st, state_buf_t *buf, char *errstr, size_t errstr_s
     hf_assert(buf->iters_open == 0); /* a successful write clears the batch */
     char *rerr = NULL;
     int err = HF_OK;
-    if (rocksdb_writebatch_wi_count(buf->wb) == 0)
+    if (wbuf_ops(buf->wb) == 0)
         return HF_OK;
-    rocksdb_write_writebatch_wi(st->db, st->wopts, buf->wb, &rerr);
+    /* Each key once, in key order. */
+    const wbuf_entry_t *const *sorted = wbuf_sorted(buf->wb);
+    size_t n = wbuf_len(buf->wb);
+    rocksdb_writebatch_clear(buf->batch);
+    for (size_t i = 0; i < n; i++) {
+        const wbuf_entry_t *e = sorted[i];
+        if (e->deleted)
+            rocksdb_writebatch_delete(buf->batch, (const char *)e->key, e->key_len);
+        else
+            rocksdb_writebatch_put(buf->batch, (const char *)e->key, e->key_len,
+                                   e->val_len > 0 ? (const char *)e->val : "", e->val_len);
+    }
+    rocksdb_write(st->db, st->wopts, buf->batch, &rerr);
+    rocksdb_writebatch_clear(buf->batch);
     if (rerr != NULL) {
         /* The buffer is kept: the caller decides between a retry and a clear. */
         state_errstr(errstr, errstr_size, "state_buf_write", rerr);
         err = HF_ERR_IO;
         goto fail;
     }
-    rocksdb_writebatch_wi_clear(buf->wb);
+    wbuf_clear(buf->wb);
     return HF_OK;
 fail:
     return err;
@@ -409,26 +430,14 @@ fail:
 static int state_get_buf(state_t *st, state_buf_t *buf, const uint8_t *sk, size_t sk_len, void *val,
                          size_t val_size, size_t *val_len)
 {
-    char *rerr = NULL;
-    int err = HF_OK;
-    size_t v_len = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db(buf->wb, st->db, st->ropts,
-                                                          (const char *)sk, sk_len, &v_len, &rerr);
-    if (rerr != NULL) {
-        rocksdb_free(rerr);
-        err = HF_ERR_IO;
-        goto fail;
+    const wbuf_entry_t *e = wbuf_find(buf->wb, sk, sk_len);
+    if (e == NULL)
+        return state_get_db(st, sk, sk_len, val, val_size, val_len);
+    if (e->deleted) {
+        *val_len = 0;
+        return HF_ERR_NOTFOUND;
     }
-    if (v == NULL) {
-        err = HF_ERR_NOTFOUND;
-        goto fail;
-    }
-    err = state_copy_out(v, v_len, val, val_size, val_len);
-    rocksdb_free(v);
-    return err;
-fail:
-    *val_len = 0;
-    return err;
+    return state_copy_out((const char *)e->val, e->val_len, val, val_size, val_len);
 }
 
 int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
@@ -473,8 +482,7 @@ int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_nex
     }
     size_t sk_len = state_offsets_key(partition, sk);
     state_offsets_encode(input_next_offset, changelog_next_offset, current_at_ms, v);
-    rocksdb_writebatch_wi_put(buf->wb, (const char *)sk, sk_len, (const char *)v, sizeof(v));
-    return HF_OK;
+    return wbuf_set(buf->wb, sk, sk_len, v, sizeof(v));
 fail:
     return err;
 }
@@ -573,9 +581,28 @@ static void state_iter_bounds(state_iter_t *it, int32_t partition, const void *p
     hf_assert(it->upper_len > 0);
 }
 
-/* The iterator reads buf's batch in place: buf may take puts and deletes while it
- * is open, but not a clear, a write (which clears) or a destroy; nor may st close.
- * Each of those asserts that no iterator is open. */
+/* Copies the buffer's entries in [lower, upper) (their pointers) in key order. */
+static int state_iter_take_buf(state_iter_t *it)
+{
+    size_t n = wbuf_len(it->buf->wb);
+    if (n == 0)
+        return HF_OK;
+    const wbuf_entry_t *const *sorted = wbuf_sorted(it->buf->wb);
+    size_t lo = wbuf_lower_bound(sorted, n, it->lower, it->lower_len, false);
+    size_t hi = wbuf_lower_bound(sorted, n, it->upper, it->upper_len, false);
+    if (hi <= lo)
+        return HF_OK;
+    it->bent = malloc((hi - lo) * sizeof(*it->bent));
+    if (it->bent == NULL)
+        return HF_ERR_NOMEM;
+    memcpy(it->bent, sorted + lo, (hi - lo) * sizeof(*it->bent));
+    it->bn = hi - lo;
+    return HF_OK;
+}
+
+/* The iterator reads buf's entries in place: buf may take puts and deletes while
+ * it is open, but not a clear, a write (which clears) or a destroy; nor may st
+ * close. Each of those asserts that no iterator is open. */
 state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, const void *prefix,
                              size_t prefix_len, bool reverse)
 {
@@ -595,16 +622,17 @@ state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, c
     it->buf = buf;
     it->reverse = reverse;
     state_iter_bounds(it, partition, prefix, prefix_len);
+    if (buf != NULL && state_iter_take_buf(it) != HF_OK) {
+        free(it);
+        return NULL;
+    }
     it->ropts = rocksdb_readoptions_create();
-    /* Lets the DB side stop early (and skip range tombstones); the buffered side
-     * ignores these, see state_iter_in_range. */
+    /* Lets the DB side stop early (and skip range tombstones). */
     rocksdb_readoptions_set_iterate_lower_bound(it->ropts, (const char *)it->lower, it->lower_len);
     rocksdb_readoptions_set_iterate_upper_bound(it->ropts, (const char *)it->upper, it->upper_len);
     it->it = rocksdb_create_iterator(st->db, it->ropts);
-    if (buf != NULL) { /* takes ownership of the base iterator */
-        it->it = rocksdb_writebatch_wi_create_iterator_with_base(buf->wb, it->it);
+    if (buf != NULL)
         buf->iters_open++;
-    }
     atomic_fetch_add(&st->iters_open, 1);
     return it;
 }
@@ -627,6 +655,7 @@ void state_iter_destroy(state_iter_t *it)
         return;
     rocksdb_iter_destroy(it->it);
     rocksdb_readoptions_destroy(it->ropts);
+    free(it->bent);
     if (it->buf != NULL) {
         hf_assert(it->buf->iters_open > 0);
         it->buf->iters_open--;
@@ -642,9 +671,12 @@ static bool state_iter_in_range(const state_iter_t *it, const char *k, size_t k_
            state_key_cmp(k, k_len, it->upper, it->upper_len) < 0;
 }
 
+/* Positions both sides at the scan's first entry. */
 static void state_iter_seek(state_iter_t *it)
 {
     if (!it->reverse && it->after_len > 0) {
+        it->bi =
+            it->bn > 0 ? wbuf_lower_bound(it->bent, it->bn, it->after, it->after_len, true) : 0;
         rocksdb_iter_seek(it->it, (const char *)it->after, it->after_len);
         size_t k_len = 0;
         const char *k = rocksdb_iter_valid(it->it) ? rocksdb_iter_key(it->it, &k_len) : NULL;
@@ -653,9 +685,11 @@ static void state_iter_seek(state_iter_t *it)
         return;
     }
     if (!it->reverse) {
+        it->bi = 0;
         rocksdb_iter_seek(it->it, (const char *)it->lower, it->lower_len);
         return;
     }
+    it->bi = it->bn;
     /* Last key <= upper; upper itself is outside the range. */
     rocksdb_iter_seek_for_prev(it->it, (const char *)it->upper, it->upper_len);
     if (rocksdb_iter_valid(it->it)) {
@@ -664,6 +698,24 @@ static void state_iter_seek(state_iter_t *it)
         if (state_key_cmp(k, k_len, it->upper, it->upper_len) >= 0)
             rocksdb_iter_prev(it->it);
     }
+}
+
+/* Steps past the entry returned (or skipped) last, on the side(s) it came from. */
+static void state_iter_step(state_iter_t *it)
+{
+    if (it->took & ITER_TOOK_DB) {
+        if (it->reverse)
+            rocksdb_iter_prev(it->it);
+        else
+            rocksdb_iter_next(it->it);
+    }
+    if (it->took & ITER_TOOK_BUF) {
+        if (it->reverse)
+            it->bi--;
+        else
+            it->bi++;
+    }
+    it->took = 0;
 }
 
 /* An I/O error mid-scan cannot be reported through state_iter_next, and ending the
@@ -678,6 +730,14 @@ static void state_iter_check_status(const state_iter_t *it)
     }
 }
 
+/* The buffer's next candidate in scan order, or NULL. */
+static const wbuf_entry_t *state_iter_buf_next(const state_iter_t *it)
+{
+    if (it->reverse)
+        return it->bi > 0 ? it->bent[it->bi - 1] : NULL;
+    return it->bi < it->bn ? it->bent[it->bi] : NULL;
+}
+
 /* Moves lazily: the step to the next entry happens at the start of the next call,
  * so writes made to the buffer in between (deleting the entry just returned, or one
  * ahead) are seen by the scan. */
@@ -690,33 +750,56 @@ bool state_iter_next(state_iter_t *it, const void **key, size_t *key_len, const 
     if (!it->started) {
         it->started = true;
         state_iter_seek(it);
-    } else if (it->reverse) {
-        rocksdb_iter_prev(it->it);
     } else {
-        rocksdb_iter_next(it->it);
+        state_iter_step(it);
     }
-    if (!rocksdb_iter_valid(it->it)) {
-        state_iter_check_status(it);
-        it->done = true;
-        return false;
+    for (;; state_iter_step(it)) {
+        size_t dk_len = 0;
+        const char *dk = NULL;
+        if (rocksdb_iter_valid(it->it)) {
+            dk = rocksdb_iter_key(it->it, &dk_len);
+            /* The read options' bounds keep the DB side in range; past them, it
+             * has simply ended. */
+            if (!state_iter_in_range(it, dk, dk_len))
+                dk = NULL;
+        } else {
+            state_iter_check_status(it);
+        }
+        const wbuf_entry_t *be = state_iter_buf_next(it);
+        if (dk == NULL && be == NULL) {
+            it->done = true;
+            return false;
+        }
+        /* c < 0: the DB's key comes first in scan order; 0: the same key. */
+        int c = dk == NULL ? 1 : be == NULL ? -1 : state_key_cmp(dk, dk_len, be->key, be->key_len);
+        if (it->reverse && dk != NULL && be != NULL)
+            c = -c;
+        const wbuf_entry_t *e = be;
+        it->took = c < 0 ? ITER_TOOK_DB : c == 0 ? ITER_TOOK_DB | ITER_TOOK_BUF : ITER_TOOK_BUF;
+        if (c < 0) /* a key the buffer may have taken since the scan opened */
+            e = it->buf != NULL ? wbuf_find(it->buf->wb, (const uint8_t *)dk, dk_len) : NULL;
+        if (e != NULL && e->deleted)
+            continue;
+        const char *k = dk, *v = NULL;
+        size_t k_len = dk_len, v_len = 0;
+        if (e != NULL) {
+            k = (const char *)e->key;
+            k_len = e->key_len;
+            v = (const char *)e->val;
+            v_len = e->val_len;
+        } else {
+            v = rocksdb_iter_value(it->it, &v_len);
+        }
+        /* state_put bounds both; anything longer was not written by this module. */
+        hf_assert(k_len > STATE_PART_LEN && k_len - STATE_PART_LEN <= HF_STATE_KEY_LEN_MAX);
+        hf_assert(v_len <= HF_RECORD_LEN_MAX);
+        memcpy(it->key, k + STATE_PART_LEN, k_len - STATE_PART_LEN);
+        if (v_len > 0)
+            memcpy(it->val, v, v_len);
+        *key = it->key;
+        *key_len = k_len - STATE_PART_LEN;
+        *val = it->val;
+        *val_len = v_len;
+        return true;
     }
-    size_t k_len = 0;
-    size_t v_len = 0;
-    const char *k = rocksdb_iter_key(it->it, &k_len);
-    if (!state_iter_in_range(it, k, k_len)) {
-        it->done = true;
-        return false;
-    }
-    const char *v = rocksdb_iter_value(it->it, &v_len);
-    /* state_put bounds both; anything longer was not written by this module. */
-    hf_assert(k_len > STATE_PART_LEN && k_len - STATE_PART_LEN <= HF_STATE_KEY_LEN_MAX);
-    hf_assert(v_len <= HF_RECORD_LEN_MAX);
-    memcpy(it->key, k + STATE_PART_LEN, k_len - STATE_PART_LEN);
-    if (v_len > 0)
-        memcpy(it->val, v, v_len);
-    *key = it->key;
-    *key_len = k_len - STATE_PART_LEN;
-    *val = it->val;
-    *val_len = v_len;
-    return true;
 }

@@ -558,6 +558,110 @@ static void test_buf_count_counts_pending_operations(void **ctx)
     state_buf_destroy(buf);
 }
 
+/* Far more keys than the buffer's first table and arena chunk hold, values that
+ * grow past their first allocation, and a buffer reused after a clear. */
+enum { BIG_KEYS = 70000 };
+
+static void big_key(char *k, size_t k_size, int i)
+{
+    /* Descending in key order as i rises, so the buffer has to sort. */
+    snprintf(k, k_size, "k%06d", BIG_KEYS - i);
+}
+
+static void test_large_buffer_reads_iterates_and_writes_every_key_once(void **ctx)
+{
+    fixture_t *f = *ctx;
+    state_buf_t *buf = state_buf_new(f->st);
+    static char big[HF_RECORD_LEN_MAX];
+    memset(big, 'v', sizeof(big));
+    char k[16], out[64];
+    size_t n;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < BIG_KEYS; i++) {
+            big_key(k, sizeof(k), i);
+            assert_int_equal(state_put(buf, 3, k, strlen(k), "s", 1), HF_OK);
+        }
+        /* Rewrites: a few values grow (one to the largest value), the rest shrink
+         * or are deleted. */
+        for (int i = 0; i < BIG_KEYS; i += 7) {
+            big_key(k, sizeof(k), i);
+            if (i % 2 == 0)
+                assert_int_equal(state_del(buf, 3, k, strlen(k)), HF_OK);
+            else
+                assert_int_equal(state_put(buf, 3, k, strlen(k), big, i == 7 ? sizeof(big) : 40),
+                                 HF_OK);
+        }
+        assert_int_equal(state_buf_count(buf), BIG_KEYS + (BIG_KEYS + 6) / 7);
+        for (int i = 0; i < BIG_KEYS; i += 1001) {
+            big_key(k, sizeof(k), i);
+            int err = state_get(f->st, buf, 3, k, strlen(k), out, sizeof(out), &n);
+            if (i % 7 == 0 && i % 2 == 0) {
+                assert_int_equal(err, HF_ERR_NOTFOUND);
+            } else if (i % 7 == 0) {
+                assert_int_equal(err, i == 7 ? HF_ERR_LIMIT : HF_OK);
+                assert_int_equal(n, i == 7 ? sizeof(big) : 40);
+            } else {
+                assert_int_equal(err, HF_OK);
+                assert_int_equal(n, 1);
+            }
+        }
+        if (round == 0) { /* the first round is thrown away */
+            state_buf_clear(buf);
+            assert_int_equal(state_buf_count(buf), 0);
+            assert_int_equal(state_get(f->st, buf, 3, "k000001", 7, out, sizeof(out), &n),
+                             HF_ERR_NOTFOUND);
+        }
+    }
+    /* Through the buffer and, once written, from the DB alone: the same keys in
+     * ascending order. */
+    for (int through = 1; through >= 0; through--) {
+        if (!through)
+            write_buf(f->st, buf);
+        state_iter_t *it = state_iter_new(f->st, through ? buf : NULL, 3, "k", 1, false);
+        assert_non_null(it);
+        const void *key, *v;
+        size_t kl, vl, seen = 0;
+        char prev[16] = "";
+        while (state_iter_next(it, &key, &kl, &v, &vl)) {
+            assert_true(kl < sizeof(k));
+            memcpy(k, key, kl);
+            k[kl] = '\0';
+            assert_true(strcmp(prev, k) < 0);
+            memcpy(prev, k, kl + 1);
+            seen++;
+        }
+        state_iter_destroy(it);
+        size_t deleted = (BIG_KEYS + 13) / 14;
+        assert_int_equal(seen, BIG_KEYS - deleted);
+    }
+    assert_int_equal(state_buf_count(buf), 0);
+    state_buf_destroy(buf);
+}
+
+/* A key the buffer first takes while a scan is open is not part of that scan
+ * (the scan's buffered keys are fixed when it opens); the next scan sees it. */
+static void test_iterator_does_not_see_keys_new_to_the_buffer_after_it_opened(void **ctx)
+{
+    fixture_t *f = *ctx;
+    state_buf_t *buf = iter_fixture(f->st);
+    state_iter_t *it = state_iter_new(f->st, buf, 1, "b", 1, false);
+    assert_non_null(it);
+    const void *k, *v;
+    size_t kl, vl;
+    assert_true(state_iter_next(it, &k, &kl, &v, &vl));
+    assert_memory_equal(k, "b1", 2);
+    put(buf, 1, "b4", "new");
+    char seen[64] = "";
+    while (state_iter_next(it, &k, &kl, &v, &vl)) {
+        strncat(seen, k, kl);
+        strcat(seen, " ");
+    }
+    state_iter_destroy(it);
+    assert_string_equal(seen, "b2 b5 b6 ");
+    assert_string_equal(SCAN(f->st, buf, 1, "b", false), "b1=db,b2=buf,b4=new,b5=buf,b6=buf");
+    state_buf_destroy(buf);
+}
+
 /* ---- sharing */
 
 enum { T_THREADS = 4, T_ROUNDS = 300 };
@@ -920,6 +1024,8 @@ int main(void)
         T(test_iterator_sees_buffer_writes_made_while_scanning),
         T(test_buf_clear_drops_pending_writes),
         T(test_buf_count_counts_pending_operations),
+        T(test_large_buffer_reads_iterates_and_writes_every_key_once),
+        T(test_iterator_does_not_see_keys_new_to_the_buffer_after_it_opened),
         T(test_threads_share_one_state_with_a_buffer_each),
         T(test_two_dbs_in_one_process_work_independently),
         T(test_random_operations_match_a_sorted_model),
