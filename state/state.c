@@ -592,10 +592,10 @@ static int state_iter_take_buf(state_iter_t *it)
     size_t hi = wbuf_lower_bound(sorted, n, it->upper, it->upper_len, false);
     if (hi <= lo)
         return HF_OK;
-    it->bent = malloc((hi - lo) * sizeof(*it->bent));
+    it->bent = malloc((hi - lo) * sizeof(wbuf_entry_t *));
     if (it->bent == NULL)
         return HF_ERR_NOMEM;
-    memcpy(it->bent, sorted + lo, (hi - lo) * sizeof(*it->bent));
+    memcpy(it->bent, sorted + lo, (hi - lo) * sizeof(wbuf_entry_t *));
     it->bn = hi - lo;
     return HF_OK;
 }

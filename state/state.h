@@ -6,9 +6,10 @@
  * with a range delete and restored from its changelog partition. Callers never see
  * the prefix.
  *
- * Writes go to a state_buf_t (a RocksDB write batch with index): reads through the
- * buffer see its own writes on top of the DB. A buffer is applied to the DB in one
- * atomic write, after the Kafka transaction that produced its changelog committed.
+ * Writes go to a state_buf_t (the latest pending value of each key): reads through
+ * the buffer see its own writes on top of the DB. A buffer is applied to the DB in
+ * one atomic write, each key once, after the Kafka transaction that produced its
+ * changelog committed.
  * The changelog topic is the durable log (DESIGN.md section 4). The WAL is on but
  * never synced: it costs a write to the page cache and survives a killed process,
  * so a restart after kill -9 resumes its restore from the stored changelog offset
@@ -79,7 +80,9 @@ int state_drop_partition(state_t *st, int32_t partition, char *errstr,
 
 /* Iterates keys of partition that start with prefix, in key order, through buf
  * (buf may be NULL). reverse = from the last such key backwards. The key and value
- * pointers stay valid until the next state_iter_next or state_iter_destroy. */
+ * pointers stay valid until the next state_iter_next or state_iter_destroy.
+ * Deletes and rewrites made through buf while scanning are seen; a key buf first
+ * takes after the iterator opened is not part of this scan. */
 state_iter_t *state_iter_new(state_t *st, state_buf_t *buf, int32_t partition, const void *prefix,
                              size_t prefix_len, bool reverse);
 /* Returns true and sets key/val (key without the partition prefix) while there is

@@ -97,7 +97,7 @@ wbuf_t *wbuf_new(void)
     if (wb == NULL)
         return NULL;
     wb->cap_slots = WBUF_SLOTS_MIN;
-    wb->slots = calloc(wb->cap_slots, sizeof(*wb->slots));
+    wb->slots = calloc(wb->cap_slots, sizeof(wbuf_entry_t *));
     wb->chunks = wbuf_chunk_new(WBUF_CHUNK_BYTES);
     wb->is_sorted = true;
     if (wb->slots == NULL || wb->chunks == NULL) {
@@ -130,16 +130,16 @@ void wbuf_clear(wbuf_t *wb)
 {
     hf_assert(wb != NULL);
     if (wb->cap_slots > WBUF_SLOTS_KEPT) {
-        wbuf_entry_t **small = calloc(WBUF_SLOTS_MIN, sizeof(*small));
+        wbuf_entry_t **small = calloc(WBUF_SLOTS_MIN, sizeof(wbuf_entry_t *));
         if (small != NULL) {
             free(wb->slots);
             wb->slots = small;
             wb->cap_slots = WBUF_SLOTS_MIN;
         } else {
-            memset(wb->slots, 0, wb->cap_slots * sizeof(*wb->slots));
+            memset(wb->slots, 0, wb->cap_slots * sizeof(wbuf_entry_t *));
         }
     } else if (wb->len > 0) {
-        memset(wb->slots, 0, wb->cap_slots * sizeof(*wb->slots));
+        memset(wb->slots, 0, wb->cap_slots * sizeof(wbuf_entry_t *));
     }
     /* Keep the oldest chunk (the list's tail) for the next batch. */
     wbuf_chunk_t *keep = wb->chunks;
@@ -169,7 +169,7 @@ static size_t wbuf_probe(const wbuf_t *wb, uint64_t h, const uint8_t *key, size_
 static int wbuf_grow(wbuf_t *wb)
 {
     size_t cap = wb->cap_slots * 2;
-    wbuf_entry_t **slots = calloc(cap, sizeof(*slots));
+    wbuf_entry_t **slots = calloc(cap, sizeof(wbuf_entry_t *));
     if (slots == NULL)
         return HF_ERR_NOMEM;
     for (size_t i = 0; i < wb->len; i++) {
@@ -196,7 +196,7 @@ static int wbuf_reserve(wbuf_t *wb)
 {
     if (wb->len == wb->cap_order) {
         size_t cap = wb->cap_order ? wb->cap_order * 2 : WBUF_SLOTS_MIN / 2;
-        wbuf_entry_t **order = realloc(wb->order, cap * sizeof(*order));
+        wbuf_entry_t **order = realloc(wb->order, cap * sizeof(wbuf_entry_t *));
         if (order == NULL)
             return HF_ERR_NOMEM;
         wb->order = order;
@@ -278,7 +278,7 @@ const wbuf_entry_t *const *wbuf_sorted(wbuf_t *wb)
 {
     hf_assert(wb != NULL);
     if (!wb->is_sorted) {
-        qsort(wb->order, wb->len, sizeof(*wb->order), wbuf_entry_cmp);
+        qsort(wb->order, wb->len, sizeof(wbuf_entry_t *), wbuf_entry_cmp);
         wb->is_sorted = true;
     }
     return (const wbuf_entry_t *const *)wb->order;
