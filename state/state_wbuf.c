@@ -216,15 +216,20 @@ int wbuf_set(wbuf_t *wb, const uint8_t *key, size_t key_len, const void *val, si
     size_t slot = wbuf_probe(wb, h, key, key_len);
     wbuf_entry_t *e = wb->slots[slot];
     if (e == NULL) {
+        /* Everything a new entry needs is allocated before it becomes visible: a
+         * failed put must not leave an empty value behind. */
         if (wbuf_reserve(wb) != HF_OK)
             return HF_ERR_NOMEM;
-        e = wbuf_alloc(wb, sizeof(*e) + key_len);
+        size_t head = (sizeof(*e) + key_len + WBUF_ALIGN - 1) & ~(size_t)(WBUF_ALIGN - 1);
+        e = wbuf_alloc(wb, head + val_len);
         if (e == NULL)
             return HF_ERR_NOMEM;
         memset(e, 0, sizeof(*e));
         e->hash = h;
         e->key_len = (uint16_t)key_len;
         memcpy(e->key, key, key_len);
+        e->val = (uint8_t *)e + head;
+        e->val_cap = (uint32_t)val_len;
         slot = wbuf_probe(wb, h, key, key_len); /* the table may have grown */
         wb->slots[slot] = e;
         /* Appending a key above the last one keeps the list sorted (ascending
@@ -239,7 +244,7 @@ int wbuf_set(wbuf_t *wb, const uint8_t *key, size_t key_len, const void *val, si
     } else {
         if (val_len > e->val_cap) {
             uint8_t *v = wbuf_alloc(wb, val_len);
-            if (v == NULL) /* the entry stays as it was: new ones are complete */
+            if (v == NULL) /* the entry stays as it was */
                 return HF_ERR_NOMEM;
             e->val = v;
             e->val_cap = (uint32_t)val_len;
