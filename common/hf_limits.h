@@ -102,6 +102,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * (escrow_heat.c): the hottest stay, a cold one gives way. */
 #define HF_ESCROW_HEAT_SLOTS_MAX        4096
 #define HF_ESCROW_HEAT_PROBE_MAX        16
+/* Pairs whose counter answer the gateway remembers (stock_hint.c), and the
+ * probe run of its table. */
+#define HF_STOCK_HINT_SLOTS_MAX         8192
+#define HF_STOCK_HINT_PROBE_MAX         16
 /* A balance change smaller than a minimum refill is reported (escrow, for the
  * routing view) at the latest after this long; a drained balance at once. */
 #define HF_ESCROW_REPORT_MAX_MS         1000

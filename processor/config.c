@@ -63,6 +63,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->escrow_scarce_units = 20;
     cfg->escrow_grant_share_pct = 50;
     cfg->view_stale_max_ms = 30000;
+    cfg->route_hint_ttl_ms = 500;
     cfg->reserve_deadline_ms = 500;
     cfg->route_weight_distance_pct = 45;
     cfg->route_weight_cost_pct = 25;
@@ -163,6 +164,7 @@ static const config_field_t config_fields[] = {
     STR_FIELD(reply_topic_prefix),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),
+    INT_FIELD(route_hint_ttl_ms, 0, 60000),
     INT_FIELD(reserve_deadline_ms, 0, 60000),
     STR_FIELD(escrow_skus),
     INT_FIELD(escrow_auto_reserves_s, 0, 1000000),

@@ -82,6 +82,7 @@ typedef struct hf_config {
     char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
     char reply_topic_prefix[64];           /* reply_to may name topics under it */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
+    int route_hint_ttl_ms;                 /* route on a counter's answer this long (0: off) */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
     int reserve_deadline_ms; /* a Reserve older than this, or behind a counter hop this slow, is answered BUSY; 0 off */
     /* Escrow (docs/ESCROW.md): hot SKUs served from allotments in one hop. */

@@ -128,6 +128,7 @@ static const codec_field_t counter_result_fields[] = {
     F_LONG(hf_counter_result_t, qty),
     F_LONG(hf_counter_result_t, available),
     F_LONG(hf_counter_result_t, applied_at_ms),
+    F_LONG(hf_counter_result_t, escrow_balance),
 };
 REC_DESC(counter_result_desc, "CounterResult", hf_counter_result_t, counter_result_fields);
 

@@ -412,6 +412,22 @@ static const char sku_state_v1[] =
     "fault\":0,\"doc\":\"When in_stock last changed, epoch ms.\"},{\"name\":\"updated_at_ms\""
     ",\"type\":\"long\",\"doc\":\"Last update, epoch ms.\"}]}";
 
+/* CounterResult v1, before escrow_balance (default -1: not reported) was added. */
+static const char counter_result_v1[] =
+    "{\"type\":\"record\",\"name\":\"CounterResult\",\"namespace\":\"holdfast\",\"fields\":["
+    "{\"name\":\"reservation_id\",\"type\":\"string\"},"
+    "{\"name\":\"attempt\",\"type\":\"int\"},"
+    "{\"name\":\"warehouse_id\",\"type\":\"string\"},"
+    "{\"name\":\"sku\",\"type\":\"string\"},"
+    "{\"name\":\"command\",\"type\":{\"type\":\"enum\",\"name\":\"CounterCommand\","
+    "\"symbols\":[\"HOLD\",\"COMMIT\",\"RELEASE\",\"SHORTFALL\"]}},"
+    "{\"name\":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":\"Outcome\",\"symbols\":["
+    "\"OK\",\"INSUFFICIENT\",\"EXISTS\",\"CONFLICT\",\"EXPIRED\",\"NOT_FOUND\",\"INVALID\","
+    "\"REVOKED\"]}},"
+    "{\"name\":\"qty\",\"type\":\"long\"},"
+    "{\"name\":\"available\",\"type\":\"long\"},"
+    "{\"name\":\"applied_at_ms\",\"type\":\"long\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -427,5 +443,6 @@ const codec_history_t codec_history[] = {
     {HF_REC_RESERVATION_STATE, reservation_state_v4},
     {HF_REC_AVAILABILITY, availability_v1},
     {HF_REC_SKU_STATE, sku_state_v1},
+    {HF_REC_COUNTER_RESULT, counter_result_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -217,6 +217,7 @@ typedef struct {
     int64_t qty;       /* the hold's quantity */
     int64_t available; /* the counter's available after applying */
     int64_t applied_at_ms;
+    int64_t escrow_balance; /* allotments' unheld units as reported; -1: not reported */
 } hf_counter_result_t;
 
 /* Topic holdfast.stock-levels, key sku. available = max(0, on_hand - reserved -

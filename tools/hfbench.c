@@ -108,7 +108,7 @@ static int64_t doorbuster_reject_lat[BENCH_REQS_MAX / 4];
 static size_t doorbuster_reject_count;
 static size_t duplicate_mismatches, duplicates_checked, expired_seen;
 static int64_t doorbuster_units_held, doorbuster_units_committed, doorbuster_sold_out_ms,
-    doorbuster_last_hold_ms;
+    doorbuster_last_hold_ms, doorbuster_last_answer_ms;
 static int64_t bench_start_ms;
 static int dup_pct_global;
 static int busy_retries_global;
@@ -229,6 +229,8 @@ static void count_outcome(int i, const hf_reply_t *rep, int64_t now, int64_t lat
 {
     req_t *q = &reqs[i];
     second_t *s = sec(now);
+    if (q->doorbuster && now > doorbuster_last_answer_ms)
+        doorbuster_last_answer_ms = now;
     if (rep->outcome == HF_REPLY_HELD) {
         s->held++;
         if (q->doorbuster) {
@@ -443,9 +445,19 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
                                   "committed", (json_int_t)late_committed, "expired",
                                   (json_int_t)late_expired, "other", (json_int_t)late_other));
     if (strcmp(o->scenario, "flash-sale") == 0) {
+        /* Units no shopper was left to take: abandoned (released) after the
+         * last doorbuster shopper had been answered. A settle's send time
+         * replaces its reserve's intended time. */
+        int64_t after_demand = 0;
+        for (int i = 0; i < reqs_count; i++)
+            after_demand += reqs[i].doorbuster && reqs[i].fate == 1 &&
+                            reqs[i].outcome == HF_REPLY_HELD &&
+                            reqs[i].intended_ms > doorbuster_last_answer_ms;
         json_object_set_new(
             j, "doorbuster",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "stock", (json_int_t)o->doorbuster_stock,
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stock",
+                      (json_int_t)o->doorbuster_stock, "released_after_demand",
+                      (json_int_t)after_demand,
                       "held_replies", (json_int_t)doorbuster_units_held, "units_committed",
                       (json_int_t)doorbuster_units_committed, "oversold",
                       (json_int_t)(doorbuster_units_committed > o->doorbuster_stock

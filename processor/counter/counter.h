@@ -140,10 +140,14 @@ int counter_load(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
 /* Bumps the version, asserts the invariants and buffers the counter. */
 int counter_store(stage_ctx_t *ctx, const char *warehouse_id, const char *sku,
                   hf_counter_state_t *c) HF_MUST_CHECK;
-/* Emits a CounterResult keyed by reservation_id. */
+/* Emits a CounterResult keyed by reservation_id (escrow_balance not reported). */
 int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
                         const char *warehouse_id, const char *sku, hf_cmd_t command,
                         hf_outcome_t outcome, int64_t qty, int64_t available) HF_MUST_CHECK;
+/* The answer to a Hold applied now: c is the pair's counter after it, so the
+ * result carries its sellable stock (available and the allotments' balance). */
+int counter_emit_hold_result(stage_ctx_t *ctx, const hf_hold_t *h, hf_outcome_t outcome,
+                             const hf_counter_state_t *c) HF_MUST_CHECK;
 /* Loads a hold; HF_ERR_NOTFOUND if the counter never saw it. */
 int counter_load_hold(stage_ctx_t *ctx, const char *key, size_t key_len,
                       hf_hold_state_t *out) HF_MUST_CHECK;

@@ -80,9 +80,10 @@ int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len, const 
     return stage_put_as(ctx, key, key_len, HF_REC_HOLD_STATE, h);
 }
 
-int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
-                        const char *warehouse_id, const char *sku, hf_cmd_t command,
-                        hf_outcome_t outcome, int64_t qty, int64_t available)
+static int emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
+                       const char *warehouse_id, const char *sku, hf_cmd_t command,
+                       hf_outcome_t outcome, int64_t qty, int64_t available,
+                       int64_t escrow_balance)
 {
     hf_record_t rec;
     hf_counter_result_t *r = &hf_record_reset(&rec, HF_REC_COUNTER_RESULT)->u.counter_result;
@@ -95,7 +96,24 @@ int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t at
     r->qty = qty;
     r->available = available;
     r->applied_at_ms = stage_now_ms(ctx);
+    r->escrow_balance = escrow_balance;
     return stage_emit(ctx, HF_T_COUNTER_RESULTS, reservation_id, strlen(reservation_id), &rec);
+}
+
+int counter_emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
+                        const char *warehouse_id, const char *sku, hf_cmd_t command,
+                        hf_outcome_t outcome, int64_t qty, int64_t available)
+{
+    return emit_result(ctx, reservation_id, attempt, warehouse_id, sku, command, outcome, qty,
+                       available, -1);
+}
+
+int counter_emit_hold_result(stage_ctx_t *ctx, const hf_hold_t *h, hf_outcome_t outcome,
+                             const hf_counter_state_t *c)
+{
+    int64_t balance = c->escrow_balance > 0 ? c->escrow_balance : 0;
+    return emit_result(ctx, h->reservation_id, h->attempt, h->warehouse_id, h->sku, HF_CMD_HOLD,
+                       outcome, h->qty, counter_available_reported(c), balance);
 }
 
 /* Batch end: a written key "C<w>|<sku>|" means that counter changed. */

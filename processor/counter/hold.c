@@ -2,7 +2,9 @@
  * units move from available to reserved and the hold is remembered as HELD;
  * otherwise the answer is INSUFFICIENT with what is available. Either way the
  * answer is stored with the hold, so a retried Hold re-emits the very same result
- * and never reserves twice. */
+ * and never reserves twice. A fresh answer also carries the pair's sellable
+ * stock (available plus the allotments' balance): the gateway routes on it
+ * while its view is older (processor/gateway/stock_hint.c). */
 #include <string.h>
 
 #include "counter.h"
@@ -70,6 +72,5 @@ int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec)
     err = counter_store_hold(ctx, hkey, hkey_len, &hs);
     if (err)
         return err;
-    return counter_emit_result(ctx, h->reservation_id, h->attempt, h->warehouse_id, h->sku,
-                               HF_CMD_HOLD, hs.hold_outcome, hs.qty, hs.available_at_result);
+    return counter_emit_hold_result(ctx, h, hs.hold_outcome, &c);
 }

@@ -43,6 +43,10 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
     if (h->status == HF_HOLD_REF_REFUSED) /* a conflict: the sku is contended */
         gw_escrow_note(ctx, h->sku);
     h->available_seen = r->available;
+    const gateway_env_t *env = gateway_env(ctx);
+    if (env->hint && r->escrow_balance >= 0 && r->available >= 0)
+        gw_hint_note(env->hint, r->warehouse_id, r->sku, r->available + r->escrow_balance,
+                     stage_now_ms(ctx));
     if (!gw_all_answered(rs))
         return gw_store(ctx, rs);
     /* Every hold answered: the saga says where it stands, and whose saga it is

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "escrow_heat.h"
+#include "stock_hint.h"
 #include "records.h"
 #include "route/route.h"
 #include "stage.h"
@@ -110,6 +111,9 @@ typedef struct {
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
     int64_t reserve_deadline_ms; /* load shedding (shed.c); 0: never shed */
+    /* The counters' last answers per pair, routed on while fresher than the
+     * view (stock_hint.h, route_hint_ttl_ms); NULL: off. */
+    gw_hint_t *hint;
     /* The routing view: HF_ERR_NOTFOUND when the sku is unknown. */
     int (*availability)(void *opaque, const char *sku, hf_availability_t *out);
     /* ms since the view was current; < 0 before it ever was. */

@@ -372,6 +372,13 @@ int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t
     int err = gateway_env_configure(cfg, &w->env, errstr, errstr_size);
     if (!err)
         err = sweep_init(&w->sweep, errstr, errstr_size);
+    if (!err && cfg->route_hint_ttl_ms > 0) {
+        w->env.hint = gw_hint_new(cfg->route_hint_ttl_ms);
+        if (!w->env.hint) {
+            snprintf(errstr, errstr_size, "gateway: out of memory");
+            err = HF_ERR_NOMEM;
+        }
+    }
     if (!err && cfg->escrow_auto_reserves_s > 0) {
         gw_heat_conf_t hc = {cfg->escrow_auto_reserves_s, cfg->escrow_auto_cool_ms};
         w->env.escrow.heat = gw_heat_new(&hc);
@@ -401,6 +408,7 @@ void gateway_env_destroy(void *env)
     gw_world_t *w = env; /* env is the world's first member */
     view_destroy(w->view);
     gw_heat_destroy(w->env.escrow.heat);
+    gw_hint_destroy(w->env.hint);
     kafka_reader_destroy(w->topics.reader);
     if (w->topics_mu_ready)
         pthread_mutex_destroy(&w->topics.mu);

@@ -15,10 +15,11 @@
 #include "log.h"
 
 /* The view's availability for sku, or NULL when the view is unusable (stale or
- * not caught up): routing then degrades. *unknown is set when a current view has
- * never heard of the sku. */
-static const hf_availability_t *view_for(const gateway_env_t *env, const char *sku,
-                                         hf_availability_t *buf, bool *unknown)
+ * not caught up): routing then degrades. Pairs whose counter answered more
+ * recently than the view can know carry that answer (stock_hint.h). *unknown
+ * is set when a current view has never heard of the sku. */
+static const hf_availability_t *view_for(stage_ctx_t *ctx, const gateway_env_t *env,
+                                         const char *sku, hf_availability_t *buf, bool *unknown)
 {
     *unknown = false;
     int64_t stale_ms = env->staleness_ms(env->opaque);
@@ -27,7 +28,11 @@ static const hf_availability_t *view_for(const gateway_env_t *env, const char *s
     int err = env->availability(env->opaque, sku, buf);
     if (err == HF_ERR_NOTFOUND)
         *unknown = true;
-    return err ? NULL : buf;
+    if (err)
+        return NULL;
+    if (env->hint)
+        (void)gw_hint_apply(env->hint, buf, stage_now_ms(ctx));
+    return buf;
 }
 
 static int add_plan(hf_reservation_state_t *rs, const route_plan_t *plan)
@@ -87,7 +92,7 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
         const hf_line_t *l = &rs->lines[i];
         hf_availability_t av;
         bool unknown = false;
-        route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(env, l->sku, &av, &unknown),
+        route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(ctx, env, l->sku, &av, &unknown),
                              NULL,   0};
         if (unknown) {
             *end = GW_SAGA_INVALID;
@@ -169,12 +174,13 @@ static void compact(hf_reservation_state_t *rs)
 /* Routes the missing quantity of one line with what this reservation learnt:
  * warehouses already holding the line are not asked again, refused ones are
  * routed with the availability their counter reported. */
-static route_result_t reroute_line(const gateway_env_t *env, const hf_reservation_state_t *rs,
+static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
+                                   const hf_reservation_state_t *rs,
                                    const hf_line_t *l, int64_t missing, route_plan_t *plan)
 {
     hf_availability_t av;
     bool unknown = false;
-    const hf_availability_t *view = view_for(env, l->sku, &av, &unknown);
+    const hf_availability_t *view = view_for(ctx, env, l->sku, &av, &unknown);
     const char *exclude[HF_ALLOCATIONS_MAX];
     size_t excluded = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
@@ -251,7 +257,7 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
             continue;
         missing_any = true;
         if (rs->reroutes >= HF_REROUTES_MAX ||
-            reroute_line(env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT) {
+            reroute_line(ctx, env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT) {
             snprintf(why, why_size, "insufficient stock in the network");
             return HF_OK;
         }

@@ -13,11 +13,13 @@ metrics; stop; delete the topics.
 Per run it prints: shoppers answered, reserve p50/p99 over the whole run and the worst
 per-second reserve p99 of the burst (t = 2..5 s), doorbuster units sold and oversold,
 whether every unit was held or sold at the end (the routing view's total for the
-doorbuster after the run), SOLD_OUT after the last unit held, BUSY answers, holds taken
+doorbuster after the run; of it, units in allotments, and units abandoned by their
+shopper after the last doorbuster shopper was answered, which nobody was left to take), SOLD_OUT after the last unit held, BUSY answers, holds taken
 in one hop, the reconcile verdict; then medians per mode. JSON beside it in
 build/bench/flash-<stamp>.json. Env (defaults): BENCH_ROUNDS 2, BENCH_DOORBUSTER 5000,
 BENCH_FACTOR 4, BENCH_RATE 100, BENCH_SECONDS 15, BENCH_SKUS 1000, BENCH_BUSY_RETRIES 5
-(hfbench --busy-retries: a shopper answered BUSY comes back), BENCH_CONFIG (JSON
+(hfbench --busy-retries: a shopper answered BUSY comes back), BENCH_MODES ("direct escrow"),
+BENCH_CONFIG (JSON
 merged into both modes' config), HOLDFAST_BOOTSTRAP."""
 import json
 import os
@@ -49,7 +51,9 @@ SECONDS = env_int("BENCH_SECONDS", 15)
 SKUS = env_int("BENCH_SKUS", 1000)
 BUSY_RETRIES = env_int("BENCH_BUSY_RETRIES", 5)
 EXTRA = json.loads(os.environ.get("BENCH_CONFIG") or "{}")
-MODES = {"direct": {}, "escrow": {"escrow_skus": "DOORBUSTER"}}
+ALL_MODES = {"direct": {}, "escrow": {"escrow_skus": "DOORBUSTER"}}
+MODES = {m: ALL_MODES[m] for m in (os.environ.get("BENCH_MODES") or "direct escrow").split()
+         if m in ALL_MODES} or sys.exit("bench-flash: BENCH_MODES names none of direct, escrow")
 
 
 def log(msg):
@@ -141,7 +145,10 @@ def one_run(mode, rnd, n, work_root):
         out["reconcile"] = verdict.get("verdict")
         out["violations"] = verdict.get("violations_by_kind")
         a = run(["build/hfctl", "availability", "--sku", "DOORBUSTER"], envx, 60, "availability")
-        out["doorbuster_left"] = json.loads(a.stdout).get("total")
+        view = json.loads(a.stdout)
+        out["doorbuster_left"] = view.get("total")
+        out["doorbuster_in_allotments"] = sum(w.get("escrow", 0)
+                                              for w in view.get("warehouses", []))
     except (RuntimeError, OSError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError) as e:
         out["error"] = str(e)
         log(f"  ERROR {e}")
@@ -167,7 +174,9 @@ def line(o):
     return (f"{o['mode']:<7} answered {s['reserves'] - s['without_reply']}/{s['reserves']}  "
             f"reserve p50/p99 {s['reserve_ms']['p50']}/{s['reserve_ms']['p99']} ms  "
             f"burst p99 {o['burst_p99_max_ms']} ms  sold {d.get('units_committed')}/{DOOR} "
-            f"oversold {d.get('oversold')}  left {o.get('doorbuster_left')}  "
+            f"oversold {d.get('oversold')}  left {o.get('doorbuster_left')} "
+            f"(in allotments {o.get('doorbuster_in_allotments')}, abandoned after the last "
+            f"shopper {d.get('released_after_demand')})  "
             f"SOLD_OUT +{d.get('sold_out_signal_after_last_hold_ms')} ms  busy {s['busy']}  "
             f"one-hop {taken}  reconcile {o.get('reconcile')}")
 

@@ -73,7 +73,7 @@ static const ref_fp_t schema_fps[] = {
     {"Availability", 0x506fb9fed3bb9056ULL},
     {"Commit", 0x196d6433575f64adULL},
     {"CommitHold", 0xbcd607f8d824ad52ULL},
-    {"CounterResult", 0xa765a71b04c5948cULL},
+    {"CounterResult", 0x15b917b76b734a29ULL},
     {"CounterState", 0x8bd4529e2f907cc2ULL},
     {"DeadLetter", 0x3be022772e3486ceULL},
     {"EscrowState", 0x4ba5ff45f339e924ULL},
@@ -1056,7 +1056,7 @@ static void test_json_names_the_type_and_spells_enums_as_symbols(void **state)
     assert_string_equal(json, "{\"type\":\"CounterResult\",\"reservation_id\":\"r-\\\"1\\\"\","
                               "\"attempt\":1,\"warehouse_id\":\"w1\",\"sku\":\"s\","
                               "\"command\":\"SHORTFALL\",\"outcome\":\"INSUFFICIENT\",\"qty\":3,"
-                              "\"available\":0,\"applied_at_ms\":5}");
+                              "\"available\":0,\"applied_at_ms\":5,\"escrow_balance\":0}");
     free(json);
 
     assert_int_equal(

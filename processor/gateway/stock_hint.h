@@ -1,0 +1,44 @@
+/* What the counters last said about a pair's sellable stock, remembered by
+ * the gateway process so it routes on the freshest knowledge it has. The
+ * routing view reaches the gateway two exactly-once hops after a counter
+ * changes (counter, aggregator); a Hold's answer comes in one, carrying the
+ * pair's sellable stock then (CounterResult available + escrow_balance). For
+ * hint_ttl_ms after an answer, routing takes that figure instead of the
+ * view's: a pair its counter just called empty is not asked again, so a
+ * shopper it cannot serve is refused in one hop. Once the hint is older, one
+ * shopper routes on the view (its Hold, if the view sends one, probes the
+ * counter) while the others keep the hint until the probe's answer or another
+ * hint_ttl_ms: a refusal is never based on an answer older than two TTLs when
+ * the view says there is stock, and at most one probe per pair and TTL is
+ * made on a stale view.
+ *
+ * Never a correctness matter: the counter still arbitrates every Hold, so a
+ * hint can only make routing try a pair (a wrong positive costs a refused
+ * Hold) or skip it (a wrong zero refuses a shopper who might have been served
+ * within a TTL). Process-wide, bounded, in memory only (a restart forgets it),
+ * thread-safe (one mutex). */
+#ifndef HF_STOCK_HINT_H
+#define HF_STOCK_HINT_H
+
+#include <stdint.h>
+
+#include "records.h"
+
+typedef struct gw_hint gw_hint_t;
+
+/* NULL when out of memory; ttl_ms > 0. */
+gw_hint_t *gw_hint_new(int64_t ttl_ms);
+void gw_hint_destroy(gw_hint_t *h); /* accepts NULL */
+/* A counter said warehouse_id|sku has sellable units; the gateway learnt it
+ * at now_ms. The oldest hint of the probe run makes room when it is full. */
+void gw_hint_note(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t sellable,
+                  int64_t now_ms);
+/* This process released qty held units at warehouse_id|sku: they are added
+ * to its hint, if it has one (the counter's next answer settles the figure). */
+void gw_hint_add(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty);
+/* Rewrites the available units of av's warehouses that have a usable hint at
+ * now_ms (escrow clamped to it), then av's total (in_stock, the signalled
+ * state, is left as it is); returns how many warehouses it rewrote. */
+int gw_hint_apply(gw_hint_t *h, hf_availability_t *av, int64_t now_ms);
+
+#endif
