@@ -457,9 +457,8 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
             j, "doorbuster",
             json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "stock",
                       (json_int_t)o->doorbuster_stock, "released_after_demand",
-                      (json_int_t)after_demand,
-                      "held_replies", (json_int_t)doorbuster_units_held, "units_committed",
-                      (json_int_t)doorbuster_units_committed, "oversold",
+                      (json_int_t)after_demand, "held_replies", (json_int_t)doorbuster_units_held,
+                      "units_committed", (json_int_t)doorbuster_units_committed, "oversold",
                       (json_int_t)(doorbuster_units_committed > o->doorbuster_stock
                                        ? doorbuster_units_committed - o->doorbuster_stock
                                        : 0),

@@ -82,8 +82,7 @@ int counter_store_hold(stage_ctx_t *ctx, const char *key, size_t key_len, const 
 
 static int emit_result(stage_ctx_t *ctx, const char *reservation_id, int32_t attempt,
                        const char *warehouse_id, const char *sku, hf_cmd_t command,
-                       hf_outcome_t outcome, int64_t qty, int64_t available,
-                       int64_t escrow_balance)
+                       hf_outcome_t outcome, int64_t qty, int64_t available, int64_t escrow_balance)
 {
     hf_record_t rec;
     hf_counter_result_t *r = &hf_record_reset(&rec, HF_REC_COUNTER_RESULT)->u.counter_result;

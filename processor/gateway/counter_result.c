@@ -44,7 +44,11 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
         gw_escrow_note(ctx, h->sku);
     h->available_seen = r->available;
     const gateway_env_t *env = gateway_env(ctx);
-    if (env->hint && r->escrow_balance >= 0 && r->available >= 0)
+    /* A fresh answer says what the pair can sell (stock_hint.h); figures out
+     * of any real range are not believed. */
+    const int64_t bound = HF_QTY_MAX * 1000;
+    if (env->hint && r->escrow_balance >= 0 && r->escrow_balance <= bound && r->available >= 0 &&
+        r->available <= bound)
         gw_hint_note(env->hint, r->warehouse_id, r->sku, r->available + r->escrow_balance,
                      stage_now_ms(ctx));
     if (!gw_all_answered(rs))

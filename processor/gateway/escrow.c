@@ -264,6 +264,10 @@ int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_r
      * serve its last units. */
     if (e.balance < (refill + 1) / 2 && may_ask(&e, now) && !scarce(env, h->sku))
         return request_and_store(ctx, &e, refill, 0);
+    /* Drained: said at once (not at the next tick), so the counter's answers
+     * stop counting units this partition no longer has (stock_hint.h). */
+    if (*taken && e.balance == 0 && e.reported_balance > 0)
+        return request_and_store(ctx, &e, 0, 0);
     return store(ctx, &e);
 }
 
@@ -408,9 +412,11 @@ static int tick_one(stage_ctx_t *ctx, const gateway_env_t *env, hf_escrow_state_
 
 /* A pinned SKU's allotments asked for before its first shopper ("trigger the
  * split ahead of the sale"): at every warehouse the view shows with more than
- * escrow_scarce_units sellable, this partition asks once for escrow_prime_units
- * (the counter grants its share of the free stock); later refills follow the
- * shoppers. At most *budget pairs are looked at. */
+ * escrow_scarce_units free, this partition asks once for its share of the free
+ * units (free / partitions: the shoppers of a sale spread over the partitions),
+ * at least escrow_prime_units, at most escrow_refill_max_units (the counter
+ * grants at most escrow_grant_share_pct of what is free); later refills follow
+ * the shoppers. At most *budget pairs are looked at. */
 static int prime(stage_ctx_t *ctx, const gateway_env_t *env, size_t pin, int64_t now,
                  size_t *budget)
 {
@@ -425,8 +431,14 @@ static int prime(stage_ctx_t *ctx, const gateway_env_t *env, size_t pin, int64_t
     *budget -= (size_t)av.warehouses_count;
     for (int32_t w = 0; w < av.warehouses_count; w++) {
         const hf_wh_available_t *wa = &av.warehouses[w];
-        if (wa->available - wa->escrow <= env->escrow.scarce_units)
+        int64_t free_units = wa->available - wa->escrow;
+        if (free_units <= env->escrow.scarce_units)
             continue;
+        int64_t want = env->escrow.partitions > 0 ? free_units / env->escrow.partitions : 0;
+        if (want < env->escrow.prime_units)
+            want = env->escrow.prime_units;
+        if (want > env->escrow.refill_max_units)
+            want = env->escrow.refill_max_units;
         hf_escrow_state_t e;
         bool found = false;
         int err = load(ctx, wa->warehouse_id, sku, &e, &found);
@@ -434,7 +446,7 @@ static int prime(stage_ctx_t *ctx, const gateway_env_t *env, size_t pin, int64_t
             return err;
         if (found || !ensure_holder_key(ctx, &e)) /* once: then refills follow demand */
             continue;
-        err = request_and_store(ctx, &e, env->escrow.prime_units, 0);
+        err = request_and_store(ctx, &e, want, 0);
         if (err)
             return err;
     }

@@ -117,7 +117,9 @@ int gw_release_one(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t i, cons
     if (err)
         return err;
     const gateway_env_t *env = gateway_env(ctx);
-    if (env->hint && h->status == HF_HOLD_REF_HELD) /* the units are the pair's again */
+    /* The units are the pair's again (a hold a stock count revoked adds units
+     * that are gone: the counter's next answer, one refused Hold, corrects it). */
+    if (env->hint && h->status == HF_HOLD_REF_HELD)
         gw_hint_add(env->hint, h->warehouse_id, h->sku, h->qty);
     h->available_seen = h->status == HF_HOLD_REF_HELD ? 0 : -1; /* -1: never confirmed held */
     h->status = HF_HOLD_REF_RELEASE_SENT;

@@ -175,8 +175,8 @@ static void compact(hf_reservation_state_t *rs)
  * warehouses already holding the line are not asked again, refused ones are
  * routed with the availability their counter reported. */
 static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
-                                   const hf_reservation_state_t *rs,
-                                   const hf_line_t *l, int64_t missing, route_plan_t *plan)
+                                   const hf_reservation_state_t *rs, const hf_line_t *l,
+                                   int64_t missing, route_plan_t *plan)
 {
     hf_availability_t av;
     bool unknown = false;

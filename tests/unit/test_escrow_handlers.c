@@ -648,11 +648,13 @@ static void test_pinned_allotment_kept_warm(void **state)
 /* A pinned SKU's allotments are asked for before its first shopper, at every
  * warehouse the view shows stock at, once; the grant's key lands in the
  * asking partition (the requests topic's murmur2), with no reservation yet. */
+/* Each partition asks for its share of the free units (480 / 4 partitions). */
 static void test_pinned_sku_primed_before_first_shopper(void **state)
 {
     stage_ctx_t *fx = *state;
     fx->user->env.escrow.partitions = FAKE_STAGE_PARTITIONS;
     fx->user->env.escrow.prime_units = 50;
+    view_set(fx, HOT, 480);
     size_t from = fx->emits_count;
     tick(fx);
     size_t asks = 0;
@@ -663,7 +665,7 @@ static void test_pinned_sku_primed_before_first_shopper(void **state)
         const hf_allotment_request_t *q = &m->rec.u.allotment_request;
         asks++;
         assert_string_equal(q->sku, HOT); /* COLD is not pinned */
-        assert_int_equal(q->want_qty, 50);
+        assert_int_equal(q->want_qty, 480 / FAKE_STAGE_PARTITIONS);
         assert_int_equal(
             kafka_partition_for_key(q->holder_key, strlen(q->holder_key), FAKE_STAGE_PARTITIONS),
             q->holder_partition);
@@ -673,6 +675,28 @@ static void test_pinned_sku_primed_before_first_shopper(void **state)
     fx->now_ms += 2 * HF_ESCROW_ASK_TIMEOUT_MS;
     tick(fx); /* once: later refills follow the shoppers */
     assert_int_equal(commands(fx, from, HF_REC_ALLOTMENT_REQUEST), 0);
+}
+
+/* The share is floored at escrow_prime_units and capped at a refill's most. */
+static int64_t primed_want(stage_ctx_t *fx, int64_t free_units)
+{
+    fx->user->env.escrow.partitions = FAKE_STAGE_PARTITIONS;
+    fx->user->env.escrow.prime_units = 50;
+    view_set(fx, HOT, free_units);
+    size_t from = fx->emits_count;
+    fx->partition = 0;
+    assert_int_equal(gateway_stage()->tick(fx), HF_OK);
+    fake_stage_commit(fx);
+    return one_command(fx, from, HF_REC_ALLOTMENT_REQUEST)->u.allotment_request.want_qty;
+}
+
+static void test_prime_share_floored_and_capped(void **state)
+{
+    assert_int_equal(primed_want(*state, 100), 50); /* share 25 */
+    stage_ctx_t *big = NULL;
+    assert_int_equal(setup((void **)&big), 0);
+    assert_int_equal(primed_want(big, 100000), REFILL_MAX); /* share 25,000 */
+    assert_int_equal(teardown((void **)&big), 0);
 }
 
 /* A Commit of units in an allotment a stock shortfall recalls and that still
@@ -1096,6 +1120,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pinned_sku_primed_before_first_shopper, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_prime_share_floored_and_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_while_recall_owed_is_revoked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changed_balance_reported_by_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recall_returns_balance_now_and_rest_on_release, setup,
