@@ -56,6 +56,7 @@ typedef struct {
         timeout_ms, busy_retries;
     int64_t stock, doorbuster_stock;
     int burst_factor;
+    int door_tail_rate; /* flash-sale: doorbuster shoppers/s after the burst */
     double zipf_s;
     unsigned seed;
     /* seed: the catalog's shape (seed_catalog_t), its Zipf exponent, the pairs
@@ -589,13 +590,17 @@ static bool answers_awaited(int reqs_count)
 }
 
 /* Intended send times: the steady stream, plus for a flash sale a burst on the
- * doorbuster of burst_factor x its stock within two seconds, from t = 2 s. */
+ * doorbuster of burst_factor x its stock within two seconds, from t = 2 s,
+ * then door_tail_rate doorbuster shoppers/s from t = 4 s to the end (the
+ * latecomers, who take what the rush's shoppers abandon). */
 static int plan(const bench_opts_t *o, unsigned *seed)
 {
     int steady = o->rate * o->seconds;
-    int burst =
-        strcmp(o->scenario, "flash-sale") == 0 ? (int)(o->doorbuster_stock * o->burst_factor) : 0;
-    int n = steady + burst;
+    bool flash = strcmp(o->scenario, "flash-sale") == 0;
+    int burst = flash ? (int)(o->doorbuster_stock * o->burst_factor) : 0;
+    int tail_s = o->seconds > 4 ? o->seconds - 4 : 0;
+    int tail = flash ? o->door_tail_rate * tail_s : 0;
+    int n = steady + burst + tail;
     if (n > BENCH_REQS_MAX)
         return -1;
     reqs = calloc((size_t)n, sizeof *reqs);
@@ -606,7 +611,10 @@ static int plan(const bench_opts_t *o, unsigned *seed)
     int si = 0, bi = 0;
     for (int i = 0; i < n; i++) {
         int64_t ts = si < steady ? (int64_t)si * 1000 / o->rate : INT64_MAX;
-        int64_t tb = bi < burst ? 2000 + (int64_t)bi * 2000 / burst : INT64_MAX;
+        int64_t tb = bi < burst                ? 2000 + (int64_t)bi * 2000 / burst
+                     : bi < burst + tail      ? 4000 + (int64_t)(bi - burst) * 1000 /
+                                                      o->door_tail_rate
+                                              : INT64_MAX;
         bool door = tb < ts;
         reqs[i].intended_ms = bench_start_ms + (door ? tb : ts);
         reqs[i].doorbuster = door;
@@ -1534,6 +1542,8 @@ static const hf_cli_opt_t run_opts[] = {
     {"zipf", "S", false, "Zipf exponent (default 1.1)"},
     {"doorbuster-stock", "Q", false, "flash-sale: DOORBUSTER units (default 100)"},
     {"burst-factor", "F", false, "flash-sale: shoppers per doorbuster unit (default 20)"},
+    {"door-tail-rate", "R", false,
+     "flash-sale: doorbuster shoppers/s after the burst, t = 4 s to the end (default 0)"},
     {"commit-pct", "P", false, "held reserves that are paid (default 60)"},
     {"abandon-pct", "P", false, "held reserves released (default 25)"},
     {"late-pct", "P", false, "held reserves paid after they expired (default 0)"},
@@ -1656,6 +1666,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
     if (int_opt(a, "rate", 1, 100000, &o->rate) ||
         int_opt(a, "seconds", 1, BENCH_SECONDS_MAX, &o->seconds) ||
         int_opt(a, "burst-factor", 1, 1000, &o->burst_factor) ||
+        int_opt(a, "door-tail-rate", 0, 10000, &o->door_tail_rate) ||
         int_opt(a, "dup-pct", 0, 100, &o->dup_pct) ||
         int_opt(a, "busy-retries", 0, 20, &o->busy_retries) ||
         int_opt(a, "commit-pct", 0, 100, &o->commit_pct) ||

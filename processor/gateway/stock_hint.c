@@ -105,6 +105,16 @@ void gw_hint_add(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_
     pthread_mutex_unlock(&h->mu);
 }
 
+void gw_hint_take(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty)
+{
+    hf_assert(qty > 0);
+    pthread_mutex_lock(&h->mu);
+    hint_slot_t *s = find(h, warehouse_id, sku, false);
+    if (s)
+        s->sellable = s->sellable > qty ? s->sellable - qty : 0;
+    pthread_mutex_unlock(&h->mu);
+}
+
 /* Whether the slot's figure stands in for the view's at now_ms; a stale one
  * lets this caller probe, once per TTL. */
 static bool usable(const gw_hint_t *h, hint_slot_t *s, int64_t now_ms)

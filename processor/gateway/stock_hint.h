@@ -36,6 +36,10 @@ void gw_hint_note(gw_hint_t *h, const char *warehouse_id, const char *sku, int64
 /* This process released qty held units at warehouse_id|sku: they are added
  * to its hint, if it has one (the counter's next answer settles the figure). */
 void gw_hint_add(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty);
+/* This process sent a Hold of qty at warehouse_id|sku: its hint counts the
+ * units as gone until the counter answers (so one unit that came back draws
+ * one Hold, not one per shopper routed before the answer); never below 0. */
+void gw_hint_take(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty);
 /* Rewrites the available units of av's warehouses that have a usable hint at
  * now_ms (escrow clamped to it), then av's total (in_stock, the signalled
  * state, is left as it is); returns how many warehouses it rewrote. */

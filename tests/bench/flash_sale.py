@@ -17,7 +17,8 @@ doorbuster after the run; of it, units in allotments, and units abandoned by the
 shopper after the last doorbuster shopper was answered, which nobody was left to take), SOLD_OUT after the last unit held, BUSY answers, holds taken
 in one hop, the reconcile verdict; then medians per mode. JSON beside it in
 build/bench/flash-<stamp>.json. Env (defaults): BENCH_ROUNDS 2, BENCH_DOORBUSTER 5000,
-BENCH_FACTOR 4, BENCH_RATE 100, BENCH_SECONDS 15, BENCH_SKUS 1000, BENCH_BUSY_RETRIES 5
+BENCH_FACTOR 4, BENCH_DOOR_TAIL 50 (hfbench --door-tail-rate: latecomers
+for the doorbuster after the rush, who take what its shoppers abandon), BENCH_RATE 100, BENCH_SECONDS 15, BENCH_SKUS 1000, BENCH_BUSY_RETRIES 5
 (hfbench --busy-retries: a shopper answered BUSY comes back), BENCH_MODES ("direct escrow"),
 BENCH_CONFIG (JSON
 merged into both modes' config), HOLDFAST_BOOTSTRAP."""
@@ -50,6 +51,7 @@ RATE = env_int("BENCH_RATE", 100)
 SECONDS = env_int("BENCH_SECONDS", 15)
 SKUS = env_int("BENCH_SKUS", 1000)
 BUSY_RETRIES = env_int("BENCH_BUSY_RETRIES", 5)
+DOOR_TAIL = env_int("BENCH_DOOR_TAIL", 50)
 EXTRA = json.loads(os.environ.get("BENCH_CONFIG") or "{}")
 ALL_MODES = {"direct": {}, "escrow": {"escrow_skus": "DOORBUSTER"}}
 MODES = {m: ALL_MODES[m] for m in (os.environ.get("BENCH_MODES") or "direct escrow").split()
@@ -132,6 +134,7 @@ def one_run(mode, rnd, n, work_root):
         r = run(["build/hfbench", "run", "--scenario", "flash-sale", "--rate", str(RATE),
                  "--seconds", str(SECONDS), "--skus", str(SKUS), "--doorbuster-stock", str(DOOR),
                  "--burst-factor", str(FACTOR), "--busy-retries", str(BUSY_RETRIES),
+                 "--door-tail-rate", str(DOOR_TAIL),
                  "--report", report], envx, 900, "hfbench run")
         out["hfbench_exit"] = r.returncode
         rep = json.load(open(report))
@@ -191,7 +194,8 @@ def main():
     load = open("/proc/loadavg").read().split()[:3]
     cond = (f"flash sale: {RATE} reserves/s over {SKUS} SKUs for {SECONDS} s, plus "
             f"{FACTOR * DOOR} shoppers within 2 s for a {DOOR}-unit DOORBUSTER over 5 "
-            f"warehouses; a shopper answered BUSY tries again up to {BUSY_RETRIES} times "
+            f"warehouses, then {DOOR_TAIL} doorbuster shoppers/s from t = 4 s to the end; "
+            f"a shopper answered BUSY tries again up to {BUSY_RETRIES} times "
             f"(250 ms doubling); {os.cpu_count()} cores shared with the broker at {BOOTSTRAP}; "
             f"load average before {' '.join(load)}; {ROUNDS} round(s), modes alternating")
     log(cond)

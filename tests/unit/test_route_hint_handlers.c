@@ -756,6 +756,47 @@ static void test_gateway_a_released_held_hold_makes_the_pair_routable_at_once(vo
     expect_refused_in_one_step(fx, "h4", "LAST", 1); /* and it is gone again */
 }
 
+/* One unit back draws one Hold, not one per shopper routed before the
+ * counter answers: a sent Hold counts its units as gone in the hint. */
+static void test_gateway_one_unit_back_draws_one_hold(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t one[1] = {1};
+    view_set(fx, "LAST", one, 1);
+    counters_have(fx, "LAST", one, 1);
+    size_t from = fx->emits_count;
+    assert_int_equal(reserve(fx, "t1", "LAST", 1), 1);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    hf_record_t x = release_rec("t1");
+    gw_apply(fx, "t1", &x); /* the hint says 1 again */
+
+    from = fx->emits_count;
+    assert_int_equal(reserve(fx, "t2", "LAST", 1), 1); /* its Hold takes the unit */
+    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, "W1");
+    expect_refused_in_one_step(fx, "t3", "LAST", 1); /* before t2's answer */
+    expect_refused_in_one_step(fx, "t4", "LAST", 1);
+}
+
+/* The module: a take lowers a hint, never below 0, and makes none. */
+static void test_module_take_lowers_a_hint_and_creates_none(void **state)
+{
+    (void)state;
+    gw_hint_t *h = gw_hint_new(HINT_TTL_MS);
+    assert_non_null(h);
+    hf_availability_t view = av_of("S", view3, NULL, 3);
+    gw_hint_note(h, "W1", "S", 4, T0);
+    gw_hint_take(h, "W1", "S", 3);
+    gw_hint_take(h, "W2", "S", 5); /* no hint: nothing */
+    hf_availability_t a = applied(h, &view, T0 + 1, 1);
+    assert_int_equal(a.warehouses[0].available, 1);
+    assert_int_equal(a.warehouses[1].available, 20);
+    gw_hint_take(h, "W1", "S", 7);
+    a = applied(h, &view, T0 + 2, 1);
+    assert_int_equal(a.warehouses[0].available, 0);
+    gw_hint_destroy(h);
+}
+
 /* ======================================================================
  * Counter level: the escrow_balance a Hold's answer carries.
  * ====================================================================== */
@@ -969,6 +1010,8 @@ int main(void)
         G(test_gateway_after_the_ttl_one_reserve_probes_the_others_are_refused),
         G(test_gateway_a_restocked_pair_sells_again_after_the_probe),
         G(test_gateway_a_released_held_hold_makes_the_pair_routable_at_once),
+        G(test_gateway_one_unit_back_draws_one_hold),
+        cmocka_unit_test(test_module_take_lowers_a_hint_and_creates_none),
         C(test_counter_fresh_hold_reports_balance_and_a_retry_does_not),
         C(test_counter_fresh_hold_reports_the_allotments_balance),
     };
