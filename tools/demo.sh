@@ -54,11 +54,12 @@ holdfast_pid=$!
 say "seeding: 1,000 SKUs at 5 of the 50 warehouses each, and a DOORBUSTER with 100 units"
 build/hfbench seed --skus 1000 --per-sku 5 --stock 200 --doorbuster-stock 100
 
-say "flash sale: 100 reserves/s for 15 s over the catalog, plus 2,000 shoppers for the doorbuster (in escrow)"
+say "flash sale: 100 reserves/s for 15 s over the catalog, plus 2,000 shoppers for the doorbuster (in escrow) in 2 s, then 20/s latecomers"
 echo "  (3 % of shoppers pay after their hold expired: late_payments in the summary)"
 set +e
 build/hfbench run --scenario flash-sale --rate 100 --seconds 15 --skus 1000 \
-  --doorbuster-stock 100 --burst-factor 20 --late-pct 3 --report "$workdir/report.json"
+  --doorbuster-stock 100 --burst-factor 20 --door-tail-rate 20 --late-pct 3 \
+  --report "$workdir/report.json"
 bench=$?
 set -e
 bash tools/plot-report.sh "$workdir/report.json" || echo "  (no plots: bash tools/deps.sh plot installs gnuplot)"
