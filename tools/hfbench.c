@@ -611,10 +611,9 @@ static int plan(const bench_opts_t *o, unsigned *seed)
     int si = 0, bi = 0;
     for (int i = 0; i < n; i++) {
         int64_t ts = si < steady ? (int64_t)si * 1000 / o->rate : INT64_MAX;
-        int64_t tb = bi < burst                ? 2000 + (int64_t)bi * 2000 / burst
-                     : bi < burst + tail      ? 4000 + (int64_t)(bi - burst) * 1000 /
-                                                      o->door_tail_rate
-                                              : INT64_MAX;
+        int64_t tb = bi < burst          ? 2000 + (int64_t)bi * 2000 / burst
+                     : bi < burst + tail ? 4000 + (int64_t)(bi - burst) * 1000 / o->door_tail_rate
+                                         : INT64_MAX;
         bool door = tb < ts;
         reqs[i].intended_ms = bench_start_ms + (door ? tb : ts);
         reqs[i].doorbuster = door;
