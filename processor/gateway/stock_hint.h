@@ -5,7 +5,9 @@
  * pair's sellable stock then (CounterResult available + escrow_balance). For
  * hint_ttl_ms after an answer, routing takes that figure instead of the
  * view's: a pair its counter just called empty is not asked again, so a
- * shopper it cannot serve is refused in one hop. Once the hint is older, one
+ * shopper it cannot serve is refused in one hop. Holds this process sends
+ * take from the figure and releases of held units add to it, so it stays the
+ * counter's figure minus what is in flight. Once the hint is older, one
  * shopper routes on the view (its Hold, if the view sends one, probes the
  * counter) while the others keep the hint until the probe's answer or another
  * hint_ttl_ms: a refusal is never based on an answer older than two TTLs when
