@@ -31,8 +31,9 @@ typedef struct gw_hint gw_hint_t;
 /* NULL when out of memory; ttl_ms > 0. */
 gw_hint_t *gw_hint_new(int64_t ttl_ms);
 void gw_hint_destroy(gw_hint_t *h); /* accepts NULL */
-/* A counter said warehouse_id|sku has sellable units; the gateway learnt it
- * at now_ms. The oldest hint of the probe run makes room when it is full. */
+/* A counter said warehouse_id|sku has sellable units as of now_ms (when it
+ * applied the Hold, at most the gateway's now). The oldest hint of the probe
+ * run makes room when it is full. */
 void gw_hint_note(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t sellable,
                   int64_t now_ms);
 /* This process released qty held units at warehouse_id|sku: they are added

@@ -280,6 +280,7 @@ struct fake_stage_user {
     size_t cmd_cursor; /* emits below it were seen by the counters */
     hf_counter_result_t results[M_RESULTS_MAX];
     size_t results_count;
+    int64_t answer_age_ms; /* the counters' answers were applied this long ago */
     /* escrow_balance of the counters' Hold answers: >= 0 a fresh answer (the
      * allotments' balance, added to available), -1 not reported. */
     int64_t report_escrow;
@@ -467,7 +468,7 @@ static void m_result(stage_ctx_t *fx, const m_hold_t *h, hf_cmd_t cmd, hf_outcom
     r->outcome = outcome;
     r->qty = h->qty;
     r->available = available;
-    r->applied_at_ms = fx->now_ms;
+    r->applied_at_ms = fx->now_ms - fx->user->answer_age_ms;
     r->escrow_balance = escrow_balance;
 }
 
@@ -662,6 +663,37 @@ static void one_empty_warehouse(stage_ctx_t *fx, int64_t report_escrow, bool exp
 static void test_gateway_a_pair_called_empty_is_not_asked_again(void **state)
 {
     one_empty_warehouse(*state, 0, true);
+}
+
+/* W1's last unit is held; its counter's answer ("0 left") was applied age_ms
+ * before it arrived. Returns where the next Reserve's Hold goes. */
+static hf_hold_t after_last_unit_held(stage_ctx_t *fx, int64_t age_ms)
+{
+    fx->user->answer_age_ms = age_ms;
+    view_set(fx, "SKU-A", five_each, FAKE_WAREHOUSES_COUNT);
+    const int64_t counters[FAKE_WAREHOUSES_COUNT] = {1, 5, 5, 5, 5, 5};
+    counters_have(fx, "SKU-A", counters, FAKE_WAREHOUSES_COUNT);
+    size_t from = fx->emits_count;
+    assert_int_equal(reserve(fx, "l1", "SKU-A", 1), 1);
+    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, "W1");
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    from = fx->emits_count;
+    assert_int_equal(reserve(fx, "l2", "SKU-A", 1), 1);
+    return nth_hold(fx, from, 0);
+}
+
+/* A gateway that reads its results late: an answer applied a TTL before it
+ * arrives is no fresher than that, so the pair is asked again (the probe);
+ * read at once, the same answer keeps the Reserve away from W1. */
+static void test_gateway_an_answer_read_a_ttl_late_is_not_routed_on(void **state)
+{
+    assert_string_equal(after_last_unit_held(*state, HINT_TTL_MS).warehouse_id, "W1");
+}
+
+static void test_gateway_an_answer_read_at_once_is_routed_on(void **state)
+{
+    assert_string_not_equal(after_last_unit_held(*state, 0).warehouse_id, "W1");
 }
 
 static void test_gateway_without_escrow_balance_the_empty_pair_is_asked_again(void **state)
@@ -1011,6 +1043,8 @@ int main(void)
         G(test_gateway_a_restocked_pair_sells_again_after_the_probe),
         G(test_gateway_a_released_held_hold_makes_the_pair_routable_at_once),
         G(test_gateway_one_unit_back_draws_one_hold),
+        G(test_gateway_an_answer_read_a_ttl_late_is_not_routed_on),
+        G(test_gateway_an_answer_read_at_once_is_routed_on),
         cmocka_unit_test(test_module_take_lowers_a_hint_and_creates_none),
         C(test_counter_fresh_hold_reports_balance_and_a_retry_does_not),
         C(test_counter_fresh_hold_reports_the_allotments_balance),
