@@ -265,8 +265,10 @@ int gw_escrow_take(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_hold_r
     if (e.balance < (refill + 1) / 2 && may_ask(&e, now) && !scarce(env, h->sku))
         return request_and_store(ctx, &e, refill, 0);
     /* Drained: said at once (not at the next tick), so the counter's answers
-     * stop counting units this partition no longer has (stock_hint.h). */
-    if (*taken && e.balance == 0 && e.reported_balance > 0)
+     * stop counting units this partition no longer has (stock_hint.h) — unless
+     * a refill is out: the counter counts its grant in the balance, and a 0
+     * now would hide those units from the others until the next tick. */
+    if (*taken && e.balance == 0 && e.reported_balance > 0 && e.asking_qty == 0)
         return request_and_store(ctx, &e, 0, 0);
     return store(ctx, &e);
 }

@@ -59,9 +59,6 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_ho
     snprintf(c->sku, sizeof c->sku, "%s", h->sku);
     c->qty = h->qty;
     c->issued_at_ms = stage_now_ms(ctx);
-    const gateway_env_t *env = gateway_env(ctx);
-    if (env->hint)
-        gw_hint_take(env->hint, h->warehouse_id, h->sku, h->qty);
     return emit_command(ctx, h, &rec);
 }
 

@@ -15,11 +15,14 @@
 #include "log.h"
 
 /* The view's availability for sku, or NULL when the view is unusable (stale or
- * not caught up): routing then degrades. Pairs whose counter answered more
- * recently than the view can know carry that answer (stock_hint.h). *unknown
- * is set when a current view has never heard of the sku. */
+ * not caught up): routing then degrades. Pairs whose counter answered within
+ * route_hint_ttl_ms carry that answer instead (stock_hint.h), except for a
+ * late payment's re-reservation: a paid order is refunded only on what the
+ * counters say to its own Holds. *unknown is set when a current view has never
+ * heard of the sku. */
 static const hf_availability_t *view_for(stage_ctx_t *ctx, const gateway_env_t *env,
-                                         const char *sku, hf_availability_t *buf, bool *unknown)
+                                         const hf_reservation_state_t *rs, const char *sku,
+                                         hf_availability_t *buf, bool *unknown)
 {
     *unknown = false;
     int64_t stale_ms = env->staleness_ms(env->opaque);
@@ -30,7 +33,7 @@ static const hf_availability_t *view_for(stage_ctx_t *ctx, const gateway_env_t *
         *unknown = true;
     if (err)
         return NULL;
-    if (env->hint)
+    if (env->hint && !gw_is_rebook(rs))
         (void)gw_hint_apply(env->hint, buf, stage_now_ms(ctx));
     return buf;
 }
@@ -69,6 +72,8 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
         if (!err && !taken) {
             err = gw_emit_hold(ctx, rs, h);
             sent = true;
+            if (env->hint) /* a resend (sweeper.c) takes nothing again */
+                gw_hint_take(env->hint, h->warehouse_id, h->sku, h->qty, stage_now_ms(ctx));
         }
         if (err)
             return err;
@@ -92,8 +97,8 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
         const hf_line_t *l = &rs->lines[i];
         hf_availability_t av;
         bool unknown = false;
-        route_line_t line = {l->sku, l->qty, rs->ship_to, view_for(ctx, env, l->sku, &av, &unknown),
-                             NULL,   0};
+        route_line_t line = {
+            l->sku, l->qty, rs->ship_to, view_for(ctx, env, rs, l->sku, &av, &unknown), NULL, 0};
         if (unknown) {
             *end = GW_SAGA_INVALID;
             snprintf(why, why_size, "unknown sku %s", l->sku);
@@ -180,7 +185,7 @@ static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
 {
     hf_availability_t av;
     bool unknown = false;
-    const hf_availability_t *view = view_for(ctx, env, l->sku, &av, &unknown);
+    const hf_availability_t *view = view_for(ctx, env, rs, l->sku, &av, &unknown);
     const char *exclude[HF_ALLOCATIONS_MAX];
     size_t excluded = 0;
     for (int32_t i = 0; i < rs->allocations_count; i++) {

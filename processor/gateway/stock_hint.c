@@ -89,9 +89,13 @@ void gw_hint_note(gw_hint_t *h, const char *warehouse_id, const char *sku, int64
     hf_assert(sellable >= 0);
     pthread_mutex_lock(&h->mu);
     hint_slot_t *s = find(h, warehouse_id, sku, true);
-    s->sellable = sellable;
-    s->noted_at_ms = now_ms;
-    s->probe_at_ms = 0;
+    /* Answers of one pair reach this process out of order (results are keyed
+     * by reservation): an older one does not replace a newer. */
+    if (now_ms >= s->noted_at_ms) {
+        s->sellable = sellable;
+        s->noted_at_ms = now_ms;
+        s->probe_at_ms = 0;
+    }
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -105,26 +109,35 @@ void gw_hint_add(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_
     pthread_mutex_unlock(&h->mu);
 }
 
-void gw_hint_take(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty)
+static bool in_flight(const gw_hint_t *h, const hint_slot_t *s, int64_t now_ms)
+{
+    return s->probe_at_ms != 0 && now_ms - s->probe_at_ms < h->ttl_ms;
+}
+
+void gw_hint_take(gw_hint_t *h, const char *warehouse_id, const char *sku, int64_t qty,
+                  int64_t now_ms)
 {
     hf_assert(qty > 0);
     pthread_mutex_lock(&h->mu);
     hint_slot_t *s = find(h, warehouse_id, sku, false);
-    if (s)
+    if (s) {
         s->sellable = s->sellable > qty ? s->sellable - qty : 0;
+        /* A Hold to a pair whose hint is stale is its probe. */
+        if (now_ms - s->noted_at_ms >= h->ttl_ms && !in_flight(h, s, now_ms))
+            s->probe_at_ms = now_ms;
+    }
     pthread_mutex_unlock(&h->mu);
 }
 
-/* Whether the slot's figure stands in for the view's at now_ms; a stale one
- * lets this caller probe, once per TTL. */
-static bool usable(const gw_hint_t *h, hint_slot_t *s, int64_t now_ms)
+/* Whether the slot's figure stands in for the view's at now_ms: while fresh,
+ * and while stale (under two TTLs old) with a probe out, whose answer will
+ * refresh it. Otherwise the view decides: the next Hold there probes. */
+static bool usable(const gw_hint_t *h, const hint_slot_t *s, int64_t now_ms)
 {
-    if (now_ms - s->noted_at_ms < h->ttl_ms)
+    int64_t age_ms = now_ms - s->noted_at_ms;
+    if (age_ms < h->ttl_ms)
         return true;
-    if (s->probe_at_ms != 0 && now_ms - s->probe_at_ms < h->ttl_ms)
-        return true; /* a probe is out: its answer will refresh the hint */
-    s->probe_at_ms = now_ms;
-    return false;
+    return age_ms < 2 * h->ttl_ms && in_flight(h, s, now_ms);
 }
 
 int gw_hint_apply(gw_hint_t *h, hf_availability_t *av, int64_t now_ms)

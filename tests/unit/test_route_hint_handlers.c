@@ -107,9 +107,9 @@ static void test_module_note_rewrites_that_warehouse_and_the_total_only(void **s
     gw_hint_destroy(NULL); /* accepted */
 }
 
-/* After the TTL the first caller does not get the hint (it routes on the view:
- * the probe); every other caller keeps the hint for one more TTL; a probe
- * whose answer never comes lets another caller probe a TTL later. */
+/* A stale hint leaves routing to the view until a Hold is sent there: that
+ * Hold is the probe, and while it is out (a TTL) the hint stands in again —
+ * but never once it is two TTLs old. */
 static void test_module_stale_hint_lets_one_caller_probe_per_ttl(void **state)
 {
     (void)state;
@@ -118,18 +118,25 @@ static void test_module_stale_hint_lets_one_caller_probe_per_ttl(void **state)
     hf_availability_t view = av_of("S", view3, NULL, 3);
     gw_hint_note(h, "W1", "S", 0, T0);
     int64_t t = T0 + HINT_TTL_MS;
-    hf_availability_t a = applied(h, &view, t, 0); /* the probe: the view as it is */
+    hf_availability_t a = applied(h, &view, t, 0); /* stale: the view as it is */
     assert_int_equal(a.warehouses[0].available, 10);
     assert_int_equal(a.total, 60);
-    a = applied(h, &view, t, 1); /* the next caller, same ms: the hint */
+    (void)applied(h, &view, t, 0);    /* still the view: no Hold went there yet */
+    gw_hint_take(h, "W1", "S", 1, t); /* the probe */
+    a = applied(h, &view, t, 1);      /* the next caller, same ms: the hint */
     assert_int_equal(a.warehouses[0].available, 0);
     assert_int_equal(a.total, 50);
     (void)applied(h, &view, t + HINT_TTL_MS - 1, 1);
-    /* The probe's answer never came: one more probe a TTL after it, then the hint. */
+    /* The probe's answer never came and the hint is two TTLs old: the view. */
     a = applied(h, &view, t + HINT_TTL_MS, 0);
     assert_int_equal(a.warehouses[0].available, 10);
-    a = applied(h, &view, t + HINT_TTL_MS + 1, 1);
-    assert_int_equal(a.warehouses[0].available, 0);
+
+    /* A probe sent late in the hint's second TTL does not stretch it. */
+    gw_hint_note(h, "W2", "S", 0, T0);
+    gw_hint_take(h, "W2", "S", 1, T0 + HINT_TTL_MS + HINT_TTL_MS / 2);
+    (void)applied(h, &view, T0 + 2 * HINT_TTL_MS - 1, 2); /* W1 too, as above */
+    a = applied(h, &view, T0 + 2 * HINT_TTL_MS, 0);
+    assert_int_equal(a.warehouses[1].available, 20);
     gw_hint_destroy(h);
 }
 
@@ -701,39 +708,47 @@ static void test_gateway_without_escrow_balance_the_empty_pair_is_asked_again(vo
     one_empty_warehouse(*state, -1, false);
 }
 
-/* After the TTL one new Reserve routes on the view and sends a Hold (the
- * probe); the next ones are still refused without a Hold, before and after the
- * probe's answer. A probe whose answer is lost lets another Reserve probe one
- * TTL later. */
+/* After the TTL each warehouse is probed once: a Reserve routed on the view
+ * sends one Hold to a warehouse with no probe out, until every warehouse has
+ * one; then Reserves are refused without a Hold, before and after the probes'
+ * answers. Probes whose answers are lost leave the hints good until they are
+ * two TTLs old; then the view decides and the next Reserve probes again. */
 static void test_gateway_after_the_ttl_one_reserve_probes_the_others_are_refused(void **state)
 {
     stage_ctx_t *fx = *state;
     sell_out_everywhere(fx);
     fx->now_ms += HINT_TTL_MS;
-    size_t from = fx->emits_count;
-    assert_int_equal(reserve(fx, "probe", "FLASH", 1), 1);
-    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, "W1");
-    assert_int_equal(replies_since(fx, from), 0);
-    expect_refused_in_one_step(fx, "p2", "FLASH", 1); /* the probe is out */
-    /* The probe's answer: empty again; its re-route keeps the other warehouses'
-     * hints (they are within the probe's TTL), so no second Hold. */
+    bool probed[FAKE_WAREHOUSES_COUNT] = {false};
+    for (int i = 0; i < FAKE_WAREHOUSES_COUNT; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "probe%d", i);
+        size_t from = fx->emits_count;
+        assert_int_equal(reserve(fx, rid, "FLASH", 1), 1);
+        assert_int_equal(replies_since(fx, from), 0);
+        const char *w = nth_hold(fx, from, 0).warehouse_id;
+        int n = w[1] - '1'; /* "W1".."W6" */
+        assert_true(n >= 0 && n < FAKE_WAREHOUSES_COUNT && !probed[n]);
+        probed[n] = true;
+    }
+    expect_refused_in_one_step(fx, "p2", "FLASH", 1); /* every probe is out */
     size_t before_answer = fx->emits_count;
-    settle(fx);
+    settle(fx); /* empty again everywhere: the re-routes send no Hold */
     assert_int_equal(holds_since(fx, before_answer), 0);
-    assert_int_equal(one_reply(fx, before_answer).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
     expect_refused_in_one_step(fx, "p3", "FLASH", 1);
 
-    /* A TTL later: another probe, whose answer is lost (never delivered). */
+    /* A TTL later: probes whose answers are lost (never delivered). */
     fx->now_ms += HINT_TTL_MS;
-    from = fx->emits_count;
-    assert_int_equal(reserve(fx, "lost", "FLASH", 1), 1);
-    assert_int_equal(replies_since(fx, from), 0);
+    for (int i = 0; i < FAKE_WAREHOUSES_COUNT; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "lost%d", i);
+        assert_int_equal(reserve(fx, rid, "FLASH", 1), 1);
+    }
+    fx->user->results_count = 0; /* lost */
     expect_refused_in_one_step(fx, "p4", "FLASH", 1);
     fx->now_ms += HINT_TTL_MS - 1;
     expect_refused_in_one_step(fx, "p5", "FLASH", 1);
-    fx->now_ms += 1; /* the lost probe's TTL is over: one more probe */
+    fx->now_ms += 1; /* two TTLs since the answers: the view again, one more probe */
     assert_int_equal(reserve(fx, "again", "FLASH", 1), 1);
-    expect_refused_in_one_step(fx, "p6", "FLASH", 1);
 }
 
 /* A pair restocked after it was called empty sells again: refused while the
@@ -818,12 +833,12 @@ static void test_module_take_lowers_a_hint_and_creates_none(void **state)
     assert_non_null(h);
     hf_availability_t view = av_of("S", view3, NULL, 3);
     gw_hint_note(h, "W1", "S", 4, T0);
-    gw_hint_take(h, "W1", "S", 3);
-    gw_hint_take(h, "W2", "S", 5); /* no hint: nothing */
+    gw_hint_take(h, "W1", "S", 3, T0 + 1);
+    gw_hint_take(h, "W2", "S", 5, T0 + 1); /* no hint: nothing */
     hf_availability_t a = applied(h, &view, T0 + 1, 1);
     assert_int_equal(a.warehouses[0].available, 1);
     assert_int_equal(a.warehouses[1].available, 20);
-    gw_hint_take(h, "W1", "S", 7);
+    gw_hint_take(h, "W1", "S", 7, T0 + 1);
     a = applied(h, &view, T0 + 2, 1);
     assert_int_equal(a.warehouses[0].available, 0);
     gw_hint_destroy(h);
