@@ -23,7 +23,11 @@
 
 /* Quantities: one line never asks for more than a million units; counters are
  * int64 and checked for overflow before arithmetic. */
-#define HF_QTY_MAX 1000000LL
+#define HF_QTY_MAX        1000000LL
+/* The most units one pair may count: a stock feed's quantity, an allotment
+ * request's return, a reported allotment balance, a counter's figure in its
+ * answers. Anything above is a broken or hostile record. */
+#define HF_PAIR_UNITS_MAX (HF_QTY_MAX * 1000)
 
 /* Stock feeds: how far one feed_seq may run ahead of the pair's last applied
  * one (within a feed_epoch; from 0 in a new epoch). A feed applied far ahead

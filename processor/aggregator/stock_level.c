@@ -40,7 +40,7 @@ int aggregator_on_stock_level(stage_ctx_t *ctx, const hf_record_t *rec)
         return stage_reject(ctx, "StockLevel needs a sku and a warehouse_id");
     if (key_len != strlen(sl->sku) || memcmp(key, sl->sku, key_len) != 0)
         return stage_reject(ctx, "StockLevel key must be its sku \"%s\"", sl->sku);
-    if (sl->available < 0 || sl->escrow_balance < 0 || sl->escrow_balance > HF_QTY_MAX * 1000)
+    if (sl->available < 0 || sl->escrow_balance < 0 || sl->escrow_balance > HF_PAIR_UNITS_MAX)
         return stage_reject(ctx, "StockLevel available %lld and escrow_balance %lld must be >= 0",
                             (long long)sl->available, (long long)sl->escrow_balance);
     hf_sku_state_t s;

@@ -13,7 +13,7 @@
 static int validate(stage_ctx_t *ctx, const hf_allotment_request_t *r)
 {
     if (r->want_qty < 0 || r->want_qty > HF_QTY_MAX || r->return_qty < 0 ||
-        r->return_qty > HF_QTY_MAX * 1000)
+        r->return_qty > HF_PAIR_UNITS_MAX)
         return stage_reject(ctx,
                             "AllotmentRequest want_qty %lld must be in [0, %lld] and return_qty "
                             "%lld >= 0",

@@ -43,10 +43,10 @@ static int validate(stage_ctx_t *ctx, const hf_stock_feed_t *f)
                             "(>= 0, the committed_total of the pair when it was counted)",
                             hf_feed_kind_name(f->kind), (long long)f->as_of_committed);
     long long lo = f->kind == HF_FEED_ADJUST ? -HF_QTY_MAX : f->kind == HF_FEED_RECEIVE ? 1 : 0;
-    if (f->qty < lo || f->qty > HF_QTY_MAX * 1000)
+    if (f->qty < lo || f->qty > HF_PAIR_UNITS_MAX)
         return stage_reject(ctx, "StockFeed %s qty %lld must be in [%lld, %lld]",
                             hf_feed_kind_name(f->kind), (long long)f->qty, lo,
-                            (long long)HF_QTY_MAX * 1000);
+                            (long long)HF_PAIR_UNITS_MAX);
     return counter_check_routing(ctx, f->warehouse_id, f->sku);
 }
 

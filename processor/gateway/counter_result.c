@@ -48,9 +48,8 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
      * it (stock_hint.h): its age counts from then, so a gateway that reads its
      * results late does not take old figures for new ones. Figures out of any
      * real range are not believed. */
-    const int64_t bound = HF_QTY_MAX * 1000;
-    if (env->hint && r->escrow_balance >= 0 && r->escrow_balance <= bound && r->available >= 0 &&
-        r->available <= bound) {
+    if (env->hint && r->escrow_balance >= 0 && r->escrow_balance <= HF_PAIR_UNITS_MAX &&
+        r->available >= 0 && r->available <= HF_PAIR_UNITS_MAX) {
         int64_t now = stage_now_ms(ctx);
         int64_t at = r->applied_at_ms > 0 && r->applied_at_ms < now ? r->applied_at_ms : now;
         gw_hint_note(env->hint, r->warehouse_id, r->sku, r->available + r->escrow_balance, at);
