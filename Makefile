@@ -181,6 +181,15 @@ bench-gateway-cpu: deps-check $(BUILD)/bench_gateway_cpu
 	  echo "  collected Ir $$ir: $$((ir / $(BENCH_N))) instructions per lifecycle (callgrind_annotate $(BUILD)/callgrind.gwcpu.out)"; \
 	else $(BUILD)/bench_gateway_cpu $(BENCH_N); fi
 
+# RocksDB state as a large seed drives it, no Kafka (tests/bench/bench_state.c):
+# keys/s and bytes read a key as the state outgrows the block cache, then point reads.
+# Env: BENCH_STATE_KEYS (default 10000000), BENCH_STATE_DIR, BENCH_STATE_CACHE_MIB.
+$(BUILD)/bench_state: $(BUILD)/obj/tests/bench/bench_state.o $(BUILD)/libhf.a
+	$(CC) -o $@ $^ $(PKG_LIBS)
+.PHONY: bench-state
+bench-state: deps-check $(BUILD)/bench_state
+	@$(BUILD)/bench_state
+
 # The full pipeline at a ladder of rates, the broker's ceiling beside it, an overload
 # run; A/B over several holdfast builds (tests/bench/pipeline.py, docs/PERFORMANCE.md).
 # Env: BENCH_RATES, BENCH_SECONDS, BENCH_BUILDS, BENCH_ROUNDS, BENCH_KEEP_TOPICS, ...

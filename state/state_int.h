@@ -28,6 +28,7 @@ enum {
     STATE_WRITE_BUFFER_BYTES = 32 << 20,
     STATE_WRITE_BUFFERS_MAX = 4, /* memtables per DB: at most 4 x write_buffer_bytes */
     STATE_OPEN_FILES_MAX = 256,
+    STATE_METADATA_BLOCK_BYTES = 4096, /* one partition of a table's index or filter */
     STATE_BG_THREADS = 2,
     STATE_LOG_FILES_MAX = 3,
     STATE_LOG_FILE_BYTES_MAX = 4 << 20,

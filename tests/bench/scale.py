@@ -12,7 +12,7 @@ topics (own prefix and app id):
   SCALE_SECONDS over the catalog (reserve p50/p99); a full restore of the counter: it
   is stopped, its state dir removed and it is started again, and its log's "partition
   P restored: N changelog records ... in M ms" lines give records/s per partition;
-  hfctl reconcile --quiescent 1 (time and peak RSS, from wait4); the topics deleted.
+  hfctl reconcile --quiescent 1 --memory-mb M (time and peak RSS, from wait4); the topics deleted.
 
 SCALE_CATALOG uniform (every SKU at SCALE_PER_SKU warehouses, SCALE_STOCK units each) or
 zipf (hfbench seed --catalog zipf --pairs N: warehouses a SKU Zipf-distributed, units
@@ -22,7 +22,8 @@ reconcile, projected to SCALE_PROJECT_PAIRS (100M).
 
 Env (defaults): SCALE_PAIRS "1000000", SCALE_CATALOG uniform, SCALE_PER_SKU 5, SCALE_SMALL_SKUS 10000 (0: no
 small catalog), SCALE_STOCK 1000, SCALE_RATE 1000, SCALE_SECONDS 15, SCALE_CONFIG (JSON
-merged into each process's config), SCALE_SEED_TIMEOUT_S 3600, SCALE_OUT build/bench,
+merged into each process's config), SCALE_SEED_TIMEOUT_S 3600, SCALE_RECONCILE_MEMORY_MB 2048 (hfctl reconcile --memory-mb,
+spilling into the catalog's work dir; 0: one unsharded pass), SCALE_OUT build/bench,
 HOLDFAST_BOOTSTRAP."""
 import json
 import os
@@ -45,6 +46,7 @@ STOCK = pl.env_int("SCALE_STOCK", 1000)
 RATE = pl.env_int("SCALE_RATE", 1000)
 SECONDS = pl.env_int("SCALE_SECONDS", 15)
 SEED_TIMEOUT_S = pl.env_int("SCALE_SEED_TIMEOUT_S", 3600)
+RECONCILE_MEMORY_MB = pl.env_int("SCALE_RECONCILE_MEMORY_MB", 2048)
 EXTRA_CONFIG = json.loads(pl.env("SCALE_CONFIG", "{}"))
 OUT_DIR = pl.env("SCALE_OUT", "build/bench")
 STAGES = ("counter", "aggregator", "gateway")
@@ -127,11 +129,16 @@ def measure_restore(procs, work, envx, partitions):
                                                   if p["records_per_s"]]) or 0)}
 
 
-def timed_reconcile(envx, path):
+def timed_reconcile(envx, path, spill_dir):
     t0 = time.time()
+    sharding = []
+    if RECONCILE_MEMORY_MB > 0:
+        os.makedirs(spill_dir, exist_ok=True)
+        sharding = ["--memory-mb", str(RECONCILE_MEMORY_MB), "--spill-dir", spill_dir]
     with open(path, "w") as f:
         p = subprocess.Popen([os.path.abspath("build/hfctl"), "reconcile", "--quiescent", "1",
-                              "--violations", "5", "--pairs-max", str(4 * max(PAIRS) + 100000)],
+                              "--violations", "5", "--pairs-max", str(4 * max(PAIRS) + 100000),
+                              "--progress", "0"] + sharding,
                              stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **envx))
         _, status, usage = os.wait4(p.pid, 0)
     verdict = {"verdict": "NO VERDICT"}
@@ -140,6 +147,7 @@ def timed_reconcile(envx, path):
             verdict = json.loads(line)
     return {"verdict": verdict.get("verdict"), "exit": os.waitstatus_to_exitcode(status),
             "violations_by_kind": verdict.get("violations_by_kind"),
+            "run": verdict.get("run"),
             "seconds": round(time.time() - t0, 1), "peak_rss_mib": round(usage.ru_maxrss / 1024)}
 
 
@@ -217,7 +225,8 @@ def one_catalog(pairs, n, work_root, partitions):
             f"{res['restore']['records_per_s_median']} records/s per partition, slowest "
             f"{res['restore']['ms_max']} ms")
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "after the restore")
-        res["reconcile"] = timed_reconcile(envx, os.path.join(work, "reconcile.json"))
+        res["reconcile"] = timed_reconcile(envx, os.path.join(work, "reconcile.json"),
+                                           os.path.join(work, "reconcile-spill"))
         log(f"  reconcile: {res['reconcile']}")
     except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError) as e:
         res["error"] = str(e)
@@ -228,6 +237,7 @@ def one_catalog(pairs, n, work_root, partitions):
         subprocess.run([pl.TOPICS_TOOL, "delete", prefix], capture_output=True, text=True)
         for s in STAGES:
             shutil.rmtree(os.path.join(work, f"state-{s}"), ignore_errors=True)
+        shutil.rmtree(os.path.join(work, "reconcile-spill"), ignore_errors=True)
     return res
 
 
