@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "state.h"
 
 enum {
@@ -29,9 +29,7 @@ enum {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)hf_mono_ms() / 1000.0;
 }
 
 /* rchar of /proc/self/io: bytes this process read through read/pread. */
