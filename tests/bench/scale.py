@@ -2,8 +2,9 @@
 """make bench-scale: the pipeline on a large catalog next to a 10,000-SKU one, in one run
 (issue 13; standard library only, helpers from pipeline.py).
 
-For each catalog — SCALE_SMALL_SKUS SKUs first, then each size of SCALE_PAIRS — on fresh
-topics (own prefix and app id):
+For each catalog — SCALE_SMALL_SKUS SKUs first, then each size of SCALE_PAIRS, then the
+small one again (so that its reserve latency is not only the broker's first minutes) — on
+fresh topics (own prefix and app id):
   hfctl topics apply; three holdfast processes, one stage each (counter, aggregator,
   gateway), so that each stage's memory is its own; hfbench seed of SKUS = pairs /
   SCALE_PER_SKU at SCALE_PER_SKU warehouses each (seed time and pairs/s, to the moment
@@ -17,8 +18,10 @@ topics (own prefix and app id):
 SCALE_CATALOG uniform (every SKU at SCALE_PER_SKU warehouses, SCALE_STOCK units each) or
 zipf (hfbench seed --catalog zipf --pairs N: warehouses a SKU Zipf-distributed, units
 lognormal around SCALE_STOCK). The small catalog has SCALE_SMALL_SKUS x SCALE_PER_SKU
-pairs. At the end: a least-squares line through the catalogs of the run for memory and
-reconcile, projected to SCALE_PROJECT_PAIRS (100M).
+pairs. At the end: a least-squares line through the catalogs of the run (the small one
+once) for memory and reconcile, projected to SCALE_PROJECT_PAIRS (100M), and issue 13's
+targets checked against the largest catalog: RSS of the three stages, the view, restore
+records/s per partition, reserve p99 against the small catalog's (the lower of its two runs).
 
 Env (defaults): SCALE_PAIRS "1000000", SCALE_CATALOG uniform, SCALE_PER_SKU 5, SCALE_SMALL_SKUS 10000 (0: no
 small catalog), SCALE_STOCK 1000, SCALE_RATE 1000, SCALE_SECONDS 15, SCALE_CONFIG (JSON
@@ -268,7 +271,7 @@ def print_projection(results):
     """Per measured quantity: the line through the catalogs of this run (pairs in
     millions), and its value at SCALE_PROJECT_PAIRS."""
     target = pl.env_int("SCALE_PROJECT_PAIRS", 100000000)
-    ok = [r for r in results if not r.get("error")]
+    ok = [r for r in results if not r.get("error") and not r.get("again")]
     rows = [("RSS MiB " + s, [(r["pairs"], (r.get("after_load") or {}).get(s)) for r in ok])
             for s in STAGES]
     rows.append(("RSS MiB all three", [(r["pairs"], sum((r.get("after_load") or {}).get(s) or 0
@@ -291,6 +294,30 @@ def print_projection(results):
             continue
         slope, icpt = f
         print(f"| {name} | {shown} | {slope:,.1f} | {icpt:,.0f} | {slope * target / 1e6 + icpt:,.0f} |")
+
+
+def print_targets(results):
+    """Issue 13's targets, read off the largest catalog measured (not projected)."""
+    ok = [r for r in results if not r.get("error") and r.get("reconcile")]
+    smalls = [r for r in ok if SMALL_SKUS and r["pairs"] == SMALL_SKUS * PER_SKU]
+    bigs = [r for r in ok if r not in smalls]
+    if not bigs:
+        return
+    big = max(bigs, key=lambda r: r["pairs"])
+    rss = sum((big.get("after_load") or {}).get(s) or 0 for s in STAGES)
+    view = ((big.get("view") or {}).get("bytes") or 0) / 2**20
+    restore = (big.get("restore") or {}).get("records_per_s_median")
+    p99 = ((big.get("load") or {}).get("reserve_ms") or {}).get("p99")
+    small_p99 = [((r.get("load") or {}).get("reserve_ms") or {}).get("p99") for r in smalls]
+    small_p99 = [v for v in small_p99 if v]
+    ref = min(small_p99) if small_p99 else None
+    ratio = round(p99 / ref, 2) if p99 and ref else None
+    print(f"\ntargets at {big['pairs']:,} pairs (measured; the brief's are for 100M pairs):")
+    print(f"  RSS of the three stages {rss:,} MiB (<= 4,096)")
+    print(f"  gateway view {view:,.0f} MiB (<= 1,536)")
+    print(f"  restore {fmt(restore)} records/s, median partition (>= 500,000)")
+    print(f"  reserve p99 {fmt(p99)} ms against the small catalog's {fmt(small_p99)}: "
+          f"{fmt(ratio)}x the lower (<= 1.5)")
 
 
 def catalog_shape():
@@ -319,8 +346,11 @@ def main():
             "seconds": SECONDS, "catalog": CATALOG, "per_sku": PER_SKU, "stock": STOCK,
             "counter_partitions": partitions, "config": EXTRA_CONFIG}
     log(f"conditions: {json.dumps(cond)}")
-    sizes = ([SMALL_SKUS * PER_SKU] if SMALL_SKUS else []) + PAIRS
+    small = [SMALL_SKUS * PER_SKU] if SMALL_SKUS else []
+    sizes = small + PAIRS + (small if PAIRS else [])
     results = [one_catalog(pairs, n, work_root, partitions) for n, pairs in enumerate(sizes)]
+    if small and PAIRS:
+        results[-1]["again"] = True
     out = os.path.join(work_root, "scale.json")
     json.dump({"conditions": cond, "results": results}, open(out, "w"), indent=1)
     print(f"\nbench-scale ({rev}; {os.cpu_count()} cores shared with the broker, pid "
@@ -346,6 +376,7 @@ def main():
             f"{fmt(rc.get('seconds'))} / {fmt(rc.get('peak_rss_mib'))}",
             r.get("error") or fmt(rc.get("verdict"))]) + " |")
     print_projection(results)
+    print_targets(results)
     print(f"\nall figures: {out}")
     return 0 if all(not r.get("error") and (r.get("reconcile") or {}).get("verdict") == "PASS"
                     for r in results) else 1
