@@ -354,7 +354,7 @@ def main():
     out = os.path.join(work_root, "scale.json")
     json.dump({"conditions": cond, "results": results}, open(out, "w"), indent=1)
     print(f"\nbench-scale ({rev}; {os.cpu_count()} cores shared with the broker, pid "
-          f"{broker['pid']}; reserves at {RATE}/s for {SECONDS} s; uniform catalog, "
+          f"{broker['pid']}; reserves at {RATE}/s for {SECONDS} s; "
           f"{catalog_shape()})")
     cols = ["pairs", "seed s", "seed pairs/s", "RSS MiB c/a/g", "state MiB c/a/g", "view MiB (B/SKU)",
             "reserve p50/p99 ms", "restore rec/s (median part.)", "reconcile s / MiB", "verdict"]
