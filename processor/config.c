@@ -38,8 +38,8 @@ void config_defaults(hf_config_t *cfg)
     cfg->signal_high_watermark = 1;
     cfg->signal_dwell_ms = 2000;
     cfg->aggregator_commit_interval_ms = 100;
-    cfg->counter_commit_interval_ms = 0;
-    cfg->gateway_commit_interval_ms = 0;
+    cfg->counter_commit_interval_ms = 3;
+    cfg->gateway_commit_interval_ms = 3;
     cfg->counter_txn_period_max_ms = 25;
     cfg->counter_txn_period_full_records_s = 6000;
     cfg->gateway_txn_period_max_ms = 25;
