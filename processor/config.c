@@ -64,7 +64,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->escrow_grant_share_pct = 50;
     cfg->view_stale_max_ms = 30000;
     cfg->route_hint_ttl_ms = 500;
-    cfg->reserve_deadline_ms = 500;
+    cfg->reserve_deadline_ms = 300;
     cfg->route_weight_distance_pct = 45;
     cfg->route_weight_cost_pct = 25;
     cfg->route_weight_fill_pct = 30;
