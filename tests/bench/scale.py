@@ -211,13 +211,16 @@ def restore_lines(path):
     return [m for m in (RESTORED.search(l) for l in lines) if m]
 
 
-def measure_restore(procs, work, envx, partitions):
+def measure_restore(procs, work, envx, partitions, broker_pid):
     """Stops the counter, removes its state, starts it again and waits until every
-    one of its partitions logged its restore: records and ms per partition."""
+    one of its partitions logged its restore: records and ms per partition, and
+    what the broker and the new counter used meanwhile (cores, MiB read from disk:
+    a changelog whose segments left the page cache is read from the disk)."""
     old_log = procs["counter"].out_path
     procs["counter"].stop()
     os.replace(old_log, old_log + ".before-restore")
     shutil.rmtree(os.path.join(work, "state-counter"), ignore_errors=True)
+    a = sample({"broker": broker_pid})
     procs["counter"] = start_stage("counter", work, envx)
     log_path = procs["counter"].out_path
     t0 = time.time()
@@ -230,11 +233,18 @@ def measure_restore(procs, work, envx, partitions):
         time.sleep(0.5)
     else:
         raise RuntimeError("the counter did not restore all its partitions in 1800 s")
+    b = sample({"broker": broker_pid, "counter": procs["counter"].pid})
+    used = between(a, b)
+    dt = b["t"] - a["t"]
+    if b["cpu"]["counter"] is not None:  # the new counter's whole life is this restore
+        used["cores"]["counter"] = round(b["cpu"]["counter"] / dt, 3)
+    if b["read"]["counter"] is not None:
+        used["read_mib"]["counter"] = round(b["read"]["counter"] / 2**20, 1)
     parts = [{"partition": int(m.group(1)), "records": int(m.group(2)), "ms": int(m.group(4))}
              for m in got]
     for p in parts:
         p["records_per_s"] = round(p["records"] * 1000 / p["ms"]) if p["ms"] else None
-    return {"partitions": parts,
+    return {"partitions": parts, "used": used,
             "records": sum(p["records"] for p in parts),
             "ms_max": max(p["ms"] for p in parts),
             "records_per_s_median": round(pl.med([p["records_per_s"] for p in parts
@@ -328,10 +338,13 @@ def one_catalog(pairs, n, work_root, partitions, broker_pid):
             res["settled_load"] = run_load(procs, work, envx, skus, broker_pid, "settled", 2)
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
         res["after_load"] = {st: round((mem_kib(procs[st].pid)[1] or 0) / 1024) for st in STAGES}
-        res["restore"] = measure_restore(procs, work, envx, partitions)
+        res["restore"] = measure_restore(procs, work, envx, partitions, broker_pid)
+        ru = res["restore"]["used"]
         log(f"  counter restore: {res['restore']['records']} records, median "
-            f"{res['restore']['records_per_s_median']} records/s per partition, slowest "
-            f"{res['restore']['ms_max']} ms")
+            f"{res['restore']['records_per_s_median']} records/s per partition (each: "
+            f"{[p['records_per_s'] for p in res['restore']['partitions']]}), slowest "
+            f"{res['restore']['ms_max']} ms; cores {ru['cores']}; MiB read {ru['read_mib']}; "
+            f"iowait {ru['iowait_share']}")
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "after the restore")
         if RECONCILE:
             res["reconcile"] = timed_reconcile(envx, os.path.join(work, "reconcile.json"),
@@ -425,6 +438,10 @@ def print_targets(results):
         small_p99 = [v for v in small_p99 if v]
         ref = min(small_p99) if small_p99 else None
         if p99 is None:
+            continue
+        if ref is None:
+            print(f"  reserve p99 {fmt(p99)} ms ({which}): no small catalog to compare with "
+                  f"(SCALE_SMALL_SKUS=0)")
             continue
         ratio = round(p99 / ref, 2) if ref else None
         when = "right after the seed" if which == "load" else \
