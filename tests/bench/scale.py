@@ -443,7 +443,7 @@ def print_targets(results):
             print(f"  reserve p99 {fmt(p99)} ms ({which}): no small catalog to compare with "
                   f"(SCALE_SMALL_SKUS=0)")
             continue
-        ratio = round(p99 / ref, 2) if ref else None
+        ratio = round(p99 / ref, 2)
         when = "right after the seed" if which == "load" else \
             f"once settled ({fmt(big.get('settle_s'))} s after the first load)"
         print(f"  reserve p99 {when}: {fmt(p99)} ms against the small catalog's "
