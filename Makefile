@@ -206,13 +206,14 @@ bench-flash: deps-check release $(BUILD)/pipeline-topics
 
 # One hot pair (BENCH_HOT_WAREHOUSES=5: one SKU over 5 warehouses), direct against
 # escrow side by side in one run: the same build, escrow_skus set for "escrow" only
-# (docs/ESCROW.md). Env as bench-pipeline's; BENCH_RATES defaults to a hot ladder.
+# (docs/ESCROW.md), and "direct-unpaced" as the control (direct with transaction pacing
+# off, its lowest-latency form). Env as bench-pipeline's; BENCH_RATES a hot ladder.
 .PHONY: bench-hot
 bench-hot: deps-check release $(BUILD)/pipeline-topics
 	@BENCH_SKUS=1 BENCH_PER_SKU=$${BENCH_HOT_WAREHOUSES:-1} BENCH_STOCK=$${BENCH_STOCK:-1000000} \
 	  BENCH_RATES="$${BENCH_RATES:-500 1000 2000 4000 8000}" BENCH_OVERLOAD_SECONDS=$${BENCH_OVERLOAD_SECONDS:-0} \
-	  BENCH_BUILDS="direct=$(BUILD)/holdfast escrow=$(BUILD)/holdfast" \
-	  BENCH_BUILD_CONFIG='{"escrow": {"escrow_skus": "SKU-00000"}}' \
+	  BENCH_BUILDS="direct=$(BUILD)/holdfast direct-unpaced=$(BUILD)/holdfast escrow=$(BUILD)/holdfast" \
+	  BENCH_BUILD_CONFIG='{"direct-unpaced": {"counter_txn_period_max_ms": 0, "gateway_txn_period_max_ms": 0}, "escrow": {"escrow_skus": "SKU-00000"}}' \
 	  python3 tests/bench/pipeline.py
 
 # The pipeline on a large catalog next to a 10,000-SKU one (tests/bench/scale.py):

@@ -17,7 +17,10 @@ throughput against reserve p99 in a PNG beside it.
 
 A rate is sustained when every reserve was answered, at most 0.1 % of them BUSY (shed),
 reserve p99 < 500 ms and the backlog did not grow (the per-second reserve p99 of the last
-third of the load is not above 2x that of the first third plus 100 ms).
+third of the load is not above 2x that of the first third plus 100 ms). A sustained rate
+is also "within target" when its reserve p99 is at most BENCH_TARGET_P99_MS (default 50,
+the product brief's reserve p99): the highest such rate is printed beside the highest
+sustained one, since a rate answered at 400 ms is carried but not served as promised.
 
 Env (defaults): BENCH_RATES "1000 2000 3000 5000 8000", BENCH_SECONDS 15, BENCH_SKUS
 10000, BENCH_PER_SKU 5, BENCH_STOCK 100000, BENCH_BUILDS "current=build/holdfast",
@@ -48,6 +51,7 @@ os.chdir(ROOT)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BOOTSTRAP = os.environ.get("HOLDFAST_BOOTSTRAP") or "127.0.0.1:9092"
 P99_SUSTAINED_MS = 500
+TARGET_P99_MS = int(os.environ.get("BENCH_TARGET_P99_MS") or 50)  # the brief's reserve p99
 BUSY_SUSTAINED_MAX = 0.001  # share of reserves a sustained rate may answer BUSY
 TTL_MS = 3000  # hfbench's default hold TTL: the run lasts this + 9 s past the load
 IDLE_QUIET_S = 8  # longer than the gateway's result timeout and sweeper period
@@ -608,6 +612,7 @@ def summarize_run(run, s0, s1, b0, b1, before, verdict):
     run["sustained"] = bool(sm["without_reply"] == 0 and lat is not None and lat >= 0
                             and lat < P99_SUSTAINED_MS and not run["backlog"]["growing"]
                             and (sm.get("busy") or 0) <= BUSY_SUSTAINED_MAX * reserves)
+    run["within_target"] = bool(run["sustained"] and lat <= TARGET_P99_MS)
 
 
 _pids = {}
@@ -724,6 +729,8 @@ def median_row(runs):
            "stages": {}, "reconcile": [r["reconcile"]["verdict"] for r in ok],
            "sustained_rounds": sum(r["sustained"] for r in ok)}
     row["sustained"] = row["sustained_rounds"] * 2 > len(runs)
+    row["within_target_rounds"] = sum(r["within_target"] for r in ok)
+    row["within_target"] = row["within_target_rounds"] * 2 > len(runs)
     for s in ("counter", "aggregator", "gateway"):
         row["stages"][s] = {
             k: m(lambda r, s=s, k=k: (r["window"]["stages"].get(s) or {}).get(k))
@@ -789,9 +796,10 @@ def print_table(conditions, rows, ceil, out):
           f"{fmt(r['cores']['broker'], 2):>5} {fmt(r['cores']['holdfast'], 2):>5} "
           f"{fmt(r['cores']['hfbench'], 2):>5} {fmt(r['cores']['others'], 2):>5} {tx:>14} {rt:>15} "
           f"{fmt(ratio_r, 3):>10} {fmt(ratio_c, 1):>11} {','.join(r['reconcile']):>10} "
-          f"{'yes' if r['sustained'] else 'no'}\n")
+          f"{('yes+' if r.get('within_target') else 'yes') if r['sustained'] else 'no'}\n")
     w("(offered N! = the overload run; rec/s:ceil = holdfast's records/s over the broker's "
-      "ceiling, brkCPU:ceil = broker CPU per record over the ceiling's)\n")
+      f"ceiling, brkCPU:ceil = broker CPU per record over the ceiling's; yes+ = sustained with "
+      f"reserve p99 <= {TARGET_P99_MS} ms)\n")
     if ceil:
         w(f"\nbroker ceiling (ProducerPerformance, transactional 20 ms, acks=all, 8 partitions, "
           f"{ceil.get('record_bytes')} B): {fmt(ceil.get('records_per_s'))} records/s, "
@@ -941,6 +949,8 @@ def main():
     ladder = group_rows([r for r in runs if r["kind"] == "ladder"])
     highest = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
                                and r.get("sustained")], default=None) for b in builds}
+    highest_target = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
+                                      and r.get("within_target")], default=None) for b in builds}
     mean_bytes = med([r.get("mean_record_bytes") for r in runs]) or 150
     ceil = ceiling(broker, int(round(mean_bytes)), CEILING_S, work_root) if CEILING_S > 0 else None
     overload_rows = []
@@ -961,13 +971,15 @@ def main():
     rows = ladder + overload_rows
     png = json_path[:-5] + ".png"
     plot_err = plot(rows, png)
-    result = {"conditions": cond, "highest_sustained_rate": highest, "ceiling": ceil,
+    result = {"conditions": cond, "highest_sustained_rate": highest,
+              "highest_rate_within_target": highest_target, "ceiling": ceil,
               "rows": rows, "overload": {"rate": overload_rate, "seconds": OVERLOAD_S,
                                          "basis": overload_basis, "rows": overload_rows},
               "runs": runs,
               "png": None if plot_err else png, "plot_error": plot_err,
               "criteria": {"sustained": f"every reserve answered, at most {BUSY_SUSTAINED_MAX:.1%} BUSY, "
-                                        f"reserve p99 < {P99_SUSTAINED_MS} ms, last-third per-second p99 <= 2x first third + 100 ms"}}
+                                        f"reserve p99 < {P99_SUSTAINED_MS} ms, last-third per-second p99 <= 2x first third + 100 ms",
+                           "within_target": f"sustained, and reserve p99 <= {TARGET_P99_MS} ms"}}
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1, default=str)
     print_table(cond, rows, ceil, sys.stdout)
@@ -987,6 +999,8 @@ def main():
                   f"{fmt(r['expiry_lag_ms_max']['gateway'])}/{fmt(r['expiry_lag_ms_max']['counter'])}"
                   f" ms, reconcile {','.join(r['reconcile'])} ({overload_basis})")
     print("highest sustained rate: " + ", ".join(f"{k} {v or 'none'}" for k, v in highest.items()))
+    print(f"highest rate within reserve p99 <= {TARGET_P99_MS} ms (sustained too; a ladder "
+          "step bounds it): " + ", ".join(f"{k} {v or 'none'}" for k, v in highest_target.items()))
     print(f"json: {json_path}\nplot: {png if not plot_err else plot_err}\nartifacts: {work_root}")
     return 0 if all("error" not in r for r in runs) else 1
 
