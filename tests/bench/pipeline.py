@@ -29,7 +29,9 @@ two unsustained rates in a row, the ladder once every build has), BENCH_OVERLOAD
 none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_BUILD_CONFIG (JSON
 {build name: config merged over that, for that build only: the same binary run as two
 "builds" with different settings, as make bench-hot does), BENCH_HFBENCH_ARGS (extra
-hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_OUT build/bench, BENCH_KAFKA_LIBS
+hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_WARMUP_SECONDS (unset: 20 when the broker has
+been up under 10 minutes, else 0; one run of the first build at the first rate, not
+counted, so the broker's JIT is not charged to the first build), BENCH_OUT build/bench, BENCH_KAFKA_LIBS
 (the broker's classpath by default), BENCH_QUICK=1 (the CI form: one rate of 200/s for
 5 s over 1,000 SKUs, 5 s overload and ceiling). HOLDFAST_BOOTSTRAP as everywhere."""
 import glob
@@ -83,6 +85,10 @@ LADDER_STOP = env("BENCH_LADDER_STOP", "1") == "1"
 OVERLOAD_S = env_int("BENCH_OVERLOAD_SECONDS", 5 if QUICK else 20)
 CEILING_S = env_int("BENCH_CEILING_SECONDS", 5 if QUICK else 15)
 IDLE_TIMEOUT_S = env_int("BENCH_IDLE_TIMEOUT_S", 300)
+# A broker in its first minutes is still compiling its hot paths (JIT): the first run
+# against it would pay for that. Unset: warm up for 20 s when the broker is younger.
+WARMUP_AFTER_BROKER_S = 600
+WARMUP_S = env_int("BENCH_WARMUP_SECONDS", 0 if QUICK else -1)
 EXTRA_CONFIG = json.loads(env("BENCH_CONFIG", "{}"))
 BUILD_CONFIG = json.loads(env("BENCH_BUILD_CONFIG", "{}"))
 HFBENCH_ARGS = shlex.split(env("BENCH_HFBENCH_ARGS", ""))
@@ -218,10 +224,22 @@ def find_broker():
     return None
 
 
+def process_age_s(pid):
+    """Seconds since the process started (/proc/PID/stat field 22, in clock ticks)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - start_ticks / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def broker_facts(pid):
     args = cmdline(pid) if pid else []
     facts = {"pid": pid, "version": None, "heap": None, "gc": None, "log_dirs": [],
-             "classpath": None, "config": None}
+             "classpath": None, "config": None,
+             "up_s": round(process_age_s(pid)) if pid and process_age_s(pid) is not None else None}
     for i, a in enumerate(args):
         if a.startswith("-Xmx"):
             facts["heap"] = a[4:]
@@ -761,7 +779,8 @@ def print_table(conditions, rows, ceil, out):
     w(f"cores: {c['cores']} ({c['cpu_model']}); sharing them: broker pid {c['broker']['pid']}, "
       f"and before the runs: {c['before_runs_busy'] or 'nothing above 0.02 cores'}\n")
     w(f"broker: Kafka {c['broker']['version']}, heap {c['broker']['heap']}, "
-      f"{c['broker']['gc']}; {BOOTSTRAP}\n")
+      f"{c['broker']['gc']}; {BOOTSTRAP}; up {c['broker'].get('up_s')} s before the runs"
+      f"{'; warm-up run ' + str(c['warmup_seconds']) + ' s, not counted' if c.get('warmup_seconds') else ''}\n")
     for b in c["builds"]:
         extra = f"; its own config {json.dumps(b['config'])}" if b.get("config") else ""
         w(f"build {b['name']}: {b['holdfast']} ({b['commit']}), topics {b['topics_file']}: "
@@ -924,6 +943,14 @@ def main():
     log(f"{len(builds)} build(s), rates {RATES}, {SECONDS} s each, {ROUNDS} round(s); "
         f"artifacts {work_root}")
     runs, n = [], 0
+    warmup_s = WARMUP_S if WARMUP_S >= 0 else \
+        (20 if (broker.get("up_s") or 0) < WARMUP_AFTER_BROKER_S else 0)
+    cond["warmup_seconds"] = warmup_s
+    if warmup_s > 0:
+        log(f"warm-up: the broker has been up {broker.get('up_s')} s; {builds[0]['name']} at "
+            f"{RATES[0]}/s for {warmup_s} s, not counted (BENCH_WARMUP_SECONDS=0 skips it)")
+        n += 1
+        runs.append(one_run(builds[0], RATES[0], warmup_s, "warmup", 0, n, work_root, broker))
     failed_at, fails_in_a_row = {}, {}
     ladder_rates = list(RATES)
     for rnd in range(1, ROUNDS + 1):
@@ -951,7 +978,7 @@ def main():
                                and r.get("sustained")], default=None) for b in builds}
     highest_target = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
                                       and r.get("within_target")], default=None) for b in builds}
-    mean_bytes = med([r.get("mean_record_bytes") for r in runs]) or 150
+    mean_bytes = med([r.get("mean_record_bytes") for r in runs if r["kind"] != "warmup"]) or 150
     ceil = ceiling(broker, int(round(mean_bytes)), CEILING_S, work_root) if CEILING_S > 0 else None
     overload_rows = []
     best = max([h for h in highest.values() if h], default=None)
@@ -984,7 +1011,7 @@ def main():
         json.dump(result, f, indent=1, default=str)
     print_table(cond, rows, ceil, sys.stdout)
     for r in runs:
-        if "window" in r:
+        if "window" in r and r["kind"] != "warmup":
             th = ", ".join(f"{t['tid']}({t['comm']}) {t['cores']:.2f}"
                            for t in r["window"]["holdfast_threads"] if t["cores"] >= 0.01)
             print(f"threads {r['build']} {r['rate']}/s r{r['round']}: {th or '-'}")

@@ -4,8 +4,8 @@
 # and proves the tool works end to end: it exits 0, prints its table, and its JSON has
 # every figure the bench promises for every run (latencies, records and bytes per
 # reservation by topic, transactions by stage, CPU by process and by thread, a
-# reconcile verdict; PASS at the ladder's rate), the ceiling and the ratios' inputs,
-# a PNG, and the run's topics are deleted afterwards.
+# reconcile verdict; PASS at the ladder's rate), whether the rate was within the brief's
+# reserve p99, the ceiling and the ratios' inputs, a PNG, and the run's topics are deleted afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build/bench/test-$$
@@ -74,10 +74,18 @@ ce = doc["ceiling"] or {}
 need(num(ce.get("records_per_s")) and ce["records_per_s"] > 0
      and num(ce.get("broker_cpu_s_per_million_records")), f"ceiling: {ce.get('error')}")
 need("sustained" in doc["criteria"] and doc["highest_sustained_rate"], "highest sustained rate")
+# A rate "within target" is a sustained one whose reserve p99 meets the brief's 50 ms.
+need("within_target" in doc["criteria"] and "highest_rate_within_target" in doc,
+     "highest rate within the reserve p99 target")
+for r in runs:
+    if r["kind"] == "ladder" and "error" not in r:
+        want = bool(r["sustained"] and r["latency_ms"]["reserve"]["p99"] <= 50)
+        need(r.get("within_target") is want, f"ladder {r['rate']}/s: within_target {want}")
 need(doc["overload"]["rows"] and doc["overload"]["rate"] > 0, "overload rows")
 need(doc["png"] and os.path.getsize(doc["png"]) > 1000, "png")
 need("rec/s:ceil" in table and "records (offsets) / data records" in table
-     and "overload " in table, "the printed table")
+     and "overload " in table and "highest rate within reserve p99 <= 50 ms" in table,
+     "the printed table")
 if errors:
     print("FAIL: " + "; ".join(errors))
     sys.exit(1)
