@@ -138,16 +138,32 @@ def run_text(cmd, timeout=30):
 
 # ---- /proc
 
-def proc_cpu_s(pid, tid=None):
-    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+def proc_stat(path):
+    """(comm, the fields after it) of a /proc/.../stat file, or (None, None): fields[0] is
+    the state (field 3 in proc(5)), so field N of proc(5) is fields[N - 3]."""
     try:
         with open(path) as f:
             s = f.read()
     except OSError:
         return None, None
-    comm = s[s.index("(") + 1:s.rindex(")")]
-    fields = s[s.rindex(")") + 2:].split()
+    return s[s.index("(") + 1:s.rindex(")")], s[s.rindex(")") + 2:].split()
+
+
+def proc_cpu_s(pid, tid=None):
+    comm, fields = proc_stat(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat")
+    if fields is None:
+        return None, None
     return (int(fields[11]) + int(fields[12])) / CLK_TCK, comm
+
+
+def process_age_s(pid):
+    """Seconds since the process started (proc(5) field 22, in clock ticks since boot)."""
+    _, fields = proc_stat(f"/proc/{pid}/stat")
+    try:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - int(fields[19]) / CLK_TCK
+    except (OSError, TypeError, ValueError, IndexError):
+        return None
 
 
 def all_procs_cpu():
@@ -223,17 +239,6 @@ def find_broker():
         if d.isdigit() and "kafka.Kafka" in cmdline(int(d)):
             return int(d)
     return None
-
-
-def process_age_s(pid):
-    """Seconds since the process started (/proc/PID/stat field 22, in clock ticks)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            return float(f.read().split()[0]) - start_ticks / CLK_TCK
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def broker_facts(pid):
