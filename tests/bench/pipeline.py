@@ -30,7 +30,7 @@ none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_BUILD_CONFIG (JS
 {build name: config merged over that, for that build only: the same binary run as two
 "builds" with different settings, as make bench-hot does), BENCH_HFBENCH_ARGS (extra
 hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_TARGET_P99_MS 50,
-BENCH_WARMUP_SECONDS (unset: 20 when the broker has been up under 10 minutes, else 0; one
+BENCH_WARMUP_SECONDS (unset: 60 when the broker has been up under 10 minutes, else 0; one
 run of the first build at the first rate, not counted, so the broker's JIT is not
 charged to the first build), BENCH_OUT build/bench, BENCH_KAFKA_LIBS (the broker's
 classpath by default), BENCH_QUICK=1 (the CI form: one rate of 200/s for 5 s over 1,000
@@ -87,8 +87,10 @@ CEILING_S = env_int("BENCH_CEILING_SECONDS", 5 if QUICK else 15)
 IDLE_TIMEOUT_S = env_int("BENCH_IDLE_TIMEOUT_S", 300)
 TARGET_P99_MS = env_int("BENCH_TARGET_P99_MS", 50)  # the brief's reserve p99
 # A broker in its first minutes is still compiling its hot paths (JIT): the first run
-# against it would pay for that. Unset: warm up for 20 s when the broker is younger.
+# against it would pay for that. Unset: warm up for WARMUP_DEFAULT_S when the broker is
+# younger (20 s proved too short: the first rates after it still ran slow).
 WARMUP_AFTER_BROKER_S = 600
+WARMUP_DEFAULT_S = 60
 WARMUP_S = env_int("BENCH_WARMUP_SECONDS", 0 if QUICK else -1)
 EXTRA_CONFIG = json.loads(env("BENCH_CONFIG", "{}"))
 BUILD_CONFIG = json.loads(env("BENCH_BUILD_CONFIG", "{}"))
@@ -950,7 +952,7 @@ def main():
         f"artifacts {work_root}")
     runs, n = [], 0
     warmup_s = WARMUP_S if WARMUP_S >= 0 else \
-        (20 if (broker.get("up_s") or 0) < WARMUP_AFTER_BROKER_S else 0)
+        (WARMUP_DEFAULT_S if (broker.get("up_s") or 0) < WARMUP_AFTER_BROKER_S else 0)
     cond["warmup_seconds"] = warmup_s
     if warmup_s > 0:
         log(f"warm-up: the broker has been up {broker.get('up_s')} s; {builds[0]['name']} at "
