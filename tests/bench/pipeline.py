@@ -982,10 +982,10 @@ def main():
                     "stops there")
                 break
     ladder = group_rows([r for r in runs if r["kind"] == "ladder"])
-    highest = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
-                               and r.get("sustained")], default=None) for b in builds}
-    highest_target = {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
-                                      and r.get("within_target")], default=None) for b in builds}
+    def highest_where(flag):  # each build's highest ladder rate whose row has flag set
+        return {b["name"]: max([r["rate"] for r in ladder if r["build"] == b["name"]
+                                and r.get(flag)], default=None) for b in builds}
+    highest, highest_target = highest_where("sustained"), highest_where("within_target")
     mean_bytes = med([r.get("mean_record_bytes") for r in runs if r["kind"] != "warmup"]) or 150
     ceil = ceiling(broker, int(round(mean_bytes)), CEILING_S, work_root) if CEILING_S > 0 else None
     overload_rows = []

@@ -5,7 +5,8 @@
 # every figure the bench promises for every run (latencies, records and bytes per
 # reservation by topic, transactions by stage, CPU by process and by thread, a
 # reconcile verdict; PASS at the ladder's rate), whether the rate was within the brief's
-# reserve p99, the ceiling and the ratios' inputs, a PNG, and the run's topics are deleted afterwards.
+# reserve p99, the ceiling and the ratios' inputs, a PNG, and the run's topics are
+# deleted afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build/bench/test-$$
