@@ -84,7 +84,14 @@ typedef struct hf_config {
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int route_hint_ttl_ms;                 /* route on a counter's answer this long (0: off) */
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
-    int reserve_deadline_ms; /* a Reserve older than this, or behind a counter hop this slow, is answered BUSY; 0 off */
+    /* Load shedding (processor/gateway/shed.c): a Reserve that waited longer
+     * than reserve_deadline_ms is answered BUSY (0: nothing is ever shed), and
+     * so are new reserves while a partition's least wait over
+     * reserve_shed_interval_ms stays above reserve_shed_target_ms (CoDel; 0:
+     * the deadline only). */
+    int reserve_deadline_ms;
+    int reserve_shed_target_ms;
+    int reserve_shed_interval_ms;
     /* Escrow (docs/ESCROW.md): hot SKUs served from allotments in one hop. */
     char escrow_skus[HF_CONFIG_STR_MAX]; /* "sku,sku": always escrow (a campaign's pin) */
     int escrow_auto_reserves_s; /* per partition, a sku's reserves + refusals/s that switch it on; 0 off */

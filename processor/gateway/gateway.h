@@ -110,7 +110,12 @@ typedef struct {
     gw_late_policy_t late_policy;
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
-    int64_t reserve_deadline_ms; /* load shedding (shed.c); 0: never shed */
+    /* Load shedding (shed.c): a Reserve older than the deadline is shed, and
+     * while the least wait over an interval stays above the target (CoDel);
+     * deadline 0: never shed; target 0: the deadline only. */
+    int64_t reserve_deadline_ms;
+    int64_t reserve_shed_target_ms;
+    int64_t reserve_shed_interval_ms; /* > 0 when the target is */
     /* The counters' last answers per pair, routed on while fresher than the
      * view (stock_hint.h, route_hint_ttl_ms); NULL: off. */
     gw_hint_t *hint;
@@ -446,12 +451,17 @@ int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why
 
 /* ---- load shedding (shed.c) */
 
-/* NULL when reserve r may be served now, else why it is answered BUSY: it waited
- * longer than env->reserve_deadline_ms to reach the gateway (sent_at_ms), or the
- * counter hop of this partition's sagas answered slower than that within the
- * last second. A BUSY reserve is not applied and not remembered, so a retry
- * with the same idempotency key is safe. Commits, releases and expiries are
- * never shed: shedding new reserves is what lets them through. */
+/* NULL when reserve r may be served now, else why it is answered BUSY: it
+ * waited longer than env->reserve_deadline_ms to reach the gateway (broker
+ * append time, else sent_at_ms), or this partition has a standing queue —
+ * every new Reserve over the last env->reserve_shed_interval_ms waited more
+ * than env->reserve_shed_target_ms, or every counter answer over it took more
+ * than the deadline (then not a reserve this partition's allotments hold) —
+ * and r is not one of the few let through to see it recover. Sees r's wait
+ * first, so call it once per new reserve. A BUSY reserve is not applied and
+ * not remembered, so a retry with the same idempotency key is safe. Commits,
+ * releases and expiries are never shed: shedding new reserves is what lets
+ * them through. */
 const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r,
                             char *why, size_t why_size);
 /* Records how long a hold's result took (from the saga's last send to its

@@ -249,6 +249,8 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
                  cfg->reply_topic_prefix);
     env->view_stale_max_ms = cfg->view_stale_max_ms;
     env->reserve_deadline_ms = cfg->reserve_deadline_ms;
+    env->reserve_shed_target_ms = cfg->reserve_shed_target_ms;
+    env->reserve_shed_interval_ms = cfg->reserve_shed_interval_ms;
     env->escrow.refill_min_units = cfg->escrow_refill_min_units;
     env->escrow.refill_max_units = cfg->escrow_refill_max_units;
     env->escrow.refill_horizon_ms = cfg->escrow_refill_horizon_ms;

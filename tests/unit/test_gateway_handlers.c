@@ -1839,44 +1839,6 @@ static void test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind(v
     fx->record_timestamp_ms = 0;
 }
 
-static void test_a_slow_counter_hop_sheds_new_reserves_but_never_commits(void **state)
-{
-    stage_ctx_t *fx = *state;
-    fx->user->env.reserve_deadline_ms = 500;
-    stock(fx, "SKU-A", plenty, 6);
-    fx->now_ms = T0;
-    reserve_held(fx, "sh2", "SKU-A", 1, 0);
-    /* sh3's holds are answered 800 ms after they went out. */
-    hf_record_t r3 = reserve_rec("sh3", "k", "SKU-A", 1, 0);
-    assert_int_equal(fx_apply(fx, &r3), HF_OK);
-    counters_apply(fx);
-    fx->now_ms += 800;
-    settle(fx);
-    assert_int_equal(load_rs(fx, "sh3").status, HF_RES_HELD);
-    /* All reserves sharing sh3's partition are now shed; pick one that does. */
-    char rid[16] = "";
-    for (int i = 0; i < 64 && !rid[0]; i++) {
-        char cand[16];
-        snprintf(cand, sizeof cand, "sh4-%d", i);
-        if (fake_stage_partition_of(cand) == fake_stage_partition_of("sh3"))
-            snprintf(rid, sizeof rid, "%s", cand);
-    }
-    assert_true(rid[0] != '\0');
-    hf_record_t r4 = reserve_rec(rid, "k", "SKU-A", 1, 0);
-    r4.u.reserve.sent_at_ms = fx->now_ms;
-    hf_reply_t rep = call(fx, &r4);
-    assert_int_equal(rep.outcome, HF_REPLY_BUSY);
-    assert_non_null(strstr(rep.message, "counters answer in 800 ms"));
-    hf_record_t c = commit_rec("sh3", "c", "pay");
-    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED); /* never shed */
-    /* A second later the observation is stale and reserves flow again. */
-    fx->now_ms += 1001;
-    r4.u.reserve.sent_at_ms = fx->now_ms;
-    assert_int_equal(fx_apply(fx, &r4), HF_OK);
-    settle(fx);
-    assert_int_equal(load_rs(fx, rid).status, HF_RES_HELD);
-}
-
 /* ======================================================================
  * The request prologue (gw_request.c): one order of checks for every kind
  * ====================================================================== */
@@ -2706,7 +2668,6 @@ int main(void)
         T(test_sweeper_ignores_the_cursor_of_an_earlier_run),
         T(test_transitions_delete_the_timers_they_make_stale),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
-        T(test_a_slow_counter_hop_sheds_new_reserves_but_never_commits),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
         T(test_shortfall_of_a_held_reservation_releases_all_its_holds_as_stock_shortfall),
         T(test_shortfall_while_pending_releases_the_whole_reservation_as_stock_shortfall),
