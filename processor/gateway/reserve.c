@@ -1,10 +1,13 @@
 /* What happens on Reserve: the prologue (gw_request.c) answers retries from the
  * reply kept in the reservation (CONFLICT for another body) and tells a request
- * that cannot be served REJECTED_INVALID; a new one may be shed (BUSY);
- * otherwise every line is routed, the reservation is recorded PENDING with its
- * absolute expires_at_ms (computed once, here) and the Holds go to the counters.
- * The answer follows when their results are in (counter_result.c, saga.c), or at
- * once when this partition's allotments held every line (escrow.c). */
+ * that cannot be served REJECTED_INVALID; a new one may be shed (BUSY), unless
+ * routing already knows the network cannot serve it (then it is refused in
+ * this hop, as any other sold-out reserve); otherwise every line is routed,
+ * the reservation is recorded PENDING with its absolute expires_at_ms
+ * (computed once, here) and the Holds go to the counters. The answer follows
+ * when their results are in (counter_result.c, saga.c), or at once when this
+ * partition's allotments held every line (escrow.c). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +33,38 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     rs->hold_deadline_ms = now + ttl_ms * env->hold_max_factor_pct / 100;
 }
 
+/* Whether routing refuses some line of r without a Hold: what gw_saga_start's
+ * first round decides, on the same knowledge — the routing view with the
+ * counters' last answers over it (stock_hint.h), this partition's own
+ * allotments first. A view too stale to route on (routing degrades to the
+ * nearest warehouse) or an unknown sku refuses nothing here. */
+static bool sold_out(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r)
+{
+    int64_t stale_ms = env->staleness_ms(env->opaque);
+    if (stale_ms < 0 || stale_ms > env->view_stale_max_ms)
+        return false;
+    for (int32_t i = 0; i < r->lines_count; i++) {
+        const hf_line_t *l = &r->lines[i];
+        hf_availability_t net, mine;
+        if (env->availability(env->opaque, l->sku, &net) != HF_OK)
+            continue;
+        if (env->hint)
+            (void)gw_hint_apply(env->hint, &net, stage_now_ms(ctx));
+        route_plan_t plan;
+        route_line_t line = {l->sku, l->qty, r->ship_to, &net, NULL, 0};
+        route_line_t own = {l->sku, l->qty, r->ship_to, &mine, NULL, 0};
+        bool any = false;
+        if (gw_escrow_mode(ctx, l->sku) &&
+            gw_escrow_local_view(ctx, l->sku, &net, &mine, &any) == HF_OK && any &&
+            mine.total >= l->qty &&
+            route_strategy_for(l->sku)(&env->routes, &own, &plan) == ROUTE_OK)
+            continue;
+        if (route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT)
+            return true;
+    }
+    return false;
+}
+
 /* Every hold of the first round was taken from this partition's allotments
  * (escrow.c): the saga is settled in the transaction that answers. */
 static int hold_now(stage_ctx_t *ctx, hf_reservation_state_t *rs)
@@ -53,9 +88,14 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)
      * gets its answer (or, while pending, none) as always, never BUSY. */
     for (int32_t i = 0; i < r->lines_count; i++) /* contention: what may turn escrow on */
         gw_escrow_note(ctx, r->lines[i].sku);
+    /* A shopper the network cannot serve is refused, never told to retry:
+     * shedding decides first (it sees every new reserve's wait), but a reserve
+     * it would shed that routing refuses goes on to the saga, which refuses it
+     * in this hop without a Hold, as it does every sold-out reserve (so only
+     * a reserve about to be shed is routed twice). */
     char msg[HF_TEXT_LEN_MAX + 1];
     const char *busy = gw_shed_reserve(ctx, env, r, msg, sizeof msg);
-    if (busy)
+    if (busy && !sold_out(ctx, env, r))
         return gw_reply_simple(ctx, &req.asker, HF_REPLY_BUSY, busy);
 
     hf_reservation_state_t *rs = &req.rs;

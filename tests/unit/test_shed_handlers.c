@@ -1,7 +1,7 @@
-/* Unit tests of load shedding (processor/gateway/shed.c): the gateway's
- * handlers on the fake stage of fake/fake_stage.h, a routing view the test
- * fills, a controllable clock, and counters that answer every Hold when the
- * test says. How long a Reserve
+/* Unit tests of load shedding (processor/gateway/shed.c) and of the sold-out
+ * check in front of it (reserve.c): the gateway's handlers on the fake stage
+ * of fake/fake_stage.h, a routing view the test fills, a controllable clock,
+ * and counters that answer every Hold when the test says. How long a Reserve
  * waited is set through the broker append time the fake stage answers
  * (record_timestamp_ms); every reserve of a test lands in one partition, as
  * shedding is decided per partition. Built like every test_*_handlers.c
@@ -84,6 +84,7 @@ static void view_set(stage_ctx_t *fx, const char *sku, const int64_t *avail, siz
 }
 
 static const int64_t plenty[6] = {1000, 1000, 1000, 1000, 1000, 1000};
+static const int64_t none[6] = {0, 0, 0, 0, 0, 0};
 
 /* The shedding state is per task thread, and cmocka runs every test on this
  * one: each test starts an hour after the last, when nothing of it counts. */
@@ -431,6 +432,42 @@ static void test_the_hard_deadline_still_sheds(void **state)
 }
 
 /* ======================================================================
+ * Sold out before shedding
+ * ====================================================================== */
+
+/* While the partition sheds, a shopper for a SKU the view calls sold out, or
+ * one the counters' last answers (stock hints) call empty, is answered
+ * REJECTED_INSUFFICIENT in this hop — no Hold, a REJECTED reservation kept
+ * for its retries — and so is one past the deadline; a shopper for a SKU in
+ * stock is told BUSY meanwhile. A stale view says nothing: BUSY. */
+static void test_a_sold_out_sku_is_answered_rejected_insufficient_even_while_shedding(void **state)
+{
+    stage_ctx_t *fx = *state;
+    gateway_env_t *e = &fx->user->env;
+    e->hint = gw_hint_new(500);
+    assert_non_null(e->hint);
+    view_set(fx, "SKU-GONE", none, 6);
+    const int64_t ten_at_w1[1] = {10};
+    view_set(fx, "SKU-HINTED", ten_at_w1, 1);
+    stand_a_queue(fx, 300);
+    gw_hint_note(e->hint, "W1", "SKU-HINTED", 0, fx->now_ms); /* a counter just said so */
+
+    assert_int_equal(offer(fx, "SKU-A", 300), BUSY);
+    size_t from = fx->emits_count;
+    assert_int_equal(offer(fx, "SKU-GONE", 300), INSUFFICIENT);
+    assert_non_null(strstr(fx->user->last_message, "sku SKU-GONE: 1 asked, 0 available"));
+    for (size_t i = from; i < fx->emits_count; i++)
+        assert_int_not_equal(fx->emits[i].topic_id, HF_T_COUNTER_COMMANDS);
+    assert_int_equal(load_rs(fx, fx->user->last_rid).status, HF_RES_REJECTED);
+    assert_int_equal(offer(fx, "SKU-HINTED", 300), INSUFFICIENT);
+    assert_int_equal(offer(fx, "SKU-GONE", 5000), INSUFFICIENT); /* past the deadline */
+    assert_int_equal(offer(fx, "SKU-A", 300), BUSY);
+
+    fx->user->staleness_ms = e->view_stale_max_ms + 1; /* routing would degrade */
+    assert_int_equal(offer(fx, "SKU-GONE", 300), BUSY);
+}
+
+/* ======================================================================
  * Settings
  * ====================================================================== */
 
@@ -498,6 +535,7 @@ int main(void)
         T(test_a_shed_partition_lets_some_reserves_through_and_stops_shedding_when_waits_recover),
         T(test_a_slow_counter_hop_is_shed_until_a_probe_comes_back_fast),
         T(test_the_hard_deadline_still_sheds),
+        T(test_a_sold_out_sku_is_answered_rejected_insufficient_even_while_shedding),
         cmocka_unit_test(test_the_shedding_settings_have_defaults_and_are_checked),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
