@@ -1,6 +1,7 @@
 # holdfast build. `make` builds the release binaries into build/; `make test` builds
 # a sanitizer (address,undefined) copy into build/san/ and runs unit, fuzz-corpus and
-# broker-backed integration tests. Dependencies come from pkg-config (see deps-check).
+# broker-backed integration tests. Dependencies come from pkg-config; whatever is missing
+# is installed first (see deps-check).
 
 CC      ?= cc
 PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto libcurl
@@ -20,8 +21,31 @@ SCHEMAS_INCS   := -Icommon -Ischemas -I$(BUILD)/gen
 STATE_INCS     := -Icommon -Istate
 INCS           := -Icommon -Ischemas -Istate -Iprocessor -Itools -I$(BUILD)/gen
 CFLAGS_BASE     = -std=c11 -D_GNU_SOURCE -g $(WARN) $(INCS) -MMD -MP
-PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+# librdkafka: the project's own static build of a pinned release (tools/librdkafka.sh
+# builds it into .cache/ on first use; its rdkafka-static.pc names the archive and the
+# Debian libraries it needs), or a system librdkafka >= 2.12 that pkg-config finds.
+# HOLDFAST_RDKAFKA=own|system forces the choice; system takes an older one too, e.g.
+# Debian's 2.0.2 for an A/B run: make HOLDFAST_RDKAFKA=system BUILD=build/rdk-system release
+HOLDFAST_RDKAFKA ?= auto
+export HOLDFAST_RDKAFKA
+RDKAFKA_PC_DIR := $(shell HOLDFAST_RDKAFKA='$(HOLDFAST_RDKAFKA)' bash tools/librdkafka.sh --pc-dir)
+ifneq ($(RDKAFKA_PC_DIR),)
+RDKAFKA_ORIGIN := own
+RDKAFKA_PC     := rdkafka-static
+ifeq ($(findstring $(RDKAFKA_PC_DIR),$(PKG_CONFIG_PATH)),)
+export PKG_CONFIG_PATH := $(RDKAFKA_PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+endif
+else
+RDKAFKA_ORIGIN := system
+RDKAFKA_PC     := rdkafka
+endif
+# $(shell) does not see exported variables (GNU make 4.3), so the path is passed inline.
+# The own build's headers are system headers, as /usr/include's are: -Wextra's warnings
+# about librdkafka's own declarations are not ours to fix.
+PKG_CONFIG  := PKG_CONFIG_PATH='$(PKG_CONFIG_PATH)' pkg-config
+RDKAFKA_INC := $(patsubst %/lib/pkgconfig,%/include,$(RDKAFKA_PC_DIR))
+PKG_CFLAGS = $(patsubst -I$(RDKAFKA_INC),-isystem $(RDKAFKA_INC),$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null))
+PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(RDKAFKA_PC) $(filter-out rdkafka,$(PKGS)) 2>/dev/null) -lpthread -lm
 
 OPT_CFLAGS := -O2
 SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -53,14 +77,33 @@ help:
 	@echo "make demo       broker, topics, processor, a burst of holds, a verdict"
 	@echo "make kafka-up / kafka-down   local Apache Kafka (KRaft) on 127.0.0.1:9092"
 	@echo "make test-faults-cluster     broker, controller and network faults on a local 3-broker cluster"
-	@echo "make deps       install missing Debian packages"
+	@echo "make deps       install missing Debian packages, build the pinned librdkafka (every build target does this itself)"
 
 deps:
 	bash tools/deps.sh
+	bash tools/librdkafka.sh
 
+# Installs what the build lacks, then checks it: Debian packages through tools/deps.sh
+# (called only when pkg-config misses a library, so a complete machine makes no apt call),
+# librdkafka through tools/librdkafka.sh (a no-op once its stamp matches the pins). Every
+# compile waits for it (order-only through $(RDKAFKA_SIG) and $(VERSION_H)), so `make`,
+# `make test` and each build or test target install what is missing first.
 deps-check:
+	@for p in $(filter-out rdkafka,$(PKGS)) cmocka; do pkg-config --exists $$p 2>/dev/null || { \
+	  bash tools/deps.sh build || exit 1; break; }; done
+	@bash tools/librdkafka.sh
 	@for p in $(PKGS) cmocka; do pkg-config --exists $$p || { \
-	  echo "missing library '$$p' (pkg-config). Run 'make deps' (or bash tools/deps.sh) to install Debian packages." >&2; exit 1; }; done
+	  echo "missing library '$$p' (pkg-config) after tools/deps.sh build and tools/librdkafka.sh" >&2; exit 1; }; done
+
+# Which librdkafka the objects are built against and linked with: rewritten only when
+# that changes (the choice, its version, flags or build stamp), and then every object is
+# rebuilt, so a build never mixes one librdkafka's headers with another's library.
+RDKAFKA_SIG := $(BUILD)/gen/rdkafka.sig
+$(RDKAFKA_SIG): FORCE | deps-check
+	@mkdir -p $(dir $@)
+	@{ echo "$(RDKAFKA_ORIGIN) $$(pkg-config --modversion rdkafka)"; echo '$(PKG_CFLAGS)'; echo '$(PKG_LIBS)'; \
+	  cat "$(RDKAFKA_PC_DIR)/../../.stamp" 2>/dev/null || true; } > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # ---- generated version header: holdfast's version (git describe; HF_VERSION=...
 # overrides; the fallback when built outside git) and the library versions built
@@ -70,10 +113,12 @@ HF_VERSION_FALLBACK := 0.0.0-unknown
 HF_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo $(HF_VERSION_FALLBACK))
 VERSION_H := $(BUILD)/gen/hf_version_gen.h
 .PHONY: FORCE
-$(VERSION_H): FORCE
+$(VERSION_H): FORCE | deps-check
 	@mkdir -p $(dir $@)
 	@{ echo '/* generated by the Makefile: do not edit */'; \
 	  echo '#define HF_VERSION "$(HF_VERSION)"'; \
+	  echo '#define HF_RDKAFKA_BUILD_VERSION "'"$$(pkg-config --modversion rdkafka 2>/dev/null || echo unknown)"'"'; \
+	  echo '#define HF_RDKAFKA_OWN_BUILD $(if $(filter own,$(RDKAFKA_ORIGIN)),1,0)'; \
 	  echo '#define HF_ROCKSDB_BUILD_VERSION "'"$$(pkg-config --modversion rocksdb 2>/dev/null || echo unknown)"'"'; \
 	  echo '#define HF_AVRO_BUILD_VERSION "'"$$(pkg-config --modversion avro-c 2>/dev/null || echo unknown)"'"'; \
 	} > $@.tmp; if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
@@ -93,10 +138,10 @@ $(BUILD)/obj/state/%.o $(SAN_BUILD)/obj/state/%.o: INCS := $(STATE_INCS)
 REL_LIB_OBJS := $(call objs,$(BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
 release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench
 
-$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(RDKAFKA_SIG)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"; $(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
-$(BUILD)/obj/%.o: %.c $(GEN_SRC)
+$(BUILD)/obj/%.o: %.c $(GEN_SRC) $(RDKAFKA_SIG)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"; $(CC) $(CFLAGS_BASE) $(OPT_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(BUILD)/libhf.a: $(REL_LIB_OBJS)
@@ -116,10 +161,10 @@ $(BUILD)/hfplant: $(BUILD)/obj/tests/faults/hfplant.o $(BUILD)/libhf.a
 SAN_LIB_OBJS := $(call objs,$(SAN_BUILD),$(LIB_SRCS) $(GEN_SRC:$(BUILD)/%=%))
 san: $(SAN_BUILD)/holdfast $(SAN_BUILD)/hfctl
 
-$(SAN_BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+$(SAN_BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(RDKAFKA_SIG)
 	@mkdir -p $(dir $@)
 	@echo "  CC san  $<"; $(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -c $< -o $@
-$(SAN_BUILD)/obj/%.o: %.c $(GEN_SRC)
+$(SAN_BUILD)/obj/%.o: %.c $(GEN_SRC) $(RDKAFKA_SIG)
 	@mkdir -p $(dir $@)
 	@echo "  CC san  $<"; $(CC) $(CFLAGS_BASE) $(SAN_CFLAGS) $(PKG_CFLAGS) -Itests/lib -c $< -o $@
 $(SAN_BUILD)/libhf.a: $(SAN_LIB_OBJS)

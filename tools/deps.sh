@@ -7,7 +7,7 @@
 set -euo pipefail
 
 declare -A why=(
-  [build]="compile and unit-test the processor"
+  [build]="compile and unit-test the processor; fetch (npm) and build the pinned librdkafka (tools/librdkafka.sh)"
   [clang]="libFuzzer harnesses and sanitizer builds"
   [lint]="make format-check and make lint (valgrind: the callgrind client header bench_gateway_cpu.c includes, and make bench-gateway-cpu)"
   [kafka]="run the local Kafka broker from Maven Central jars"
@@ -16,7 +16,7 @@ declare -A why=(
   [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
 )
 declare -A pkgs=(
-  [build]="build-essential pkg-config librdkafka-dev librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev"
+  [build]="build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm"
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck valgrind"
   [kafka]="openjdk-17-jre-headless maven"
@@ -28,7 +28,13 @@ declare -A pkgs=(
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot http)
 
+# A package needed only for its command is present when that command is: a machine whose
+# Node.js came from elsewhere (NodeSource's nodejs bundles npm and conflicts with
+# Debian's npm package) has npm without the Debian package.
+declare -A by_command=([npm]=npm)
+
 installed() {
+  if [ -n "${by_command[$1]:-}" ] && command -v "${by_command[$1]}" >/dev/null; then return 0; fi
   [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
