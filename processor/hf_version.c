@@ -1,7 +1,8 @@
 /* Version report (hf_version.h). The build's identity comes from the generated
- * header hf_version_gen.h (Makefile: git describe, pkg-config --modversion); the
- * loaded libraries are found by walking the program headers of what the dynamic
- * linker mapped (dl_iterate_phdr), with the symlinks resolved to the real file. */
+ * header hf_version_gen.h (Makefile: git describe, pkg-config --modversion, which
+ * librdkafka it chose); the loaded libraries are found by walking the program headers
+ * of what the dynamic linker mapped (dl_iterate_phdr), with the symlinks resolved to
+ * the real file. */
 #include "hf_version.h"
 
 #include <limits.h>
@@ -43,13 +44,27 @@ static void print_lib(FILE *out, const char *name, const char *built, const char
         fprintf(out, "%-10s %s (built against; not loaded by this program)\n", name, built);
 }
 
+/* The project's own build is linked in (static: no shared object to find); a system
+ * librdkafka is a shared object the dynamic linker loaded. */
+static void print_rdkafka(FILE *out)
+{
+    lib_find_t f = {"librdkafka.so", ""};
+    dl_iterate_phdr(find_lib, &f);
+    fprintf(out, "%-10s %s (running; ", "librdkafka", kafka_version_str());
+    if (HF_RDKAFKA_OWN_BUILD && !f.path[0])
+        fprintf(out, "the project's own build, linked static: tools/librdkafka.sh)\n");
+    else
+        fprintf(out, "the system's, built against %s, %s%s)\n", HF_RDKAFKA_BUILD_VERSION,
+                f.path[0] ? "loaded " : "linked static", f.path);
+}
+
 void hf_version_print(FILE *out, const char *prog)
 {
     if (strcmp(prog, "holdfast") == 0)
         fprintf(out, "holdfast %s\n", hf_version());
     else
         fprintf(out, "%s (holdfast) %s\n", prog, hf_version());
-    fprintf(out, "%-10s %s (running)\n", "librdkafka", kafka_version_str());
+    print_rdkafka(out);
     print_lib(out, "rocksdb", HF_ROCKSDB_BUILD_VERSION, "librocksdb.so");
     print_lib(out, "avro-c", HF_AVRO_BUILD_VERSION, "libavro.so");
 }
