@@ -4,8 +4,8 @@
 # tested, so nothing here builds the image or starts a container). The checks are
 # cross-checked against the repository: the Makefile's release target and pkg-config
 # list, the stage registry (processor/stages.c), the options of `holdfast run`
-# (processor/main.c), the single-node broker settings of tools/kafka/server.properties.in
-# and the Kafka version of tools/kafka/pom.xml.
+# (processor/main.c), the single-node broker settings of tools/kafka/server.properties.in,
+# the Kafka version of tools/kafka/pom.xml and the build group of tools/deps.sh.
 #
 # Then a self-test: each check is run against deliberately broken copies of those
 # files (mutations applied in memory) and must fail on them, so a check that can no
@@ -51,22 +51,31 @@ ROOT = sys.argv[1]
 # Debian 12 (bookworm) package names this project uses, for machines where apt-cache
 # cannot answer for Debian 12. Verified with apt-cache on Debian 12.
 DEBIAN12_KNOWN = {
-    "build-essential", "pkg-config", "make", "gcc", "libc6-dev",
+    "build-essential", "pkg-config", "make", "gcc", "libc6-dev", "npm",
     "librdkafka-dev", "librocksdb-dev", "libavro-dev", "libjansson-dev", "libcmocka-dev",
     "librdkafka1", "librocksdb7.8", "libavro23", "libjansson4", "libcmocka0",
+    "libzstd-dev", "libzstd1", "zlib1g-dev", "zlib1g",
     "libmicrohttpd-dev", "libmicrohttpd12", "libssl-dev", "libssl3", "libcurl4-openssl-dev", "libcurl4",
     "ca-certificates", "tini", "bash", "python3", "python3-yaml",
 }
-# pkg-config name (Makefile PKGS) -> (Debian 12 -dev package, Debian 12 runtime library)
+# pkg-config name (Makefile PKGS) -> (Debian 12 packages to build with it, Debian 12
+# packages it needs at run time)
 PC_TO_DEB = {
-    "libcurl": ("libcurl4-openssl-dev", "libcurl4"),
-    "rdkafka": ("librdkafka-dev", "librdkafka1"),
-    "rocksdb": ("librocksdb-dev", "librocksdb7.8"),
-    "avro-c": ("libavro-dev", "libavro23"),
-    "jansson": ("libjansson-dev", "libjansson4"),
-    "libmicrohttpd": ("libmicrohttpd-dev", "libmicrohttpd12"),
-    "libcrypto": ("libssl-dev", "libssl3"),
+    "libcurl": (["libcurl4-openssl-dev"], ["libcurl4"]),
+    # Not Debian's librdkafka (2.0.2): tools/librdkafka.sh builds the pinned release from
+    # its npm source package and the binaries link it statically, so the image needs npm
+    # and the -dev packages that build uses, and at run time the libraries it links.
+    "rdkafka": (["npm", "libssl-dev", "libcurl4-openssl-dev", "libzstd-dev", "zlib1g-dev"],
+                ["libssl3", "libcurl4", "libzstd1", "zlib1g"]),
+    "rocksdb": (["librocksdb-dev"], ["librocksdb7.8"]),
+    "avro-c": (["libavro-dev"], ["libavro23"]),
+    "jansson": (["libjansson-dev"], ["libjansson4"]),
+    "libmicrohttpd": (["libmicrohttpd-dev"], ["libmicrohttpd12"]),
+    "libcrypto": (["libssl-dev"], ["libssl3"]),
 }
+# Debian's own librdkafka packages: in the image they would only mislead (the binaries
+# never load them).
+DEBIAN_RDKAFKA = {"librdkafka-dev", "librdkafka1", "librdkafka++1"}
 # Kafka settings a single broker needs for consumer groups and transactions.
 SINGLE_NODE = {
     "offsets.topic.replication.factor": "1",
@@ -92,6 +101,7 @@ INPUTS = {
     "hfctl_c": "tools/hfctl.c",
     "server_props": "tools/kafka/server.properties.in",
     "pom": "tools/kafka/pom.xml",
+    "deps_sh": "tools/deps.sh",
 }
 
 
@@ -418,6 +428,10 @@ def validate(inp, use_apt):
     release_bins = [os.path.basename(t) for t in rel_line.group(1).split()] if rel_line else []
     pkgs_line = re.search(r"^PKGS\s*:=\s*(.*)$", mk, re.M)
     pc_pkgs = pkgs_line.group(1).split() if pkgs_line else []
+    # tools/deps.sh's build group: what `make release` installs when it is missing.
+    deps_pkgs = re.search(r"declare -A pkgs=\((.*?)\n\)", inp["deps_sh"] or "", re.S)
+    deps_build = re.search(r'^\s*\[build\]="([^"]*)"', deps_pkgs.group(1), re.M) if deps_pkgs else None
+    build_group = deps_build.group(1).split() if deps_build else []
     stage_names = re.findall(r'\{\s*"([a-z0-9_]+)"\s*,\s*[a-z0-9_]+\s*\}', inp["stages_c"] or "")
     # holdfast run's options: the {"name", ...} entries of its run_opts[] table (hf_cli.h).
     run_table = re.search(r"run_opts\[\]\s*=\s*\{(.*?)\n\};", inp["main_c"] or "", re.S)
@@ -788,8 +802,13 @@ def validate(inp, use_apt):
         for pc in pc_pkgs:
             if pc not in PC_TO_DEB:
                 p.append("Makefile PKGS has %s: add its Debian packages to PC_TO_DEB in this test" % pc)
-            elif PC_TO_DEB[pc][0] not in got:
-                p.append("build stage does not install %s (pkg-config %s)" % (PC_TO_DEB[pc][0], pc))
+            else:
+                p += ["build stage does not install %s (pkg-config %s)" % (d, pc) for d in PC_TO_DEB[pc][0] if d not in got]
+        if not build_group:
+            p.append("could not read the build group of tools/deps.sh")
+        p += ["build stage does not install %s (tools/deps.sh build group: make release would call apt)" % d
+              for d in build_group if d not in got]
+        p += ["build stage installs %s: Debian's librdkafka, which tools/librdkafka.sh replaces" % d for d in sorted(got & DEBIAN_RDKAFKA)]
         if "pkg-config" not in got:
             p.append("build stage does not install pkg-config (the Makefile asks it for flags)")
         if "build-essential" not in got and not {"gcc", "make", "libc6-dev"} <= got:
@@ -802,7 +821,8 @@ def validate(inp, use_apt):
             return ["no separate runtime stage"]
         got = apt_installs(runtime)
         p = ["runtime stage installs %s (build-time only)" % x for x in got if x.endswith("-dev") or x in ("build-essential", "gcc", "make", "pkg-config")]
-        p += ["runtime stage does not install %s (pkg-config %s)" % (PC_TO_DEB[pc][1], pc) for pc in pc_pkgs if pc in PC_TO_DEB and PC_TO_DEB[pc][1] not in got]
+        p += ["runtime stage does not install %s (pkg-config %s)" % (r, pc) for pc in pc_pkgs if pc in PC_TO_DEB for r in PC_TO_DEB[pc][1] if r not in got]
+        p += ["runtime stage installs %s: Debian's librdkafka, which the binaries do not load (linked statically)" % x for x in got if x in DEBIAN_RDKAFKA]
         return p
     guard("dockerfile.runtime_packages", df_rt_pkgs)
 
@@ -945,8 +965,15 @@ MUTATIONS = [
     ("dockerfile", sub("COPY schemas/ schemas/", "COPY schemas/ avro/"), "dockerfile.build_make_release", "schemas copied elsewhere"),
     ("dockerfile", sub(" librocksdb-dev ", " "), "dockerfile.build_packages", "-dev package missing"),
     ("makefile", sub("PKGS    := rdkafka rocksdb avro-c jansson", "PKGS    := rdkafka rocksdb avro-c jansson libzstd"), "dockerfile.build_packages", "new pkg-config dependency"),
-    ("dockerfile", sub("librdkafka1 librocksdb7.8 libavro23 libjansson4", "librdkafka1 librocksdb7.8 libjansson4"), "dockerfile.runtime_packages", "runtime lib missing"),
-    ("dockerfile", sub("librdkafka1 librocksdb7.8 libavro23 libjansson4", "librdkafka1 librocksdb7.8 libavro23 libjansson4 libjansson-dev"), "dockerfile.runtime_packages", "-dev in runtime"),
+    ("dockerfile", sub(" npm ", " "), "dockerfile.build_packages", "no npm for librdkafka's source package"),
+    ("dockerfile", sub(" libzstd-dev ", " "), "dockerfile.build_packages", "librdkafka's zstd -dev missing"),
+    ("dockerfile", sub(" libcmocka-dev ", " "), "dockerfile.build_packages", "deps.sh build package missing"),
+    ("dockerfile", sub(" librocksdb-dev ", " librdkafka-dev librocksdb-dev "), "dockerfile.build_packages", "Debian's librdkafka in the build"),
+    ("deps_sh", sub(" zlib1g-dev ", " zlib1g-dev libfoo-dev "), "dockerfile.build_packages", "deps.sh build group grows"),
+    ("dockerfile", sub("librocksdb7.8 libavro23 libjansson4", "librocksdb7.8 libjansson4"), "dockerfile.runtime_packages", "runtime lib missing"),
+    ("dockerfile", sub(" libcurl4 libzstd1 ", " libcurl4 "), "dockerfile.runtime_packages", "static librdkafka's zstd missing"),
+    ("dockerfile", sub("librocksdb7.8 libavro23 libjansson4", "librdkafka1 librocksdb7.8 libavro23 libjansson4"), "dockerfile.runtime_packages", "Debian's librdkafka in the runtime"),
+    ("dockerfile", sub("librocksdb7.8 libavro23 libjansson4", "librocksdb7.8 libavro23 libjansson4 libjansson-dev"), "dockerfile.runtime_packages", "-dev in runtime"),
     ("dockerfile", sub(" /src/build/hfbench ", " "), "dockerfile.runtime_binaries", "binary not copied"),
     ("dockerfile", sub("/src/build/hfbench /usr/local/bin/", "/src/build/hfbench /opt/bin/"), "dockerfile.runtime_binaries", "binaries off PATH"),
     ("makefile", sub("release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench", "release: $(BUILD)/holdfast $(BUILD)/hfctl $(BUILD)/hfbench $(BUILD)/hfextra"), "dockerfile.runtime_binaries", "new release binary"),
@@ -954,7 +981,7 @@ MUTATIONS = [
     ("dockerfile", sub("WORKDIR /opt/holdfast\nCOPY topics/ topics/\nCOPY config/ config/\n", "WORKDIR /opt/holdfast\nCOPY topics/ topics/\nCOPY config/ config/\nWORKDIR /\n"), "dockerfile.runtime_data", "WORKDIR moved off the data"),
     ("dockerfile", sub("USER holdfast", "USER root"), "dockerfile.nonroot", "runs as root"),
     ("dockerfile", sub("chown holdfast:holdfast /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports", "chown holdfast:holdfast /var/lib/holdfast /var/lib/holdfast-http"), "dockerfile.volume_dirs", "volume dir root-owned"),
-    ("dockerfile", sub("librdkafka1 librocksdb7.8", "librdkafka1 librocksdb8.9"), "packages.debian12", "Debian 13 package name"),
+    ("dockerfile", sub("librocksdb7.8 libavro23", "librocksdb8.9 libavro23"), "packages.debian12", "Debian 13 package name"),
     ("dockerignore", sub("\nbuild\n", "\n"), "dockerignore", "build/ sent to the daemon"),
     ("dockerignore", lambda t: t + "tools/lib\n", "dockerignore", "needed sources ignored"),
     ("dockerignore", lambda t: t + "tools/*.sh\n", "dockerignore", "embed-schemas.sh ignored"),
