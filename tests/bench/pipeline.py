@@ -402,6 +402,60 @@ def reconcile(build, env_extra, path, quiescent):
     return verdict
 
 
+def broker_jmx_url():
+    """The local broker's JMX address (tools/kafka/kafka-up.sh opens it on loopback), or
+    BENCH_BROKER_JMX as host:port; None when neither is known."""
+    where = env("BENCH_BROKER_JMX", "")
+    if not where:
+        try:
+            where = "127.0.0.1:" + open(".cache/kafka/jmx.port").read().strip()
+        except OSError:
+            return None
+    return f"service:jmx:rmi:///jndi/rmi://{where}/jmxrmi"
+
+
+def broker_requests():
+    """The broker's request counts by type (kafka.network RequestMetrics RequestsPerSec,
+    summed over versions) and its own timestamp, read with Kafka's JmxTool: the broker
+    pays per request, so these say where its CPU goes. None without JMX."""
+    url = broker_jmx_url()
+    libs = ".cache/kafka/libs/*"
+    if not url or not os.path.isdir(".cache/kafka/libs") or not shutil.which("java"):
+        return None
+    try:
+        r = subprocess.run(["java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", libs,
+                            "org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--object-name",
+                            "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*",
+                            "--attributes", "Count", "--one-time", "true",
+                            "--report-format", "properties"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    counts, t_ms = {}, None
+    for line in r.stdout.splitlines():
+        m = re.match(r"time=(\d+)", line)
+        if m:
+            t_ms = int(m.group(1))
+        m = re.search(r"request=([A-Za-z]+),version=\d+:Count=(\d+)", line)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + int(m.group(2))
+    return {"t_ms": t_ms, "counts": counts} if t_ms and counts else None
+
+
+def requests_per_s(r0, r1, reservations_per_s):
+    """Requests/s by type between two broker_requests() snapshots, busiest first, and per
+    reservation."""
+    if not r0 or not r1 or r1["t_ms"] <= r0["t_ms"]:
+        return None
+    dt = (r1["t_ms"] - r0["t_ms"]) / 1000
+    rows = {k: round((v - r0["counts"].get(k, 0)) / dt, 1) for k, v in r1["counts"].items()}
+    rows = {k: v for k, v in sorted(rows.items(), key=lambda kv: -kv[1]) if v > 0}
+    # FetchConsumer and FetchFollower are Fetch again, split by who asked: not summed.
+    total = round(sum(v for k, v in rows.items() if k not in ("FetchConsumer", "FetchFollower")), 1)
+    return {"seconds": round(dt, 2), "total_per_s": total, "by_type_per_s": rows,
+            "per_reservation": round(total / reservations_per_s, 2) if reservations_per_s else None}
+
+
 def window_sample(ids):
     """CPU of every process and of holdfast's threads, offsets, metrics, at one time."""
     return {"t": time.time(), "procs": all_procs_cpu(), "threads": threads_cpu(ids["holdfast"]),
@@ -526,11 +580,16 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
         t_load = wait_header(bench, 180)
         # The middle half of the load: warm-up, start and drain left out.
         w0, w1 = t_load + seconds * 0.25, t_load + max(seconds * 0.75, seconds * 0.25 + 1)
+        time.sleep(max(0, w0 - time.time() - 1))
+        # JmxTool's JVM runs outside the CPU window: before a, after b.
+        q0 = broker_requests()
         time.sleep(max(0, w0 - time.time()))
         a = window_sample(ids)
         time.sleep(max(0, w1 - time.time()))
         b = window_sample(ids)
+        q1 = broker_requests()
         run["window"] = cpu_window(a, b, ids)
+        run["window"]["broker_requests"] = requests_per_s(q0, q1, rate)
         rc = bench.p.wait(seconds + TTL_MS / 1000 + 600)
         bench.f.close()
         run["hfbench_exit"] = rc
@@ -761,6 +820,14 @@ def median_row(runs):
         row["stages"][s] = {
             k: m(lambda r, s=s, k=k: (r["window"]["stages"].get(s) or {}).get(k))
             for k in ("transactions_per_s", "records_per_transaction", "commit_ms_mean")}
+    kinds = sorted({k for r in ok for k in ((r["window"].get("broker_requests") or {})
+                                            .get("by_type_per_s") or {})})
+    row["broker_requests_per_s"] = {
+        k: m(lambda r, k=k: ((r["window"].get("broker_requests") or {}).get("by_type_per_s")
+                             or {}).get(k, 0) if r["window"].get("broker_requests") else None)
+        for k in kinds}
+    row["broker_requests_per_reservation"] = m(
+        lambda r: (r["window"].get("broker_requests") or {}).get("per_reservation"))
     topics = sorted({t for r in ok for t in r["per_reservation"]["by_topic"]})
     row["by_topic"] = {t: {k: m(lambda r, t=t, k=k: r["per_reservation"]["by_topic"].get(t, {}).get(k))
                            for k in ("records", "data_records", "markers", "bytes")} for t in topics}
@@ -852,6 +919,28 @@ def print_table(conditions, rows, ceil, out):
                  f"{fmt(sum(x.get('bytes') or 0 for x in r['by_topic'].values()))}B"
                  for r in rows if "by_topic" in r]
         w(f"{'all topics':<22}" + "".join(f"{c:>22}" for c in cells) + "\n")
+    print_requests(rows, w)
+
+
+def print_requests(rows, w):
+    """The broker's requests/s by type (JMX), busiest types first: the broker pays per
+    request, so this is where its CPU per reservation comes from."""
+    rows = [r for r in rows if r.get("broker_requests_per_s")]
+    if not rows:
+        w("\nbroker requests by type: no JMX (tools/kafka/kafka-up.sh opens it; "
+          "BENCH_BROKER_JMX=host:port for another broker)\n")
+        return
+    total = {}
+    for r in rows:
+        for k, v in r["broker_requests_per_s"].items():
+            total[k] = total.get(k, 0) + (v or 0)
+    kinds = [k for k, v in sorted(total.items(), key=lambda kv: -kv[1]) if v >= 0.5][:14]
+    w("\nbroker requests/s by type (kafka.network RequestMetrics, medians)\n")
+    w(f"{'request':<22}" + "".join(f"{r['build'][:8] + ' ' + str(r['rate']):>16}" for r in rows) + "\n")
+    for k in kinds:
+        w(f"{k:<22}" + "".join(f"{fmt(r['broker_requests_per_s'].get(k), 1):>16}" for r in rows) + "\n")
+    w(f"{'per reservation':<22}" + "".join(
+        f"{fmt(r.get('broker_requests_per_reservation'), 2):>16}" for r in rows) + "\n")
 
 
 def plot(rows, png):

@@ -6,6 +6,8 @@
 # usage: tools/kafka/kafka-up.sh [--fetch]   (--fetch: only get the jars)
 # env:   HOLDFAST_KAFKA_PORT (default 9092; the controller listens on PORT+1)
 #        KAFKA_HEAP_OPTS (default -Xmx1G -Xms1G: a heap sized up front, fewer young GCs)
+#        HOLDFAST_KAFKA_JMX_PORT (default PORT+7: JMX on 127.0.0.1 only, no auth, so the
+#        benches read the broker's request metrics by type; 0: off)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,6 +21,7 @@ pidfile=$home/kafka.pid
 props=$home/server.properties
 port=${HOLDFAST_KAFKA_PORT:-9092}
 cport=$((port + 1))
+jmx_port=${HOLDFAST_KAFKA_JMX_PORT:-$((port + 7))}
 start_timeout_s=60
 
 broker_alive() { kafka_pid_is "$pidfile" "$props"; }
@@ -49,7 +52,17 @@ fi
   || die "$data was formatted for port $(cat "$data/port" 2>/dev/null); run kafka-down.sh --wipe"
 
 t0=$(date +%s%N)
-kafka_start "$props" "$data" "$pidfile" "${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}"
+jmx=()
+if [ "$jmx_port" != 0 ]; then
+  # Loopback only: the dev broker's metrics are for the benches on this machine.
+  jmx=(-Dcom.sun.management.jmxremote.port="$jmx_port" -Dcom.sun.management.jmxremote.rmi.port="$jmx_port"
+    -Dcom.sun.management.jmxremote.host=127.0.0.1 -Djava.rmi.server.hostname=127.0.0.1
+    -Dcom.sun.management.jmxremote.authenticate=false -Dcom.sun.management.jmxremote.ssl=false)
+  echo "$jmx_port" >"$home/jmx.port"
+else
+  rm -f "$home/jmx.port"
+fi
+kafka_start "$props" "$data" "$pidfile" "${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}" "${jmx[@]}"
 
 # Ready = the broker logged that it started (metadata loaded, coordinators up) and the
 # client port accepts connections.
