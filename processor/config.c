@@ -64,6 +64,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->escrow_grant_share_pct = 50;
     cfg->view_stale_max_ms = 30000;
     cfg->route_hint_ttl_ms = 500;
+    cfg->reserve_answer_from_counter = 1;
     /* Shedding (shed.c). A transaction commits in ~14 ms on a slow VM and a
      * batch gathers for up to 20-25 ms; a pipeline that keeps up still reads
      * the freshest Reserve of each batch a few ms after its append, so the
@@ -184,6 +185,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),
     INT_FIELD(route_hint_ttl_ms, 0, 60000),
+    INT_FIELD(reserve_answer_from_counter, 0, 1),
     INT_FIELD(reserve_deadline_ms, 0, 60000),
     INT_FIELD(reserve_shed_target_ms, 0, 60000),
     INT_FIELD(reserve_shed_interval_ms, 20, 60000),

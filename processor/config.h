@@ -83,6 +83,9 @@ typedef struct hf_config {
     char reply_topic_prefix[64];           /* reply_to may name topics under it */
     int result_timeout_ms;                 /* unanswered holds are asked again after it */
     int route_hint_ttl_ms;                 /* route on a counter's answer this long (0: off) */
+    /* 1: a reservation one hold covers is answered by that hold's counter (two
+     * hops: gateway, counter); 0: always by the gateway (three). */
+    int reserve_answer_from_counter;
     int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
     /* Load shedding (processor/gateway/shed.c): a Reserve that waited longer
      * than reserve_deadline_ms is answered BUSY (0: nothing is ever shed), and

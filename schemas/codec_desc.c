@@ -84,6 +84,10 @@ static const codec_field_t hold_fields[] = {
     F_STRING(hf_hold_t, sku),
     F_LONG(hf_hold_t, qty),
     F_LONG(hf_hold_t, issued_at_ms),
+    F_BOOLEAN(hf_hold_t, answer_reserve),
+    F_STRING(hf_hold_t, idempotency_key),
+    F_STRING(hf_hold_t, reply_to),
+    F_LONG(hf_hold_t, expires_at_ms),
 };
 REC_DESC(hold_desc, "Hold", hf_hold_t, hold_fields);
 
@@ -316,6 +320,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_STRING(hf_reservation_state_t, rebook_reply_to),
     F_BOOLEAN(hf_reservation_state_t, reserve_replied),
     F_RECORD(hf_reservation_state_t, reserve_reply, &reply_desc),
+    F_BOOLEAN(hf_reservation_state_t, counter_answers),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -428,6 +428,57 @@ static const char counter_result_v1[] =
     "{\"name\":\"available\",\"type\":\"long\"},"
     "{\"name\":\"applied_at_ms\",\"type\":\"long\"}]}";
 
+/* Hold v2, before the counter could answer a Reserve itself (answer_reserve,
+ * idempotency_key, reply_to, expires_at_ms; all defaulted): Holds in flight
+ * across the upgrade stay readable and are answered as before, by the gateway. */
+static const char hold_v2[] =
+    "{\"type\":\"record\",\"name\":\"Hold\",\"namespace\":\"holdfast\",\"fields\":[{\"name\":"
+    "\"reservation_id\",\"type\":\"string\"},{\"name\":\"attempt\",\"type\":\"int\"},{\"name\""
+    ":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\":"
+    "\"qty\",\"type\":\"long\"},{\"name\":\"issued_at_ms\",\"type\":\"long\",\"default\":0}]}";
+
+/* ReservationState v5, before counter_answers (default false): reservations
+ * stored before the upgrade were answered by their gateway. */
+static const char reservation_state_v5[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields\""
+    ":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type"
+    "\":\"string\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"ReservationSt"
+    "atus\",\"symbols\":[\"PENDING\",\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECT"
+    "ED\"]}},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\""
+    "type\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\""
+    ",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"double\""
+    "}]}},{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record"
+    "\",\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"n"
+    "ame\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"atte"
+    "mpt\",\"type\":\"int\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"Hold"
+    "RefStatus\",\"symbols\":[\"HOLD_SENT\",\"HELD\",\"REFUSED\",\"RELEASE_SENT\"]}},{\"name\""
+    ":\"available_seen\",\"type\":\"long\",\"default\":0},{\"name\":\"escrow\",\"type\":\"boo"
+    "lean\",\"default\":false}]}}},{\"name\":\"next_attempt\",\"type\":\"int\"},{\"name\":\"r"
+    "eroutes\",\"type\":\"int\"},{\"name\":\"request_hash\",\"type\":\"long\"},{\"name\":\"re"
+    "ply_to\",\"type\":\"string\"},{\"name\":\"campaign\",\"type\":\"string\",\"default\":\"\""
+    "},{\"name\":\"payment_id\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"reason\",\""
+    "type\":\"string\",\"default\":\"\"},{\"name\":\"created_at_ms\",\"type\":\"long\"},{\"na"
+    "me\":\"expires_at_ms\",\"type\":\"long\"},{\"name\":\"hold_deadline_ms\",\"type\":\"long"
+    "\"},{\"name\":\"result_deadline_ms\",\"type\":\"long\"},{\"name\":\"result_retries\",\"t"
+    "ype\":\"int\"},{\"name\":\"updated_at_ms\",\"type\":\"long\"},{\"name\":\"rebook\",\"typ"
+    "e\":{\"type\":\"enum\",\"name\":\"Rebook\",\"symbols\":[\"NONE\",\"PENDING\",\"COMMITTED"
+    "\",\"REFUNDED\"]},\"default\":\"NONE\"},{\"name\":\"rebook_idempotency_key\",\"type\":\""
+    "string\",\"default\":\"\"},{\"name\":\"rebook_request_hash\",\"type\":\"long\",\"default"
+    "\":0},{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"re"
+    "serve_replied\",\"type\":\"boolean\",\"default\":false},{\"name\":\"reserve_reply\",\"ty"
+    "pe\":{\"type\":\"record\",\"name\":\"Reply\",\"fields\":[{\"name\":\"reservation_id\",\""
+    "type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\"string\"},{\"name\":\"outcom"
+    "e\",\"type\":{\"type\":\"enum\",\"name\":\"ReplyOutcome\",\"symbols\":[\"HELD\",\"COMMIT"
+    "TED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICIENT\",\"REJECTED_INVALID\",\"CONFLICT"
+    "\",\"NOT_FOUND\",\"BUSY\"]}},{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"it"
+    "ems\":{\"type\":\"record\",\"name\":\"Allocation\",\"fields\":[{\"name\":\"warehouse_id\""
+    ",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":"
+    "\"long\"}]}}},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\":0},{\"name\":\"m"
+    "essage\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"replied_at_ms\",\"type\":\"lo"
+    "ng\"}]},\"default\":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"outcome\":\"HELD"
+    "\",\"allocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms\":0}}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -444,5 +495,7 @@ const codec_history_t codec_history[] = {
     {HF_REC_AVAILABILITY, availability_v1},
     {HF_REC_SKU_STATE, sku_state_v1},
     {HF_REC_COUNTER_RESULT, counter_result_v1},
+    {HF_REC_HOLD, hold_v2},
+    {HF_REC_RESERVATION_STATE, reservation_state_v5},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

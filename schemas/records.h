@@ -172,6 +172,13 @@ typedef struct {
     hf_sku_t sku;
     int64_t qty;
     int64_t issued_at_ms;
+    /* Two hops for a reservation this one hold covers: the counter answers
+     * the Reserve itself (the reply and the ledger's HELD event) when it
+     * holds. The fields below are the answer's; unused otherwise. */
+    bool answer_reserve;
+    hf_id_t idempotency_key;
+    hf_topic_t reply_to; /* "" = holdfast.replies */
+    int64_t expires_at_ms;
 } hf_hold_t;
 
 typedef struct {
@@ -514,6 +521,9 @@ typedef struct {
      * the reservation; reservation_id and idempotency_key are left empty. */
     bool reserve_replied;
     hf_reply_t reserve_reply;
+    /* The first round's one Hold asked its counter to answer the Reserve
+     * (hf_hold_t.answer_reserve): until its result is in, requests wait. */
+    bool counter_answers;
 } hf_reservation_state_t;
 
 typedef struct {

@@ -4,10 +4,20 @@
  * answer is stored with the hold, so a retried Hold re-emits the very same result
  * and never reserves twice. A fresh answer also carries the pair's sellable
  * stock (available plus the allotments' balance): the gateway routes on it
- * while its view is older (processor/gateway/stock_hint.c). */
+ * while its view is older (processor/gateway/stock_hint.c).
+ *
+ * A Hold that covers a whole reservation may ask the counter to answer the
+ * Reserve itself (answer_reserve): when it holds, the shopper's HELD reply and
+ * the ledger's HELD event go out in this very transaction, so the answer takes
+ * two hops (gateway, counter) instead of three. The gateway records that answer
+ * when the result reaches it, and keeps requests for the reservation waiting
+ * until then (processor/gateway/park.c). A refusal is the gateway's to answer:
+ * it routes again. */
+#include <stdio.h>
 #include <string.h>
 
 #include "counter.h"
+#include "topics.h"
 
 static int validate(stage_ctx_t *ctx, const hf_hold_t *h)
 {
@@ -19,6 +29,42 @@ static int validate(stage_ctx_t *ctx, const hf_hold_t *h)
     if (h->attempt < 0)
         return stage_reject(ctx, "Hold attempt %d must be >= 0", h->attempt);
     return counter_check_routing(ctx, h->warehouse_id, h->sku);
+}
+
+/* The Reserve's HELD answer and its ledger event, built from the hold alone:
+ * it is the reservation's only one, so its allocation is the whole answer. */
+static int answer_reserve(stage_ctx_t *ctx, const hf_hold_t *h)
+{
+    hf_allocation_t held;
+    memset(&held, 0, sizeof held);
+    snprintf(held.warehouse_id, sizeof held.warehouse_id, "%s", h->warehouse_id);
+    snprintf(held.sku, sizeof held.sku, "%s", h->sku);
+    held.qty = h->qty;
+    hf_record_t rec;
+    hf_reply_t *r = &hf_record_reset(&rec, HF_REC_REPLY)->u.reply;
+    snprintf(r->reservation_id, sizeof r->reservation_id, "%s", h->reservation_id);
+    snprintf(r->idempotency_key, sizeof r->idempotency_key, "%s", h->idempotency_key);
+    r->outcome = HF_REPLY_HELD;
+    r->allocations_count = 1;
+    r->allocations[0] = held;
+    r->expires_at_ms = h->expires_at_ms;
+    r->replied_at_ms = stage_now_ms(ctx);
+    size_t id_len = strlen(h->reservation_id);
+    const char *topic = h->reply_to[0] ? h->reply_to : topic_name(HF_T_REPLIES);
+    int err = stage_emit_to(ctx, topic, h->reservation_id, id_len, &rec);
+    if (err)
+        return err;
+    hf_ledger_event_t *e = &hf_record_reset(&rec, HF_REC_LEDGER_EVENT)->u.ledger_event;
+    snprintf(e->reservation_id, sizeof e->reservation_id, "%s", h->reservation_id);
+    e->kind = HF_LEDGER_HELD;
+    e->allocations_count = 1;
+    e->allocations[0] = held;
+    e->lines_count = 1;
+    snprintf(e->lines[0].sku, sizeof e->lines[0].sku, "%s", h->sku);
+    e->lines[0].qty = h->qty;
+    e->expires_at_ms = h->expires_at_ms;
+    e->at_ms = stage_now_ms(ctx);
+    return stage_emit(ctx, HF_T_LEDGER, h->reservation_id, id_len, &rec);
 }
 
 int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec)
@@ -70,6 +116,8 @@ int counter_on_hold(stage_ctx_t *ctx, const hf_record_t *rec)
     }
     hs.available_at_result = counter_available_reported(&c);
     err = counter_store_hold(ctx, hkey, hkey_len, &hs);
+    if (!err && h->answer_reserve && hs.hold_outcome == HF_OUTCOME_OK)
+        err = answer_reserve(ctx, h);
     if (err)
         return err;
     return counter_emit_hold_result(ctx, h, hs.hold_outcome, &c);

@@ -110,6 +110,9 @@ typedef struct {
     gw_late_policy_t late_policy;
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
+    /* reserve_answer_from_counter: a reservation one hold covers is answered by
+     * its counter (park.c); false in a zeroed env, as unit tests build it. */
+    bool counter_answers;
     /* Load shedding (shed.c): a Reserve older than the deadline is shed, and
      * while the least wait over an interval stays above the target (CoDel);
      * deadline 0: never shed; target 0: the deadline only. */
@@ -282,7 +285,9 @@ typedef struct {
  * request is hashed and its idempotency key looked up — a retry gets the stored
  * answer (or none while it is pending), another body under the key CONFLICT —
  * and its reservation loaded: NOT_FOUND when absent (a Reserve: GW_REQ_NEW).
- * Nothing is written before the handler decides. */
+ * A request for a reservation whose counter may have answered it, before that
+ * answer reached this gateway, is parked instead (park.c; GW_REQ_ANSWERED).
+ * Nothing else is written before the handler decides. */
 int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req) HF_MUST_CHECK;
 /* Fills *out from a request record; false when rec is not a request. */
 bool gw_request_ids(const hf_record_t *rec, gw_asker_t *out);
@@ -291,6 +296,26 @@ int gw_check_key(stage_ctx_t *ctx, const char *reservation_id) HF_MUST_CHECK;
 /* The stage's on_misrouted: answers a request that reached the wrong partition
  * REJECTED_INVALID (its reply_to if allowed) and stores nothing. */
 int gw_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
+
+/* ---- requests waiting for a counter's answer (park.c) */
+
+/* Requests parked per reservation at most: a client retrying faster than a
+ * counter answers is told CONFLICT "not held yet" past it. */
+#define GW_PARKED_MAX 4
+/* True while rs's Reserve may have been answered by its counter (first round,
+ * one Hold with answer_reserve) and that hold's result has not arrived. */
+bool gw_counter_awaited(const hf_reservation_state_t *rs);
+/* True when rs's counter answered its Reserve HELD (its first round's one
+ * Hold held): the gateway records that answer and emits neither it nor the
+ * ledger's HELD event again. */
+bool gw_counter_told(const hf_reservation_state_t *rs);
+/* Parks request rec of reservation_id in its first free slot; *parked false
+ * when every slot is taken (nothing written). */
+int gw_park(stage_ctx_t *ctx, const hf_record_t *rec, const char *reservation_id,
+            bool *parked) HF_MUST_CHECK;
+/* Takes (reads and deletes) the request parked in slot, if any. */
+int gw_unpark(stage_ctx_t *ctx, const char *reservation_id, int slot, hf_record_t *out,
+              bool *found) HF_MUST_CHECK;
 
 /* ---- the answer path (gw_answer.c) */
 
@@ -308,6 +333,7 @@ typedef struct {
     const gw_asker_t *asker;       /* answer this request, reply kept under its key */
     hf_reply_outcome_t outcome;    /* ... with this */
     const char *message;
+    bool reserve_told;             /* its counter told the shopper (park.c): record, emit nothing */
     bool ledger; /* emit a ledger event of rs */
     hf_ledger_kind_t ledger_kind;
     const char *ledger_reason;

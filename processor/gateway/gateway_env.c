@@ -244,6 +244,7 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     env->idempotency_retention_ms = cfg->idempotency_retention_ms;
     env->reservation_retention_ms = cfg->reservation_retention_ms;
     env->result_timeout_ms = cfg->result_timeout_ms;
+    env->counter_answers = cfg->reserve_answer_from_counter != 0;
     if (cfg->reply_topic_prefix[0])
         snprintf(env->reply_topic_prefix, sizeof env->reply_topic_prefix, "%s%s", topics_prefix(),
                  cfg->reply_topic_prefix);

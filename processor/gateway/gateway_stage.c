@@ -8,6 +8,8 @@
 
 static const hf_topic_id_t gateway_inputs[] = {HF_T_REQUESTS, HF_T_COUNTER_RESULTS};
 
+static int on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec);
+
 /* What happens on each record type, and which topic may carry it: one
  * handler, one file. Clients write requests; only the counters write results
  * (a CounterResult on the requests topic would be a forged OK). */
@@ -16,9 +18,39 @@ static const stage_handler_t gateway_handlers[] = {
     {HF_T_REQUESTS, HF_REC_COMMIT, gateway_on_commit},
     {HF_T_REQUESTS, HF_REC_RELEASE, gateway_on_release},
     {HF_T_REQUESTS, HF_REC_EXTEND, gateway_on_extend},
-    {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, gateway_on_counter_result},
+    {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, on_counter_result},
     {HF_T_COUNTER_RESULTS, HF_REC_ALLOTMENT_GRANT, gateway_on_allotment_grant},
 };
+
+/* Requests parked while a counter's answer was on its way (park.c) are applied
+ * as soon as the result that brings it is: through the table, in the order
+ * they came, in this transaction. */
+static int apply_parked(stage_ctx_t *ctx, const char *reservation_id)
+{
+    hf_reservation_state_t rs;
+    int err = gw_load(ctx, reservation_id, &rs);
+    if (err == HF_ERR_NOTFOUND || (!err && (!rs.counter_answers || gw_counter_awaited(&rs))))
+        return HF_OK;
+    for (int slot = 0; !err && slot < GW_PARKED_MAX; slot++) {
+        hf_record_t parked;
+        bool found = false;
+        err = gw_unpark(ctx, reservation_id, slot, &parked, &found);
+        if (err || !found)
+            break;
+        err = HF_ERR_INVAL;
+        for (size_t i = 0; i < sizeof gateway_handlers / sizeof gateway_handlers[0]; i++)
+            if (gateway_handlers[i].topic == HF_T_REQUESTS &&
+                gateway_handlers[i].type == parked.type)
+                err = gateway_handlers[i].handle(ctx, &parked);
+    }
+    return err;
+}
+
+static int on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
+{
+    int err = gateway_on_counter_result(ctx, rec);
+    return err ? err : apply_parked(ctx, rec->u.counter_result.reservation_id);
+}
 
 /* Time between two gateway transactions: the configured floor, and a period
  * that grows with the input rate (pacing.h). */

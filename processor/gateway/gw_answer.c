@@ -115,7 +115,7 @@ int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end)
                    &reply);
         err = gw_idem_store(ctx, end->asker, &reply);
     }
-    if (!err && end->reserve)
+    if (!err && end->reserve && !end->reserve_told)
         err = gw_emit_reply(ctx, rs->reply_to, &reserve_reply);
     if (!err && end->asker)
         err = gw_emit_reply(ctx, end->asker->reply_to, &reply);

@@ -59,6 +59,12 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_ho
     snprintf(c->sku, sizeof c->sku, "%s", h->sku);
     c->qty = h->qty;
     c->issued_at_ms = stage_now_ms(ctx);
+    if (rs->counter_answers && h->attempt == 0) { /* a resend asks for the same answer */
+        c->answer_reserve = true;
+        snprintf(c->idempotency_key, sizeof c->idempotency_key, "%s", rs->idempotency_key);
+        snprintf(c->reply_to, sizeof c->reply_to, "%s", rs->reply_to);
+        c->expires_at_ms = rs->expires_at_ms;
+    }
     return emit_command(ctx, h, &rec);
 }
 

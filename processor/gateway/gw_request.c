@@ -127,9 +127,16 @@ static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)
 }
 
 /* A retried Reserve of rs under its own key and body: the stored reply (the
- * first answer, whatever the reservation became since), nothing while PENDING. */
-static int reserve_retry(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const gw_asker_t *a)
+ * first answer, whatever the reservation became since), nothing while PENDING
+ * — but a retry its counter may have answered waits for that answer (park.c),
+ * so it gets the stored reply then. */
+static int reserve_retry(stage_ctx_t *ctx, const hf_record_t *rec,
+                         const hf_reservation_state_t *rs, const gw_asker_t *a)
 {
+    if (gw_counter_awaited(rs)) {
+        bool parked = false;
+        return gw_park(ctx, rec, rs->reservation_id, &parked);
+    }
     if (rs->reserve_replied) {
         hf_reply_t reply = rs->reserve_reply;
         snprintf(reply.reservation_id, sizeof reply.reservation_id, "%s", rs->reservation_id);
@@ -153,7 +160,7 @@ static int reserve_retry(stage_ctx_t *ctx, const hf_reservation_state_t *rs, con
 /* Idempotency of a Reserve: its answer lives in the reservation itself. A
  * known reservation_id is answered here (a retry; CONFLICT for another body or
  * another key), an unknown one is GW_REQ_NEW. */
-static int reserve_lookup(stage_ctx_t *ctx, gw_request_t *req)
+static int reserve_lookup(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req)
 {
     const gw_asker_t *a = &req->asker;
     const hf_reservation_state_t *rs = &req->rs;
@@ -177,7 +184,7 @@ static int reserve_lookup(stage_ctx_t *ctx, gw_request_t *req)
     if (rs->request_hash != a->hash)
         return gw_reply_simple(ctx, a, HF_REPLY_CONFLICT,
                                "idempotency key was used with a different request body");
-    return reserve_retry(ctx, rs, a);
+    return reserve_retry(ctx, rec, rs, a);
 }
 
 int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req)
@@ -196,7 +203,7 @@ int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req
         return gw_reply_simple(ctx, a, HF_REPLY_REJECTED_INVALID, bad);
     req->asker.hash = gw_request_hash(rec);
     if (rec->type == HF_REC_RESERVE)
-        return reserve_lookup(ctx, req);
+        return reserve_lookup(ctx, rec, req);
     bool handled = false;
     err = idem_lookup(ctx, a, &handled);
     if (err || handled)
@@ -204,7 +211,10 @@ int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req
     err = gw_load(ctx, a->reservation_id, &req->rs);
     if (err == HF_ERR_NOTFOUND)
         return gw_reply_simple(ctx, a, HF_REPLY_NOT_FOUND, "no such reservation");
-    if (!err)
+    bool parked = false;
+    if (!err && gw_counter_awaited(&req->rs)) /* the shopper may hold HELD: wait for it */
+        err = gw_park(ctx, rec, a->reservation_id, &parked);
+    if (!err && !parked)
         req->result = GW_REQ_FOUND;
     return err;
 }

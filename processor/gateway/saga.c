@@ -62,6 +62,10 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
                       bool escrow)
 {
     bool sent = false;
+    /* A reservation's own first round of one Hold that covers its one line:
+     * that hold's counter answers the Reserve (two hops, park.c). */
+    bool answerable = env->counter_answers && escrow && rs->next_attempt == 0 &&
+                      rs->lines_count == 1 && rs->allocations_count == 1;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
         hf_hold_ref_t *h = &rs->allocations[i];
         if (h->status != HF_HOLD_REF_HOLD_SENT || h->attempt != rs->next_attempt)
@@ -70,6 +74,7 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
         int err =
             escrow && gw_escrow_mode(ctx, h->sku) ? gw_escrow_take(ctx, rs, h, &taken) : HF_OK;
         if (!err && !taken) {
+            rs->counter_answers = rs->counter_answers || answerable;
             err = gw_emit_hold(ctx, rs, h);
             sent = true;
             if (env->hint) /* a resend (sweeper.c) takes nothing again */
@@ -235,12 +240,16 @@ int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
         return err;
     rs->status = HF_RES_HELD;
     rs->result_deadline_ms = 0;
+    /* Told by its counter (park.c): the reply and the ledger's HELD event went
+     * out with the hold; the answer is only recorded here, for retries. */
+    bool told = gw_counter_told(rs);
     err = gw_end(ctx, rs,
                  &(gw_end_t){.store = true,
                              .reserve = true,
                              .reserve_outcome = HF_REPLY_HELD,
                              .reserve_message = "",
-                             .ledger = true,
+                             .reserve_told = told,
+                             .ledger = !told,
                              .ledger_kind = HF_LEDGER_HELD,
                              .ledger_reason = ""});
     return err ? err : gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);

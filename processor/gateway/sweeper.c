@@ -71,7 +71,10 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
     if (!gw_saga_open(rs) || rs->result_deadline_ms == 0 || rs->result_deadline_ms > now_ms)
         return HF_OK;
     const gateway_env_t *env = gateway_env(ctx);
-    if (rs->result_retries >= HF_RESULT_RETRIES_MAX) {
+    /* A reservation its counter may have answered HELD is never rolled back
+     * (the shopper may hold that answer): its Hold is asked again, as often as
+     * it takes; the counter answers a repeat from the hold's record. */
+    if (rs->result_retries >= HF_RESULT_RETRIES_MAX && !gw_counter_awaited(rs)) {
         log_warn("gateway", "%s: hold results missing after %d re-requests; rolling back",
                  rs->reservation_id, rs->result_retries);
         if (gw_is_rebook(rs))
@@ -93,7 +96,8 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
             if (err)
                 return err;
         }
-    rs->result_retries++;
+    if (rs->result_retries < HF_RESULT_RETRIES_MAX) /* the backoff's bound, and its count's */
+        rs->result_retries++;
     rs->result_deadline_ms = now_ms + env->result_timeout_ms * (1 + rs->result_retries);
     int err = gw_store(ctx, rs);
     return err ? err

@@ -200,7 +200,8 @@ def main():
     print("/* Hold v1 */ 0x%016xULL" % v1_fp)
 
     hold = {"reservation_id": "r-1", "attempt": 2, "warehouse_id": "w1", "sku": "sku-1",
-            "qty": 5, "issued_at_ms": 1700000000000}
+            "qty": 5, "issued_at_ms": 1700000000000, "answer_reserve": True,
+            "idempotency_key": "cart-1", "reply_to": "", "expires_at_ms": 1700000900000}
     print(c_hex("py_hold", single_object(*schemas["Hold"], hold)))
     reserve = {"reservation_id": "res-\u00e9\u4e2d", "idempotency_key": "k-9",
                "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": -1000000}],
@@ -212,8 +213,7 @@ def main():
             "key": b"k\x00\xff", "value": bytes(range(0, 256, 15)), "value_truncated": True,
             "failed_at_ms": 42}
     print(c_hex("py_dead_letter", single_object(*schemas["DeadLetter"], dead)))
-    hold_v1 = dict(hold)
-    del hold_v1["issued_at_ms"]
+    hold_v1 = {k: hold[k] for k in ("reservation_id", "attempt", "warehouse_id", "sku", "qty")}
     print(c_hex("py_hold_v1", single_object(v1, v1_fp, hold_v1)))
     rs1, rs1_fp = fingerprint(RESERVATION_STATE_V1)
     print("/* ReservationState v1 */ 0x%016xULL" % rs1_fp)

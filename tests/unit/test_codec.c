@@ -78,14 +78,14 @@ static const ref_fp_t schema_fps[] = {
     {"DeadLetter", 0x3be022772e3486ceULL},
     {"EscrowState", 0x4ba5ff45f339e924ULL},
     {"Extend", 0x34572e46f905c65eULL},
-    {"Hold", 0x54109c34235f8edaULL},
+    {"Hold", 0xaa6aed2cebec7b0cULL},
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"LedgerEvent", 0x0de3d4200eb86d00ULL},
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},
-    {"ReservationState", 0x3d65a09fbc677a92ULL},
+    {"ReservationState", 0xe461cd862a0ef45aULL},
     {"Reserve", 0xd16e922aada1fc96ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"SkuState", 0xf70d82b445863bc4ULL},
@@ -94,9 +94,15 @@ static const ref_fp_t schema_fps[] = {
 };
 static const uint64_t hold_v1_fp = 0x8a8618e03f2846d4ULL;
 
-static const uint8_t py_hold[] = {0xc3, 0x01, 0xda, 0x8e, 0x5f, 0x23, 0x34, 0x9c, 0x10, 0x54, 0x06,
+static const uint8_t py_hold[] = {0xc3, 0x01, 0x0c, 0x7b, 0xec, 0xeb, 0x2c, 0xed, 0x6a, 0xaa, 0x06,
                                   0x72, 0x2d, 0x31, 0x04, 0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75,
-                                  0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
+                                  0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62, 0x01, 0x0c,
+                                  0x63, 0x61, 0x72, 0x74, 0x2d, 0x31, 0x00, 0xc0, 0x8e, 0x99, 0xff,
+                                  0xf9, 0x62};
+/* The same Hold as Python wrote it with Hold v2 (before answer_reserve). */
+static const uint8_t py_hold_v2[] = {0xc3, 0x01, 0xda, 0x8e, 0x5f, 0x23, 0x34, 0x9c, 0x10, 0x54, 0x06,
+                                     0x72, 0x2d, 0x31, 0x04, 0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75,
+                                     0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
 static const uint8_t py_reserve[] = {
     0xc3, 0x01, 0x96, 0xfc, 0xa1, 0xad, 0x2a, 0x92, 0x6e, 0xd1, 0x12, 0x72, 0x65, 0x73, 0x2d,
     0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02, 0x02, 0x42,
@@ -181,6 +187,9 @@ static void py_hold_record(hf_record_t *r)
     strcpy(r->u.hold.sku, "sku-1");
     r->u.hold.qty = 5;
     r->u.hold.issued_at_ms = 1700000000000LL;
+    r->u.hold.answer_reserve = true;
+    strcpy(r->u.hold.idempotency_key, "cart-1");
+    r->u.hold.expires_at_ms = 1700000900000LL;
 }
 
 static void py_reserve_record(hf_record_t *r)
@@ -318,6 +327,15 @@ static void wire_string(wire_t *w, const char *s)
     w->n += strlen(s);
 }
 
+/* A Hold's fields after issued_at_ms, at their defaults. */
+static void wire_hold_tail(wire_t *w)
+{
+    w->b[w->n++] = 0x00; /* answer_reserve false */
+    wire_string(w, "");  /* idempotency_key */
+    wire_string(w, "");  /* reply_to */
+    wire_long(w, 0);     /* expires_at_ms */
+}
+
 static void wire_hold(wire_t *w, const char *reservation_id, const char *sku)
 {
     wire_header(w, codec_fingerprint(HF_REC_HOLD));
@@ -327,6 +345,7 @@ static void wire_hold(wire_t *w, const char *reservation_id, const char *sku)
     wire_string(w, sku);
     wire_long(w, 5);
     wire_long(w, 0);
+    wire_hold_tail(w);
 }
 
 /* ---- maximal records, generated from the descriptor tables */
@@ -462,7 +481,11 @@ static void test_canonical_form_of_hold_drops_docs_and_defaults(void **state)
         "{\"name\":\"holdfast.Hold\",\"type\":\"record\",\"fields\":["
         "{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"attempt\",\"type\":\"int\"},"
         "{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},"
-        "{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"issued_at_ms\",\"type\":\"long\"}]}");
+        "{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"issued_at_ms\",\"type\":\"long\"},"
+        "{\"name\":\"answer_reserve\",\"type\":\"boolean\"},"
+        "{\"name\":\"idempotency_key\",\"type\":\"string\"},"
+        "{\"name\":\"reply_to\",\"type\":\"string\"},"
+        "{\"name\":\"expires_at_ms\",\"type\":\"long\"}]}");
 }
 
 /* ---- round trips */
@@ -564,6 +587,9 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
     decode_ok(py_hold_v1, sizeof py_hold_v1, &got);
     py_hold_record(&want);
     want.u.hold.issued_at_ms = 0; /* Hold.avsc: "default": 0 */
+    want.u.hold.answer_reserve = false; /* and the fields after it: theirs */
+    memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
+    want.u.hold.expires_at_ms = 0;
     assert_int_equal(got.type, HF_REC_HOLD);
     assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 
@@ -572,8 +598,24 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
                      HF_OK);
     assert_string_equal(json, "{\"type\":\"Hold\",\"reservation_id\":\"r-1\",\"attempt\":2,"
                               "\"warehouse_id\":\"w1\",\"sku\":\"sku-1\",\"qty\":5,"
-                              "\"issued_at_ms\":0}");
+                              "\"issued_at_ms\":0,\"answer_reserve\":false,"
+                              "\"idempotency_key\":\"\",\"reply_to\":\"\",\"expires_at_ms\":0}");
     free(json);
+}
+
+/* A Hold written before the counter could answer a Reserve (Hold v2, as Python
+ * wrote it) reads as one that does not ask it to: the gateway answers. */
+static void test_older_hold_without_answer_reserve_is_answered_by_the_gateway(void **state)
+{
+    static hf_record_t got, want;
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_hold_v2, sizeof py_hold_v2, &got);
+    py_hold_record(&want);
+    want.u.hold.answer_reserve = false;
+    memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
+    want.u.hold.expires_at_ms = 0;
+    assert_int_equal(got.type, HF_REC_HOLD);
+    assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 }
 
 static void test_older_reservation_state_reads_with_no_rebook(void **state)
@@ -732,7 +774,7 @@ static void test_older_int_statuses_read_as_the_enums(void **state)
     static hf_record_t again;
     size_t len = 0;
     assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
-    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0x3d65a09fbc677a92ULL);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xe461cd862a0ef45aULL);
     decode_ok(buf, len, &again);
     assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
                         sizeof again.u.reservation_state);
@@ -917,6 +959,7 @@ static void test_decode_rejects_strings_beyond_their_bound(void **state)
     w.n += 3;
     wire_long(&w, 5);
     wire_long(&w, 0);
+    wire_hold_tail(&w);
     expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Hold.sku");
 }
 
@@ -1187,6 +1230,7 @@ int main(void)
         cmocka_unit_test(test_python_bytes_decode_to_the_records_python_wrote),
         cmocka_unit_test(test_our_bytes_equal_the_bytes_python_wrote),
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
+        cmocka_unit_test(test_older_hold_without_answer_reserve_is_answered_by_the_gateway),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),

@@ -1840,6 +1840,81 @@ static void test_random_commands_match_an_independent_model(void **state)
                      hf_outcome_name(reached[i]));
 }
 
+/* ---- two hops: a hold that answers its Reserve (Hold.answer_reserve) */
+
+static hf_record_t answering_hold(const char *rid, const char *reply_to, int64_t qty)
+{
+    hf_record_t r = hold_rec(rid, 0, "W1", "S1", qty);
+    r.u.hold.answer_reserve = true;
+    snprintf(r.u.hold.idempotency_key, sizeof r.u.hold.idempotency_key, "cart-%s", rid);
+    snprintf(r.u.hold.reply_to, sizeof r.u.hold.reply_to, "%s", reply_to);
+    r.u.hold.expires_at_ms = 1700000900000LL;
+    return r;
+}
+
+static void test_a_hold_that_answers_its_reserve_emits_held_and_the_ledger_event_with_it(
+    void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "W1", "S1", 10, 1);
+    size_t before = fx->emits_count;
+    hf_record_t h = answering_hold("a1", "holdfast.replies.shop-7", 3);
+    assert_int_equal(fx_apply(fx, &h), HF_OK);
+    assert_int_equal(fx->emits_count, before + 3); /* reply, ledger event, result */
+    const hf_reply_t *reply = NULL;
+    const hf_ledger_event_t *held = NULL;
+    const hf_counter_result_t *result = NULL;
+    for (size_t i = before; i < fx->emits_count; i++) {
+        const fake_stage_emit_t *e = &fx->emits[i];
+        if (e->rec.type == HF_REC_REPLY) {
+            assert_string_equal(e->topic, "holdfast.replies.shop-7");
+            reply = &e->rec.u.reply;
+        } else if (e->rec.type == HF_REC_LEDGER_EVENT) {
+            assert_int_equal(e->topic_id, HF_T_LEDGER);
+            held = &e->rec.u.ledger_event;
+        } else {
+            result = &e->rec.u.counter_result;
+        }
+        assert_int_equal(e->key_len, 2);
+        assert_memory_equal(e->key, "a1", 2); /* all keyed by the reservation */
+    }
+    assert_non_null(reply);
+    assert_non_null(held);
+    assert_non_null(result);
+    assert_int_equal(reply->outcome, HF_REPLY_HELD);
+    assert_string_equal(reply->idempotency_key, "cart-a1");
+    assert_int_equal(reply->allocations_count, 1);
+    assert_string_equal(reply->allocations[0].warehouse_id, "W1");
+    assert_int_equal(reply->allocations[0].qty, 3);
+    assert_int_equal(reply->expires_at_ms, 1700000900000LL);
+    assert_int_equal(held->kind, HF_LEDGER_HELD);
+    assert_int_equal(held->lines_count, 1);
+    assert_int_equal(held->lines[0].qty, 3);
+    assert_int_equal(held->expires_at_ms, 1700000900000LL);
+    assert_int_equal(result->outcome, HF_OUTCOME_OK);
+    expect_counter(fx, "W1", "S1", 10, 3, 0, 0);
+}
+
+static void test_a_refused_or_repeated_answering_hold_emits_only_its_result(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "W1", "S1", 2, 1);
+    hf_record_t h = answering_hold("a2", "", 1);
+    size_t before = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &h), HF_OK);
+    assert_int_equal(fx->emits_count, before + 3);
+    assert_string_equal(fx->emits[before].topic, "holdfast.replies"); /* the default topic */
+    fx_end_batch(fx);
+    /* The gateway asks again (a lost result): the first answer stands, once. */
+    hf_counter_result_t again = fx_one_result(fx, &h);
+    assert_int_equal(again.outcome, HF_OUTCOME_OK);
+    /* One that does not fit is the gateway's to answer: it routes again. */
+    hf_record_t big = answering_hold("a3", "", 5);
+    hf_counter_result_t refused = fx_one_result(fx, &big);
+    assert_int_equal(refused.outcome, HF_OUTCOME_INSUFFICIENT);
+    expect_counter(fx, "W1", "S1", 2, 1, 0, 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -1856,6 +1931,8 @@ int main(void)
         T(test_hold_on_a_pair_never_stocked_is_insufficient_with_zero),
         T(test_hold_of_exactly_available_succeeds_and_one_more_unit_fails),
         T(test_repeated_ok_hold_reemits_original_answer_without_reserving_again),
+        T(test_a_hold_that_answers_its_reserve_emits_held_and_the_ledger_event_with_it),
+        T(test_a_refused_or_repeated_answering_hold_emits_only_its_result),
         T(test_repeated_insufficient_hold_reemits_insufficient_even_after_restock),
         T(test_new_attempt_of_a_reservation_is_a_new_hold),
         T(test_invalid_hold_is_rejected_without_writing),

@@ -2603,6 +2603,206 @@ static void test_extension_is_capped_at_the_max_total_hold_time(void **state)
     assert_int_equal(call(fx, &x4).outcome, HF_REPLY_EXPIRED);
 }
 
+/* ======================================================================
+ * Two hops: the counter answers a reservation its one hold covers (park.c)
+ * ====================================================================== */
+
+/* A single-line reserve routed whole to one warehouse, with counter answers
+ * on; returns where its emits started. */
+static size_t reserve_answered_by_counter(stage_ctx_t *fx, const char *rid, int64_t qty)
+{
+    fx->user->env.counter_answers = true;
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec(rid, "k", "SKU-A", qty, 60000);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    return from;
+}
+
+static void test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent(
+    void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    size_t from = reserve_answered_by_counter(fx, "c1", 2);
+    assert_int_equal(replies_since(fx, from), 0);
+    hf_hold_t h = nth_hold(fx, from, 0);
+    assert_true(h.answer_reserve);
+    assert_string_equal(h.idempotency_key, "k");
+    assert_string_equal(h.reply_to, "");
+    assert_int_equal(h.expires_at_ms, T0 + 60000);
+    assert_true(load_rs(fx, "c1").counter_answers);
+    /* The result makes it HELD with the answer recorded, nothing said twice:
+     * the counter emitted the reply and the ledger's HELD event. */
+    size_t mid = fx->emits_count;
+    settle(fx);
+    hf_reservation_state_t rs = load_rs(fx, "c1");
+    assert_int_equal(rs.status, HF_RES_HELD);
+    assert_true(rs.reserve_replied);
+    assert_int_equal(rs.reserve_reply.outcome, HF_REPLY_HELD);
+    assert_int_equal(rs.reserve_reply.allocations_count, 1);
+    assert_int_equal(rs.reserve_reply.allocations[0].qty, 2);
+    assert_int_equal(rs.reserve_reply.expires_at_ms, T0 + 60000);
+    assert_int_equal(replies_since(fx, mid), 0);
+    assert_int_equal(ledger_total(fx, from, "c1"), 0);
+    /* A retry of the Reserve now gets that answer from the gateway. */
+    hf_record_t again = reserve_rec("c1", "k", "SKU-A", 2, 60000);
+    hf_reply_t rep = call(fx, &again);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_string_equal(rep.allocations[0].warehouse_id, h.warehouse_id);
+}
+
+static void test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it(
+    void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    size_t from = reserve_answered_by_counter(fx, "c2", 1);
+    counters_apply(fx); /* the counter held it and told the shopper; its result is on its way */
+    hf_record_t c = commit_rec("c2", "pay", "pay-2");
+    size_t before = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    assert_int_equal(replies_since(fx, before), 0); /* parked: not CONFLICT, not NOT_FOUND */
+    assert_int_equal(load_rs(fx, "c2").status, HF_RES_PENDING);
+    before = fx->emits_count;
+    deliver_results(fx); /* the result, and the parked commit in its transaction */
+    hf_reply_t rep = one_reply(fx, before);
+    assert_int_equal(rep.outcome, HF_REPLY_COMMITTED);
+    assert_string_equal(rep.idempotency_key, "pay");
+    assert_int_equal(commands_since(fx, before, HF_REC_COMMIT_HOLD), 1);
+    assert_int_equal(ledger_count(fx, from, "c2", HF_LEDGER_COMMITTED), 1);
+    assert_int_equal(ledger_count(fx, from, "c2", HF_LEDGER_HELD), 0); /* the counter's */
+    settle(fx);
+    assert_int_equal(load_rs(fx, "c2").status, HF_RES_COMMITTED);
+    assert_int_equal(committed_total(fx, "SKU-A"), 1);
+    /* The same webhook again: the stored answer, once. */
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+}
+
+static void test_requests_parked_before_the_counters_answer_are_applied_in_order(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_answered_by_counter(fx, "c3", 1);
+    counters_apply(fx);
+    hf_record_t retry = reserve_rec("c3", "k", "SKU-A", 1, 60000);
+    hf_record_t x = extend_rec("c3", "x", 30000);
+    hf_record_t rel = release_rec("c3", "rel");
+    size_t before = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &retry), HF_OK);
+    assert_int_equal(fx_apply(fx, &x), HF_OK);
+    assert_int_equal(fx_apply(fx, &rel), HF_OK);
+    assert_int_equal(replies_since(fx, before), 0);
+    deliver_results(fx);
+    /* In the order they came: the retry's HELD, the extension, the release. */
+    hf_reply_t got[3];
+    size_t n = 0;
+    for (size_t i = before; i < fx->emits_count && n < 3; i++)
+        if (fx->emits[i].topic_id == -1 && fx->emits[i].rec.type == HF_REC_REPLY)
+            got[n++] = fx->emits[i].rec.u.reply;
+    assert_int_equal(n, 3);
+    assert_int_equal(got[0].outcome, HF_REPLY_HELD);
+    assert_string_equal(got[0].idempotency_key, "k");
+    assert_int_equal(got[1].outcome, HF_REPLY_HELD);
+    assert_int_equal(got[1].expires_at_ms, T0 + 90000);
+    assert_int_equal(got[2].outcome, HF_REPLY_RELEASED);
+    assert_int_equal(replies_since(fx, before), 3);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "c3").status, HF_RES_RELEASED);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+static void test_past_the_parking_slots_a_commit_is_told_not_held_yet(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_answered_by_counter(fx, "c4", 1);
+    for (int i = 0; i < GW_PARKED_MAX; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "x%d", i);
+        hf_record_t x = extend_rec("c4", key, 1000);
+        size_t before = fx->emits_count;
+        assert_int_equal(fx_apply(fx, &x), HF_OK);
+        assert_int_equal(replies_since(fx, before), 0);
+    }
+    hf_record_t c = commit_rec("c4", "pay", "pay-4");
+    hf_reply_t rep = call(fx, &c);
+    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(rep.message, "not held yet"));
+    settle(fx);
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED); /* the client's retry */
+}
+
+static void test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_here(
+    void **state)
+{
+    stage_ctx_t *fx = *state;
+    static const int64_t view_says[6] = {5, 100, 100, 100, 100, 100};
+    stock(fx, "SKU-A", view_says, 6);
+    m_pair(fx, wh_table[0].id, "SKU-A")->available = 0; /* the view is behind: W1 is empty */
+    size_t from = reserve_answered_by_counter(fx, "c5", 3);
+    assert_string_equal(nth_hold(fx, from, 0).warehouse_id, wh_table[0].id);
+    hf_record_t early = commit_rec("c5", "pay", "pay-5");
+    counters_apply(fx);
+    assert_int_equal(fx_apply(fx, &early), HF_OK); /* parked until the refusal arrives */
+    settle(fx);
+    hf_reply_t rep;
+    size_t n = 0;
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].topic_id == -1 && fx->emits[i].rec.type == HF_REC_REPLY &&
+            strcmp(fx->emits[i].rec.u.reply.idempotency_key, "k") == 0) {
+            rep = fx->emits[i].rec.u.reply;
+            n++;
+        }
+    assert_int_equal(n, 1); /* the gateway answered, once, after re-routing */
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_string_not_equal(rep.allocations[0].warehouse_id, wh_table[0].id);
+    assert_int_equal(ledger_count(fx, from, "c5", HF_LEDGER_HELD), 1);
+    assert_false(nth_hold(fx, from, 1).answer_reserve); /* the re-route's hold */
+    /* The commit that came early was told the reservation was not held yet. */
+    assert_int_equal(call(fx, &early).outcome, HF_REPLY_COMMITTED);
+}
+
+static void test_a_multi_line_reserve_is_answered_by_the_gateway(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    stock(fx, "SKU-B", plenty, 6);
+    fx->user->env.counter_answers = true;
+    const char *skus[2] = {"SKU-A", "SKU-B"};
+    const int64_t qtys[2] = {1, 1};
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_lines("c6", "k", skus, qtys, 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    assert_false(nth_hold(fx, from, 0).answer_reserve);
+    assert_false(nth_hold(fx, from, 1).answer_reserve);
+    assert_false(load_rs(fx, "c6").counter_answers);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    assert_int_equal(ledger_count(fx, from, "c6", HF_LEDGER_HELD), 1);
+}
+
+static void test_a_reservation_its_counter_may_have_answered_is_never_rolled_back(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    size_t from = reserve_answered_by_counter(fx, "c7", 1);
+    for (int i = 0; i < 60; i++) { /* far past the rollback of an ordinary reserve */
+        fx->now_ms += 5000;
+        counters_apply(fx);
+        drop_results(fx);
+        fx_tick(fx);
+    }
+    assert_int_equal(load_rs(fx, "c7").status, HF_RES_PENDING);
+    assert_int_equal(replies_since(fx, from), 0);
+    assert_true(commands_since(fx, from, HF_REC_HOLD) > 1 + HF_RESULT_RETRIES_MAX);
+    assert_true(nth_hold(fx, from, 3).answer_reserve); /* a resend asks the same */
+    fx->now_ms += 60000; /* the counter is back: the next repeat's result arrives */
+    fx_tick(fx);
+    settle(fx);
+    assert_int_equal(load_rs(fx, "c7").status, HF_RES_HELD);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -2655,6 +2855,13 @@ int main(void)
         T(test_release_of_pending_releases_what_was_asked_and_answers_the_reserve_once),
         T(test_release_of_held_gives_the_holds_back_with_a_released_ledger_event),
         T(test_the_prologue_checks_key_then_reply_to_then_body_then_the_reservation),
+        T(test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent),
+        T(test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it),
+        T(test_requests_parked_before_the_counters_answer_are_applied_in_order),
+        T(test_past_the_parking_slots_a_commit_is_told_not_held_yet),
+        T(test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_here),
+        T(test_a_multi_line_reserve_is_answered_by_the_gateway),
+        T(test_a_reservation_its_counter_may_have_answered_is_never_rolled_back),
         T(test_a_retried_commit_is_answered_from_its_record_without_loading),
         T(test_another_body_under_a_used_key_is_conflict_for_every_request_kind),
         T(test_sweeper_expires_due_reservations_with_release_holds_and_an_expired_event),
