@@ -7,7 +7,7 @@
 set -euo pipefail
 
 declare -A why=(
-  [build]="compile and unit-test the processor; fetch (npm) and build the pinned librdkafka (tools/librdkafka.sh)"
+  [build]="compile and unit-test the processor; npm and -dev packages to build librdkafka (tools/librdkafka.sh)"
   [clang]="libFuzzer harnesses and sanitizer builds"
   [lint]="make format-check and make lint (valgrind: the callgrind client header bench_gateway_cpu.c includes, and make bench-gateway-cpu)"
   [kafka]="run the local Kafka broker from Maven Central jars"
