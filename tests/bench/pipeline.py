@@ -402,25 +402,40 @@ def reconcile(build, env_extra, path, quiescent):
     return verdict
 
 
-def broker_jmx_url():
-    """The local broker's JMX address (tools/kafka/kafka-up.sh opens it on loopback), or
-    BENCH_BROKER_JMX as host:port; None when neither is known."""
+def broker_jmx_url(broker):
+    """The broker's JMX address: BENCH_BROKER_JMX (host:port), else the loopback port
+    its command line opened (tools/kafka/kafka-up.sh does); None when it has none."""
     where = env("BENCH_BROKER_JMX", "")
     if not where:
         try:
-            where = "127.0.0.1:" + open(".cache/kafka/jmx.port").read().strip()
+            with open(f"/proc/{broker['pid']}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
         except OSError:
             return None
+        ports = [a.split("=", 1)[1] for a in args
+                 if a.startswith("-Dcom.sun.management.jmxremote.port=")]
+        if not ports:
+            return None
+        where = "127.0.0.1:" + ports[0]
     return f"service:jmx:rmi:///jndi/rmi://{where}/jmxrmi"
 
 
-def broker_requests():
+def kafka_libs(broker):
+    """The classpath of Kafka's own tools: BENCH_KAFKA_LIBS, the jars kafka-up.sh fetched,
+    or the broker's own classpath."""
+    libs = env("BENCH_KAFKA_LIBS", "")
+    if not libs:
+        libs = ".cache/kafka/libs/*" if os.path.isdir(".cache/kafka/libs") else broker["classpath"]
+    return libs if libs and shutil.which("java") else None
+
+
+def broker_requests(broker):
     """The broker's request counts by type (kafka.network RequestMetrics RequestsPerSec,
     summed over versions) and its own timestamp, read with Kafka's JmxTool: the broker
     pays per request, so these say where its CPU goes. None without JMX."""
-    url = broker_jmx_url()
-    libs = ".cache/kafka/libs/*"
-    if not url or not os.path.isdir(".cache/kafka/libs") or not shutil.which("java"):
+    url = broker_jmx_url(broker)
+    libs = kafka_libs(broker)
+    if not url or not libs:
         return None
     try:
         r = subprocess.run(["java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", libs,
@@ -582,12 +597,12 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
         w0, w1 = t_load + seconds * 0.25, t_load + max(seconds * 0.75, seconds * 0.25 + 1)
         time.sleep(max(0, w0 - time.time() - 1))
         # JmxTool's JVM runs outside the CPU window: before a, after b.
-        q0 = broker_requests()
+        q0 = broker_requests(broker)
         time.sleep(max(0, w0 - time.time()))
         a = window_sample(ids)
         time.sleep(max(0, w1 - time.time()))
         b = window_sample(ids)
-        q1 = broker_requests()
+        q1 = broker_requests(broker)
         run["window"] = cpu_window(a, b, ids)
         run["window"]["broker_requests"] = requests_per_s(q0, q1, rate)
         rc = bench.p.wait(seconds + TTL_MS / 1000 + 600)
@@ -725,10 +740,8 @@ def one_line(run):
 def ceiling(broker, record_bytes, seconds, work_root):
     """ProducerPerformance, transactional (20 ms transactions), acks=all, 8 partitions,
     on a fresh topic; broker CPU and records over the middle of its run."""
-    libs = env("BENCH_KAFKA_LIBS", "")
+    libs = kafka_libs(broker)
     if not libs:
-        libs = ".cache/kafka/libs/*" if os.path.isdir(".cache/kafka/libs") else broker["classpath"]
-    if not libs or not shutil.which("java"):
         return {"error": "no Kafka jars (BENCH_KAFKA_LIBS) or no java"}
     prefix = f"pb{os.getpid()}-ceiling."
     topic = prefix + "perf"
