@@ -243,11 +243,18 @@ $(BUILD)/pipeline-topics: $(BUILD)/obj/tests/bench/pipeline_topics.o $(BUILD)/li
 bench-pipeline: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/pipeline.py
 
-# A flash sale on a large doorbuster (20,000 shoppers in 2 s for 5,000 units by default),
-# direct against escrow alternating, reconcile after each (tests/bench/flash_sale.py).
+# A flash sale on a large doorbuster (20,000 shoppers in 2 s for 5,000 units by default):
+# the default config, direct and escrow pinned, builds compared (BENCH_BUILDS), alternating;
+# BENCH_COLD=1 adds a default run per build on a restarted local broker (tests/bench/flash_sale.py).
 .PHONY: bench-flash
 bench-flash: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/flash_sale.py
+
+# 40 concurrent one-unit reserves against 100 units on a warm broker, BENCH_ROUNDS rounds on
+# the same topics: HELD / BUSY / REJECTED and latency per round (tests/bench/burst.py).
+.PHONY: bench-burst
+bench-burst: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/burst.py
 
 # One hot pair (BENCH_HOT_WAREHOUSES=5: one SKU over 5 warehouses), direct against
 # escrow side by side in one run: the same build, escrow_skus set for "escrow" only

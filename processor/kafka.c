@@ -964,7 +964,10 @@ static bool watermark_error_transient(rd_kafka_resp_err_t kerr)
            kerr == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
            kerr == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
            kerr == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH || kerr == RD_KAFKA_RESP_ERR__TIMED_OUT ||
-           kerr == RD_KAFKA_RESP_ERR__TRANSPORT || kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+           kerr == RD_KAFKA_RESP_ERR__TRANSPORT || kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+           /* librdkafka 2.12 fails a request in flight to a broker that left the
+            * cluster's metadata with this one; the next leader answers. */
+           kerr == RD_KAFKA_RESP_ERR__DESTROY_BROKER;
 }
 
 /* The log start and end of topic/partition within timeout_ms (as seen by rk's
