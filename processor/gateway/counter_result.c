@@ -66,7 +66,9 @@ static int on_hold_result(stage_ctx_t *ctx, hf_reservation_state_t *rs, int32_t 
     bool held = end == GW_SAGA_HELD;
     if (gw_is_rebook(rs))
         return held ? gw_rebook_held(ctx, rs) : gw_rebook_refund(ctx, rs, why);
-    return held ? gw_saga_hold(ctx, rs) : gw_saga_reject(ctx, rs, why);
+    /* The counter stamped its answer with the time it applied the hold. */
+    int64_t answered_at_ms = r->applied_at_ms > 0 ? r->applied_at_ms : stage_now_ms(ctx);
+    return held ? gw_saga_hold(ctx, rs, answered_at_ms) : gw_saga_reject(ctx, rs, why);
 }
 
 /* The sale of a COMMITTED reservation is undone by a revoked hold (see the top

@@ -333,7 +333,9 @@ typedef struct {
     const gw_asker_t *asker;       /* answer this request, reply kept under its key */
     hf_reply_outcome_t outcome;    /* ... with this */
     const char *message;
-    bool reserve_told;             /* its counter told the shopper (park.c): record, emit nothing */
+    /* > 0: rs's counter told the shopper at this time (park.c): the answer is
+     * recorded as told, with that time, and not emitted again */
+    int64_t reserve_told_at_ms;
     bool ledger; /* emit a ledger event of rs */
     hf_ledger_kind_t ledger_kind;
     const char *ledger_reason;
@@ -472,7 +474,7 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
                    size_t why_size) HF_MUST_CHECK;
 /* Ends a PENDING reservation's saga: HELD (answered, ledger, expiry armed), or
  * REJECTED_INSUFFICIENT for why (its holds rolled back). */
-int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs) HF_MUST_CHECK;
+int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t answered_at_ms) HF_MUST_CHECK;
 int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why) HF_MUST_CHECK;
 
 /* ---- load shedding (shed.c) */

@@ -107,6 +107,8 @@ int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end)
     hf_reply_t reserve_reply, reply;
     if (end->reserve)
         reserve_answer(ctx, rs, end->reserve_outcome, end->reserve_message, &reserve_reply);
+    if (end->reserve && end->reserve_told_at_ms > 0) /* a retry gets what was sent */
+        rs->reserve_reply.replied_at_ms = end->reserve_told_at_ms;
     int err = end->store ? gw_store(ctx, rs) : HF_OK;
     if (!err && end->refund_payment_id)
         err = gw_flag_refund(ctx, rs, end->refund_payment_id, NULL);
@@ -115,7 +117,7 @@ int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end)
                    &reply);
         err = gw_idem_store(ctx, end->asker, &reply);
     }
-    if (!err && end->reserve && !end->reserve_told)
+    if (!err && end->reserve && end->reserve_told_at_ms <= 0)
         err = gw_emit_reply(ctx, rs->reply_to, &reserve_reply);
     if (!err && end->asker)
         err = gw_emit_reply(ctx, end->asker->reply_to, &reply);

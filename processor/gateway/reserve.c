@@ -73,7 +73,7 @@ static int hold_now(stage_ctx_t *ctx, hf_reservation_state_t *rs)
     char why[HF_TEXT_LEN_MAX + 1];
     int err = gw_saga_settle(ctx, rs, &end, why, sizeof why);
     hf_assert(err || end == GW_SAGA_HELD); /* every line held in full */
-    return err ? err : gw_saga_hold(ctx, rs);
+    return err ? err : gw_saga_hold(ctx, rs, stage_now_ms(ctx));
 }
 
 int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec)

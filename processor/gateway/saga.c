@@ -230,7 +230,7 @@ int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why
                               .ledger_reason = why});
 }
 
-int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
+int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t answered_at_ms)
 {
     /* Every result is in: the lost-result timer of this round is stale. */
     int err = rs->result_deadline_ms == 0
@@ -240,15 +240,17 @@ int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs)
         return err;
     rs->status = HF_RES_HELD;
     rs->result_deadline_ms = 0;
-    /* Told by its counter (park.c): the reply and the ledger's HELD event went
-     * out with the hold; the answer is only recorded here, for retries. */
+    /* Told by its counter (park.c) at answered_at_ms, when it applied the hold:
+     * the reply and the ledger's HELD event went out with the hold; the answer
+     * is only recorded here, for retries. */
     bool told = gw_counter_told(rs);
+    hf_assert(!told || answered_at_ms > 0);
     err = gw_end(ctx, rs,
                  &(gw_end_t){.store = true,
                              .reserve = true,
                              .reserve_outcome = HF_REPLY_HELD,
                              .reserve_message = "",
-                             .reserve_told = told,
+                             .reserve_told_at_ms = told ? answered_at_ms : 0,
                              .ledger = !told,
                              .ledger_kind = HF_LEDGER_HELD,
                              .ledger_reason = ""});

@@ -251,21 +251,22 @@ static void test_a_reserves_trace_reaches_every_hop_with_a_span_per_hop(void **s
         fail_msg("client_call_traced: %s", errstr);
     assert_int_equal(rep.outcome, HF_REPLY_HELD);
 
-    /* request -> gateway -> Hold -> counter -> result -> gateway -> reply, ledger */
+    /* request -> gateway -> Hold -> counter -> result, and (one hold covers
+     * it: the counter answers) the reply and the ledger event */
     find_t hold = find(HF_T_COUNTER_COMMANDS, HF_REC_HOLD, "rt1", NULL, 0);
     find_t result = find(HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, "rt1", NULL, HF_CMD_HOLD);
     find_t reply = find(HF_T_REPLIES, HF_REC_REPLY, "rt1", "k1", 0);
     find_t held = find(HF_T_LEDGER, HF_REC_LEDGER_EVENT, "rt1", NULL, HF_LEDGER_HELD);
-    char gw1[17], ctr[17], gw2[17];
+    char gw1[17], ctr[17], ans[17];
     assert_traced(&hold, "Hold command", TID1, PID1);
     parent_hex(&hold, gw1);
     assert_traced(&result, "counter result", TID1, gw1);
     parent_hex(&result, ctr);
-    assert_traced(&reply, "reply", TID1, ctr);
-    assert_traced(&held, "ledger HELD", TID1, ctr);
-    parent_hex(&reply, gw2);
-    assert_string_not_equal(gw2, gw1); /* the gateway's second hop is a new span */
-    assert_string_not_equal(gw2, PID1);
+    assert_traced(&reply, "reply", TID1, gw1);
+    assert_traced(&held, "ledger HELD", TID1, gw1);
+    parent_hex(&reply, ans);
+    assert_string_equal(ans, ctr); /* the counter's hop answered: its span */
+    assert_string_not_equal(ans, PID1);
     /* Reply and ledger event come from the same hop: the same span. */
     assert_memory_equal(reply.tc.parent_id, held.tc.parent_id, sizeof reply.tc.parent_id);
 

@@ -2634,6 +2634,9 @@ static void test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_s
     /* The result makes it HELD with the answer recorded, nothing said twice:
      * the counter emitted the reply and the ledger's HELD event. */
     size_t mid = fx->emits_count;
+    fx->now_ms += 7; /* the counter holds, and answers, then */
+    counters_apply(fx);
+    fx->now_ms += 13; /* the gateway takes the result later */
     settle(fx);
     hf_reservation_state_t rs = load_rs(fx, "c1");
     assert_int_equal(rs.status, HF_RES_HELD);
@@ -2649,6 +2652,7 @@ static void test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_s
     hf_reply_t rep = call(fx, &again);
     assert_int_equal(rep.outcome, HF_REPLY_HELD);
     assert_string_equal(rep.allocations[0].warehouse_id, h.warehouse_id);
+    assert_int_equal(rep.replied_at_ms, T0 + 7); /* as the counter's reply said */
 }
 
 static void test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it(
