@@ -86,7 +86,7 @@ typedef struct hf_config {
     /* 1: a reservation one hold covers is answered by that hold's counter (two
      * hops: gateway, counter); 0: always by the gateway (three). */
     int reserve_answer_from_counter;
-    int view_stale_max_ms;                 /* beyond it routing degrades to the nearest warehouse */
+    int view_stale_max_ms; /* beyond it routing degrades to the nearest warehouse */
     /* Load shedding (processor/gateway/shed.c): a Reserve that waited longer
      * than reserve_deadline_ms is answered BUSY (0: nothing is ever shed), and
      * so are new reserves while a partition's least wait over

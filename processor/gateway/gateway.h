@@ -474,7 +474,8 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
                    size_t why_size) HF_MUST_CHECK;
 /* Ends a PENDING reservation's saga: HELD (answered, ledger, expiry armed), or
  * REJECTED_INSUFFICIENT for why (its holds rolled back). */
-int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t answered_at_ms) HF_MUST_CHECK;
+int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs,
+                 int64_t answered_at_ms) HF_MUST_CHECK;
 int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why) HF_MUST_CHECK;
 
 /* ---- load shedding (shed.c) */

@@ -130,8 +130,8 @@ static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)
  * first answer, whatever the reservation became since), nothing while PENDING
  * — but a retry its counter may have answered waits for that answer (park.c),
  * so it gets the stored reply then. */
-static int reserve_retry(stage_ctx_t *ctx, const hf_record_t *rec,
-                         const hf_reservation_state_t *rs, const gw_asker_t *a)
+static int reserve_retry(stage_ctx_t *ctx, const hf_record_t *rec, const hf_reservation_state_t *rs,
+                         const gw_asker_t *a)
 {
     if (gw_counter_awaited(rs)) {
         bool parked = false;

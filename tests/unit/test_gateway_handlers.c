@@ -2618,8 +2618,8 @@ static size_t reserve_answered_by_counter(stage_ctx_t *fx, const char *rid, int6
     return from;
 }
 
-static void test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent(
-    void **state)
+static void
+test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent(void **state)
 {
     stage_ctx_t *fx = *state;
     stock(fx, "SKU-A", plenty, 6);
@@ -2655,8 +2655,7 @@ static void test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_s
     assert_int_equal(rep.replied_at_ms, T0 + 7); /* as the counter's reply said */
 }
 
-static void test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it(
-    void **state)
+static void test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it(void **state)
 {
     stage_ctx_t *fx = *state;
     stock(fx, "SKU-A", plenty, 6);
@@ -2736,8 +2735,8 @@ static void test_past_the_parking_slots_a_commit_is_told_not_held_yet(void **sta
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED); /* the client's retry */
 }
 
-static void test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_here(
-    void **state)
+static void
+test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_here(void **state)
 {
     stage_ctx_t *fx = *state;
     static const int64_t view_says[6] = {5, 100, 100, 100, 100, 100};
