@@ -265,7 +265,7 @@ bench-hot: deps-check release $(BUILD)/pipeline-topics
 	@BENCH_SKUS=1 BENCH_PER_SKU=$${BENCH_HOT_WAREHOUSES:-1} BENCH_STOCK=$${BENCH_STOCK:-1000000} \
 	  BENCH_RATES="$${BENCH_RATES:-500 1000 2000 4000 8000}" BENCH_OVERLOAD_SECONDS=$${BENCH_OVERLOAD_SECONDS:-0} \
 	  BENCH_BUILDS="direct=$(BUILD)/holdfast direct-unpaced=$(BUILD)/holdfast escrow=$(BUILD)/holdfast" \
-	  BENCH_BUILD_CONFIG='{"direct-unpaced": {"counter_txn_period_max_ms": 0, "gateway_txn_period_max_ms": 0}, "escrow": {"escrow_skus": "SKU-00000"}}' \
+	  BENCH_BUILD_CONFIG='{"direct": {"escrow_auto_reserves_s": 0}, "direct-unpaced": {"escrow_auto_reserves_s": 0, "counter_txn_period_max_ms": 0, "gateway_txn_period_max_ms": 0}, "escrow": {"escrow_skus": "SKU-00000"}}' \
 	  python3 tests/bench/pipeline.py
 
 # The pipeline on a large catalog next to a 10,000-SKU one (tests/bench/scale.py):
