@@ -4,6 +4,7 @@
  * in gw_request.c, gw_answer.c, gw_emit.c and gw_state.c (gateway.h). */
 #include "config.h"
 #include "gateway.h"
+#include "hf_assert.h"
 #include "topics.h"
 
 static const hf_topic_id_t gateway_inputs[] = {HF_T_REQUESTS, HF_T_COUNTER_RESULTS};
@@ -24,7 +25,7 @@ static const stage_handler_t gateway_handlers[] = {
 
 /* Requests parked while a counter's answer was on its way (park.c) are applied
  * as soon as the result that brings it is: through the table, in the order
- * they came, in this transaction. */
+ * they came, in this transaction. Only a Hold's result can bring it. */
 static int apply_parked(stage_ctx_t *ctx, const char *reservation_id)
 {
     hf_reservation_state_t rs;
@@ -37,11 +38,13 @@ static int apply_parked(stage_ctx_t *ctx, const char *reservation_id)
         err = gw_unpark(ctx, reservation_id, slot, &parked, &found);
         if (err || !found)
             break;
-        err = HF_ERR_INVAL;
+        const stage_handler_t *row = NULL;
         for (size_t i = 0; i < sizeof gateway_handlers / sizeof gateway_handlers[0]; i++)
             if (gateway_handlers[i].topic == HF_T_REQUESTS &&
                 gateway_handlers[i].type == parked.type)
-                err = gateway_handlers[i].handle(ctx, &parked);
+                row = &gateway_handlers[i];
+        hf_assert(row != NULL); /* only requests the prologue accepted are parked */
+        err = row->handle(ctx, &parked);
     }
     return err;
 }
@@ -49,7 +52,9 @@ static int apply_parked(stage_ctx_t *ctx, const char *reservation_id)
 static int on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     int err = gateway_on_counter_result(ctx, rec);
-    return err ? err : apply_parked(ctx, rec->u.counter_result.reservation_id);
+    if (err || rec->u.counter_result.command != HF_CMD_HOLD)
+        return err;
+    return apply_parked(ctx, rec->u.counter_result.reservation_id);
 }
 
 /* Time between two gateway transactions: the configured floor, and a period
