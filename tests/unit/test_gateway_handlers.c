@@ -2698,6 +2698,7 @@ static void test_requests_parked_before_the_counters_answer_are_applied_in_order
     deliver_results(fx);
     /* In the order they came: the retry's HELD, the extension, the release. */
     hf_reply_t got[3];
+    memset(got, 0, sizeof got);
     size_t n = 0;
     for (size_t i = before; i < fx->emits_count && n < 3; i++)
         if (fx->emits[i].topic_id == -1 && fx->emits[i].rec.type == HF_REC_REPLY)
@@ -2748,7 +2749,7 @@ test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_her
     counters_apply(fx);
     assert_int_equal(fx_apply(fx, &early), HF_OK); /* parked until the refusal arrives */
     settle(fx);
-    hf_reply_t rep;
+    hf_reply_t rep = {0};
     size_t n = 0;
     for (size_t i = from; i < fx->emits_count; i++)
         if (fx->emits[i].topic_id == -1 && fx->emits[i].rec.type == HF_REC_REPLY &&
