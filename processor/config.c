@@ -40,6 +40,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->aggregator_commit_interval_ms = 100;
     cfg->counter_commit_interval_ms = 3;
     cfg->gateway_commit_interval_ms = 3;
+    cfg->txn_gap_pct = 0;
     cfg->counter_txn_period_max_ms = 25;
     cfg->counter_txn_period_full_records_s = 6000;
     cfg->gateway_txn_period_max_ms = 25;
@@ -173,6 +174,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(aggregator_commit_interval_ms, 0, 5000),
     INT_FIELD(counter_commit_interval_ms, 0, 1000),
     INT_FIELD(gateway_commit_interval_ms, 0, 1000),
+    INT_FIELD(txn_gap_pct, 0, 1000),
     INT_FIELD(counter_txn_period_max_ms, 0, 1000),
     INT_FIELD(counter_txn_period_full_records_s, 2, 10000000),
     INT_FIELD(gateway_txn_period_max_ms, 0, 1000),

@@ -66,6 +66,9 @@ typedef struct hf_config {
     int gateway_commit_interval_ms;    /* ... gateway transactions (0: none) */
     /* Under load a stage starts a transaction at most every *_txn_period_max_ms
      * (pacing.h), reached at *_txn_period_full_records_s input records/s. */
+    /* A counter or gateway transaction waits at least this percent of how long
+     * the last one took before it starts (0: only the intervals above). */
+    int txn_gap_pct;
     int counter_txn_period_max_ms;
     int counter_txn_period_full_records_s;
     int gateway_txn_period_max_ms;

@@ -23,7 +23,7 @@ static int period_for_rate(const pacing_conf_t *c, double rate_records_s)
 
 void pacing_init(pacing_t *p, const pacing_conf_t *conf)
 {
-    hf_assert(conf->floor_ms >= 0 && conf->period_max_ms >= 0);
+    hf_assert(conf->floor_ms >= 0 && conf->period_max_ms >= 0 && conf->gap_pct >= 0);
     hf_assert(conf->period_max_ms == 0 || conf->full_records_s >= 2);
     p->conf = *conf;
     p->window_start_ms = -1;
@@ -59,7 +59,13 @@ void pacing_observe(pacing_t *p, int64_t now_ms, int64_t records)
 
 int64_t pacing_ready_at_ms(const pacing_t *p, int64_t last_begin_ms, int64_t last_commit_end_ms)
 {
-    int64_t after_floor = last_commit_end_ms + p->conf.floor_ms;
+    int64_t floor_ms = p->conf.floor_ms;
+    if (p->conf.gap_pct > 0 && last_begin_ms > 0 && last_commit_end_ms > last_begin_ms) {
+        int64_t gap_ms = (last_commit_end_ms - last_begin_ms) * p->conf.gap_pct / 100;
+        gap_ms = gap_ms < PACING_GAP_MAX_MS ? gap_ms : PACING_GAP_MAX_MS;
+        floor_ms = gap_ms > floor_ms ? gap_ms : floor_ms;
+    }
+    int64_t after_floor = last_commit_end_ms + floor_ms;
     int64_t after_period = last_begin_ms + p->period_ms;
     return after_floor > after_period ? after_floor : after_period;
 }
@@ -71,7 +77,9 @@ int pacing_period_ms(const pacing_t *p)
 
 int pacing_wait_max_ms(const pacing_t *p)
 {
-    return p->conf.floor_ms + p->conf.period_max_ms;
+    int floor_ms = p->conf.gap_pct > 0 && PACING_GAP_MAX_MS > p->conf.floor_ms ? PACING_GAP_MAX_MS
+                                                                               : p->conf.floor_ms;
+    return floor_ms + p->conf.period_max_ms;
 }
 
 double pacing_rate_records_s(const pacing_t *p)

@@ -31,8 +31,15 @@
 
 enum { PACING_WINDOW_MS = 500 };
 
+/* The longest gap the last transaction's own duration may ask for (gap_pct). */
+enum { PACING_GAP_MAX_MS = 50 };
+
 typedef struct {
-    int floor_ms;       /* from a commit's end to the next transaction (0: none) */
+    int floor_ms; /* from a commit's end to the next transaction (0: none) */
+    /* ... and at least gap_pct % of how long the last transaction took, up to
+     * PACING_GAP_MAX_MS (0: none): the window follows the measured commit time,
+     * so a slow broker is asked for fewer, larger transactions. */
+    int gap_pct;
     int period_max_ms;  /* the longest period load brings (0: none) */
     int full_records_s; /* input records/s at which the whole period_max_ms applies */
 } pacing_conf_t;
@@ -54,7 +61,8 @@ void pacing_observe(pacing_t *p, int64_t now_ms, int64_t records);
 int64_t pacing_ready_at_ms(const pacing_t *p, int64_t last_begin_ms, int64_t last_commit_end_ms);
 /* The current period (0 at low load). */
 int pacing_period_ms(const pacing_t *p);
-/* The longest wait pacing can ask for: floor_ms + period_max_ms. */
+/* The longest wait pacing can ask for: the larger floor (floor_ms, or the gap's
+ * bound when gap_pct is set) + period_max_ms. */
 int pacing_wait_max_ms(const pacing_t *p);
 /* The smoothed input rate (records/s) the gap was derived from. */
 double pacing_rate_records_s(const pacing_t *p);

@@ -200,6 +200,7 @@ static int counter_reindex(stage_ctx_t *ctx, const char *key, size_t key_len,
 static void counter_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 {
     out->floor_ms = cfg->counter_commit_interval_ms;
+    out->gap_pct = cfg->txn_gap_pct;
     out->period_max_ms = cfg->counter_txn_period_max_ms;
     out->full_records_s = cfg->counter_txn_period_full_records_s;
 }

@@ -62,6 +62,7 @@ static int on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
 static void gateway_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 {
     out->floor_ms = cfg->gateway_commit_interval_ms;
+    out->gap_pct = cfg->txn_gap_pct;
     out->period_max_ms = cfg->gateway_txn_period_max_ms;
     out->full_records_s = cfg->gateway_txn_period_full_records_s;
 }

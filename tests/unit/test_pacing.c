@@ -126,6 +126,26 @@ static void test_off_and_clock_step_back(void **state)
     assert_int_equal(pacing_period_ms(&p), 40);
 }
 
+static void test_the_gap_follows_the_last_transactions_duration(void **state)
+{
+    (void)state;
+    pacing_t p;
+    const pacing_conf_t gap = {.floor_ms = 3, .gap_pct = 100};
+    pacing_init(&p, &gap);
+    /* A 9 ms transaction (begin 1000, commit ended 1009): the next waits 9 ms. */
+    assert_int_equal(pacing_ready_at_ms(&p, 1000, 1009), 1018);
+    /* A 2 ms one: the floor is the larger. */
+    assert_int_equal(pacing_ready_at_ms(&p, 1000, 1002), 1005);
+    /* A stalled one asks for no more than the bound. */
+    assert_int_equal(pacing_ready_at_ms(&p, 1000, 3000), 3000 + PACING_GAP_MAX_MS);
+    assert_int_equal(pacing_wait_max_ms(&p), PACING_GAP_MAX_MS);
+    /* Before the first transaction there is nothing to follow. */
+    assert_int_equal(pacing_ready_at_ms(&p, 0, 0), 3);
+    const pacing_conf_t half = {.floor_ms = 0, .gap_pct = 50};
+    pacing_init(&p, &half);
+    assert_int_equal(pacing_ready_at_ms(&p, 1000, 1010), 1015);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -135,6 +155,7 @@ int main(void)
         cmocka_unit_test(test_rate_is_smoothed_over_windows),
         cmocka_unit_test(test_idle_stage_drops_the_period),
         cmocka_unit_test(test_off_and_clock_step_back),
+        cmocka_unit_test(test_the_gap_follows_the_last_transactions_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
