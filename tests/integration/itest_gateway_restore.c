@@ -531,10 +531,13 @@ test_a_bulk_full_restore_of_the_gateway_builds_the_state_of_a_record_by_record_r
     assert_non_null(getcwd(cwd, sizeof cwd));
     /* reserve_deadline_ms 0: no reserve of a burst is shed (BUSY). One process
      * owns every partition, so there is nothing for a standby to follow; off to
-     * keep the runs to the restores under test. */
+     * keep the runs to the restores under test. escrow_auto_reserves_s 0: the
+     * burst's SKUs stay direct, so no allotment is returned by a tick after a
+     * restore (a write the comparison below would see). */
     snprintf(cfg, sizeof cfg,
              "{\"warehouses_file\": \"%s/%s\", \"result_timeout_ms\": 5000, "
-             "\"reserve_deadline_ms\": 0, \"standby_replicas\": 0, \"restore_run_mib\": 1}",
+             "\"reserve_deadline_ms\": 0, \"standby_replicas\": 0, \"restore_run_mib\": 1, "
+             "\"escrow_auto_reserves_s\": 0}",
              cwd, wpath);
     int64_t t_start = harness_now_ms();
     pid_t pid = harness_start_with(&h, INSTANCE, "counter,aggregator,gateway", cfg);
