@@ -494,14 +494,14 @@ static void test_the_shedding_settings_have_defaults_and_are_checked(void **stat
     char errstr[512] = "";
     config_defaults(&cfg);
     assert_int_equal(cfg.reserve_deadline_ms, 1000);
-    assert_int_equal(cfg.reserve_shed_target_ms, 50);
-    assert_int_equal(cfg.reserve_shed_interval_ms, 200);
+    assert_int_equal(cfg.reserve_shed_target_ms, 150);
+    assert_int_equal(cfg.reserve_shed_interval_ms, 500);
     assert_int_equal(config_check(&cfg, errstr, sizeof errstr), HF_OK);
     gateway_env_t env;
     assert_int_equal(gateway_env_configure(&cfg, &env, errstr, sizeof errstr), HF_OK);
     assert_int_equal(env.reserve_deadline_ms, 1000);
-    assert_int_equal(env.reserve_shed_target_ms, 50);
-    assert_int_equal(env.reserve_shed_interval_ms, 200);
+    assert_int_equal(env.reserve_shed_target_ms, 150);
+    assert_int_equal(env.reserve_shed_interval_ms, 500);
 
     assert_int_equal(load_config("{\"reserve_shed_target_ms\": 1000}", &cfg, errstr, sizeof errstr),
                      HF_ERR_CONFIG);
