@@ -79,6 +79,9 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Unanswered holds are asked again (same attempt: the counter dedups) at most
  * this many times before the reservation gives up and rolls back. */
 #define HF_RESULT_RETRIES_MAX           5
+/* Requests that wait for a counter's answer, per reservation (gateway park.c):
+ * a Commit, a Release, an Extend and a retried Reserve; one more is told BUSY. */
+#define HF_PARKED_MAX                   4
 /* The gateway waits result_timeout_ms x (1 + 2 + ... + (1 + HF_RESULT_RETRIES_MAX))
  * for a Hold's result before rolling back: this factor times the timeout. */
 #define HF_RESULT_WAIT_FACTOR           ((1 + HF_RESULT_RETRIES_MAX) * (2 + HF_RESULT_RETRIES_MAX) / 2)

@@ -25,6 +25,8 @@ static const framed_topic_t framed_topics[] = {
     {HF_T_AVAILABILITY, HF_REC_AVAILABILITY, "aggregator"},
     {HF_T_SIGNALS, HF_REC_SIGNAL, "aggregator"},
     {HF_T_LEDGER, HF_REC_LEDGER_EVENT, "gateway"},
+    /* A counter answers a reservation its one hold covers: the ledger's HELD event. */
+    {HF_T_LEDGER, HF_REC_LEDGER_EVENT, "counter"},
 };
 #define FRAMED_TOPICS_COUNT (sizeof framed_topics / sizeof framed_topics[0])
 
@@ -36,7 +38,16 @@ typedef struct {
 
 static registry_t *g_registry;
 static framing_out_t g_outs[FRAMED_TOPICS_COUNT];
+
 static size_t g_outs_count;
+
+static bool registered(hf_topic_id_t topic)
+{
+    for (size_t i = 0; i < g_outs_count; i++)
+        if (strcmp(g_outs[i].topic, topic_name(topic)) == 0)
+            return true;
+    return false;
+}
 
 static bool stage_listed(const char *stages, const char *name)
 {
@@ -83,7 +94,8 @@ int framing_start(const hf_config_t *cfg, bool registers, char *errstr, size_t e
         return HF_OK;
     char why[512];
     for (size_t i = 0; i < FRAMED_TOPICS_COUNT; i++) {
-        if (!stage_listed(cfg->stages, framed_topics[i].stage))
+        if (!stage_listed(cfg->stages, framed_topics[i].stage) ||
+            registered(framed_topics[i].topic))
             continue;
         if ((err = register_one(&framed_topics[i], why, sizeof why))) {
             snprintf(errstr, errstr_size,

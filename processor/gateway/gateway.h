@@ -299,9 +299,8 @@ int gw_on_misrouted(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
 
 /* ---- requests waiting for a counter's answer (park.c) */
 
-/* Requests parked per reservation at most: a client retrying faster than a
- * counter answers is told CONFLICT "not held yet" past it. */
-#define GW_PARKED_MAX 4
+/* Requests parked per reservation at most (HF_PARKED_MAX). */
+#define GW_PARKED_MAX HF_PARKED_MAX
 /* True while rs's Reserve may have been answered by its counter (first round,
  * one Hold with answer_reserve) and that hold's result has not arrived. */
 bool gw_counter_awaited(const hf_reservation_state_t *rs);

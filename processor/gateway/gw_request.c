@@ -126,6 +126,21 @@ static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)
     return gw_emit_reply(ctx, a->reply_to, &ir->reply);
 }
 
+/* A request for a reservation its counter may have answered, before that answer
+ * reached this gateway, waits for it (park.c). Past the slots it is told BUSY:
+ * nothing applied, nothing stored, so its retry with the same key is served —
+ * never an answer that could contradict the counter's. */
+static int park_or_busy(stage_ctx_t *ctx, const hf_record_t *rec, const gw_asker_t *a)
+{
+    bool parked = false;
+    int err = gw_park(ctx, rec, a->reservation_id, &parked);
+    if (err || parked)
+        return err;
+    return gw_reply_simple(ctx, a, HF_REPLY_BUSY,
+                           "busy: the reservation's answer is on its way from its counter; retry "
+                           "with the same idempotency key");
+}
+
 /* A retried Reserve of rs under its own key and body: the stored reply (the
  * first answer, whatever the reservation became since), nothing while PENDING
  * — but a retry its counter may have answered waits for that answer (park.c),
@@ -133,10 +148,8 @@ static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)
 static int reserve_retry(stage_ctx_t *ctx, const hf_record_t *rec, const hf_reservation_state_t *rs,
                          const gw_asker_t *a)
 {
-    if (gw_counter_awaited(rs)) {
-        bool parked = false;
-        return gw_park(ctx, rec, rs->reservation_id, &parked);
-    }
+    if (gw_counter_awaited(rs))
+        return park_or_busy(ctx, rec, a);
     if (rs->reserve_replied) {
         hf_reply_t reply = rs->reserve_reply;
         snprintf(reply.reservation_id, sizeof reply.reservation_id, "%s", rs->reservation_id);
@@ -211,10 +224,9 @@ int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req
     err = gw_load(ctx, a->reservation_id, &req->rs);
     if (err == HF_ERR_NOTFOUND)
         return gw_reply_simple(ctx, a, HF_REPLY_NOT_FOUND, "no such reservation");
-    bool parked = false;
     if (!err && gw_counter_awaited(&req->rs)) /* the shopper may hold HELD: wait for it */
-        err = gw_park(ctx, rec, a->reservation_id, &parked);
-    if (!err && !parked)
+        return park_or_busy(ctx, rec, a);
+    if (!err)
         req->result = GW_REQ_FOUND;
     return err;
 }

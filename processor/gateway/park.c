@@ -6,8 +6,8 @@
  * the shopper was told, or tell nothing to a retry). Such a request is parked
  * in the reservation's slots, "Q<reservation_id>|<slot>", in arrival order,
  * and applied by gateway_stage.c in the transaction that takes the result.
- * Slots are few and bounded; a request finding them full is answered as
- * before (CONFLICT "not held yet": the client retries). */
+ * Slots are few and bounded; a request finding them full is answered BUSY
+ * (gw_request.c: nothing applied or stored, the client retries). */
 #include <stdio.h>
 #include <string.h>
 

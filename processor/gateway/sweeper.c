@@ -2,7 +2,8 @@
  * the timer index in due order and fires what is due: expiry of HELD
  * reservations (holds released, EXPIRED), re-requests of hold results that did
  * not come back in time (same attempt: the counter answers a duplicate with its
- * first answer) — rolling back after HF_RESULT_RETRIES_MAX — and the end of the
+ * first answer) — rolling back after HF_RESULT_RETRIES_MAX, unless the counter
+ * may have answered the shopper itself (park.c: then asked again, logged) — and the end of the
  * retention of an idempotency record or of an ended reservation. Each timer is
  * checked against the state when it fires, so a timer left stale is harmless;
  * the common transitions (held, committed, released, extended) delete the
@@ -74,7 +75,11 @@ static int fire_pending(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t no
     /* A reservation its counter may have answered HELD is never rolled back
      * (the shopper may hold that answer): its Hold is asked again, as often as
      * it takes; the counter answers a repeat from the hold's record. */
-    if (rs->result_retries >= HF_RESULT_RETRIES_MAX && !gw_counter_awaited(rs)) {
+    bool awaited = gw_counter_awaited(rs);
+    if (rs->result_retries >= HF_RESULT_RETRIES_MAX && awaited)
+        log_warn("gateway", "%s: its counter has not answered after %d re-requests; asking again",
+                 rs->reservation_id, rs->result_retries);
+    if (rs->result_retries >= HF_RESULT_RETRIES_MAX && !awaited) {
         log_warn("gateway", "%s: hold results missing after %d re-requests; rolling back",
                  rs->reservation_id, rs->result_retries);
         if (gw_is_rebook(rs))

@@ -2715,7 +2715,7 @@ static void test_requests_parked_before_the_counters_answer_are_applied_in_order
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
 
-static void test_past_the_parking_slots_a_commit_is_told_not_held_yet(void **state)
+static void test_past_the_parking_slots_a_commit_is_told_busy_and_its_retry_commits(void **state)
 {
     stage_ctx_t *fx = *state;
     stock(fx, "SKU-A", plenty, 6);
@@ -2730,8 +2730,11 @@ static void test_past_the_parking_slots_a_commit_is_told_not_held_yet(void **sta
     }
     hf_record_t c = commit_rec("c4", "pay", "pay-4");
     hf_reply_t rep = call(fx, &c);
-    assert_int_equal(rep.outcome, HF_REPLY_CONFLICT);
-    assert_non_null(strstr(rep.message, "not held yet"));
+    assert_int_equal(rep.outcome, HF_REPLY_BUSY); /* never an answer that could contradict */
+    assert_non_null(strstr(rep.message, "on its way from its counter"));
+    hf_record_t rel = release_rec("c4", "rel");
+    assert_int_equal(call(fx, &rel).outcome, HF_REPLY_BUSY); /* not RELEASED behind its back */
+    assert_int_equal(load_rs(fx, "c4").status, HF_RES_PENDING);
     settle(fx);
     assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED); /* the client's retry */
 }
@@ -2862,7 +2865,7 @@ int main(void)
         T(test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent),
         T(test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it),
         T(test_requests_parked_before_the_counters_answer_are_applied_in_order),
-        T(test_past_the_parking_slots_a_commit_is_told_not_held_yet),
+        T(test_past_the_parking_slots_a_commit_is_told_busy_and_its_retry_commits),
         T(test_a_refused_hold_the_counter_would_have_answered_is_rerouted_and_answered_here),
         T(test_a_multi_line_reserve_is_answered_by_the_gateway),
         T(test_a_reservation_its_counter_may_have_answered_is_never_rolled_back),
