@@ -195,6 +195,9 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
 size_t gw_payment_key(char *out, const char *reservation_id, const char *payment_id);
+/* "Q<reservation_id>|<slot>": a request parked while its counter's answer is on
+ * its way (park.c). */
+size_t gw_park_key(char *out, const char *reservation_id, int slot);
 size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref);
 /* Splits a timer key; false if it is not one. ref is NUL-terminated into ref_out. */
 bool gw_timer_parse(const char *key, size_t key_len, int64_t *due_ms, char *kind, char *ref_out,

@@ -28,6 +28,13 @@ size_t gw_payment_key(char *out, const char *reservation_id, const char *payment
     return (size_t)n;
 }
 
+size_t gw_park_key(char *out, const char *reservation_id, int slot)
+{
+    int n = snprintf(out, GW_KEY_MAX, "Q%s|%d", reservation_id, slot);
+    hf_assert(n > 0 && n < GW_KEY_MAX);
+    return (size_t)n;
+}
+
 size_t gw_timer_key(char *out, int64_t due_ms, char kind, const char *ref)
 {
     hf_assert(due_ms >= 0);

@@ -52,7 +52,9 @@ static int apply_parked(stage_ctx_t *ctx, const char *reservation_id)
 static int on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec)
 {
     int err = gateway_on_counter_result(ctx, rec);
-    if (err || rec->u.counter_result.command != HF_CMD_HOLD)
+    /* Only the first round's Hold asks its counter to answer: no other result
+     * can end a wait, and none costs the reservation's second load. */
+    if (err || rec->u.counter_result.command != HF_CMD_HOLD || rec->u.counter_result.attempt != 0)
         return err;
     return apply_parked(ctx, rec->u.counter_result.reservation_id);
 }

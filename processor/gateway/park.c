@@ -4,22 +4,12 @@
  * arrives, a Commit, Release, Extend or retried Reserve for the reservation
  * cannot be answered as for an ordinary PENDING one (that would contradict what
  * the shopper was told, or tell nothing to a retry). Such a request is parked
- * in the reservation's slots, "Q<reservation_id>|<slot>", in arrival order,
+ * in the reservation's slots (gw_park_key), in arrival order,
  * and applied by gateway_stage.c in the transaction that takes the result.
  * Slots are few and bounded; a request finding them full is answered BUSY
  * (gw_request.c: nothing applied or stored, the client retries). */
-#include <stdio.h>
-#include <string.h>
-
 #include "gateway.h"
 #include "hf_assert.h"
-
-static size_t slot_key(char *out, const char *reservation_id, int slot)
-{
-    int n = snprintf(out, GW_KEY_MAX, "Q%s|%d", reservation_id, slot);
-    hf_assert(n > 0 && n < GW_KEY_MAX);
-    return (size_t)n;
-}
 
 bool gw_counter_awaited(const hf_reservation_state_t *rs)
 {
@@ -46,7 +36,7 @@ int gw_park(stage_ctx_t *ctx, const hf_record_t *rec, const char *reservation_id
     *parked = false;
     for (int slot = 0; slot < GW_PARKED_MAX; slot++) {
         char key[GW_KEY_MAX];
-        size_t len = slot_key(key, reservation_id, slot);
+        size_t len = gw_park_key(key, reservation_id, slot);
         hf_record_t taken;
         int err = stage_get(ctx, key, len, &taken);
         if (err == HF_OK)
@@ -65,7 +55,7 @@ int gw_unpark(stage_ctx_t *ctx, const char *reservation_id, int slot, hf_record_
     hf_assert(slot >= 0 && slot < GW_PARKED_MAX);
     *found = false;
     char key[GW_KEY_MAX];
-    size_t len = slot_key(key, reservation_id, slot);
+    size_t len = gw_park_key(key, reservation_id, slot);
     int err = stage_get(ctx, key, len, out);
     if (err == HF_ERR_NOTFOUND)
         return HF_OK;
