@@ -56,6 +56,11 @@
  * reservation_id, a sku or warehouse|sku. */
 #define HF_INPUT_VALUE_BYTES_MAX 16384
 #define HF_INPUT_KEY_BYTES_MAX   HF_STATE_KEY_LEN_MAX
+/* hfctl tail: the raw bytes it prints of one key, header or undecodable value
+ * (tools/lib/tail_json.h); the rest is counted, not printed. The largest input
+ * holdfast admits, so whatever it would accept, and a dead letter's kept bytes,
+ * print whole, while a 1 MB garbage value makes one bounded line. */
+#define HF_TAIL_RAW_BYTES_MAX    HF_INPUT_VALUE_BYTES_MAX
 
 /* Task loop: records per transaction. Larger batches amortise the commit (a
  * round trip to the transaction coordinator) but add latency under load. */

@@ -24,6 +24,7 @@
 #include "lib/burst.h"
 #include "lib/client.h"
 #include "lib/reconcile.h"
+#include "lib/tail_json.h"
 #include "lib/topics_file.h"
 #include "topics.h"
 #include "trace.h"
@@ -322,29 +323,32 @@ static int cmd_availability(cli_t *c)
 
 typedef struct {
     int64_t printed, max;
+    char errstr[256];
 } tail_t;
 
 static int tail_record(void *opaque, const kafka_msg_t *msg)
 {
     tail_t *t = opaque;
-    char *json = NULL, errstr[256];
     if (t->max >= 0 && t->printed >= t->max)
         return HF_ERR_LIMIT;
-    printf("{\"partition\":%d,\"offset\":%lld,\"key\":\"%.*s\",", msg->partition,
-           (long long)msg->offset, (int)msg->key_len, msg->key ? (const char *)msg->key : "");
+    tail_record_t rec = {.partition = msg->partition,
+                         .offset = msg->offset,
+                         .key = msg->key,
+                         .key_len = msg->key_len,
+                         .value = msg->value,
+                         .value_len = msg->value_len};
     const void *tp = NULL;
-    size_t tp_len = 0; /* the W3C trace a record carries (docs/ARCHITECTURE.md, "Tracing") */
-    if (kafka_msg_header_ref(msg, "traceparent", &tp, &tp_len) && tp_len <= 64)
-        printf("\"traceparent\":\"%.*s\",", (int)tp_len, (const char *)tp);
-    if (!msg->value)
-        printf("\"value\":null}\n");
-    else if (codec_to_json(msg->value, msg->value_len, &json, errstr, sizeof errstr) == HF_OK)
-        printf("\"value\":%s}\n", json);
-    else
-        printf("\"undecodable\":\"%s\",\"bytes\":%zu}\n", errstr, msg->value_len);
-    free(json);
-    t->printed++;
-    return HF_OK;
+    if (kafka_msg_header_ref(msg, "traceparent", &tp, &rec.traceparent_len))
+        rec.traceparent = tp;
+    char *line = NULL;
+    int err = tail_json_line(&rec, &line, t->errstr, sizeof t->errstr);
+    if (!err) {
+        fputs(line, stdout);
+        fputc('\n', stdout);
+        t->printed++;
+    }
+    free(line);
+    return err;
 }
 
 /* Prints every committed record of a topic, partition by partition. */
@@ -355,7 +359,7 @@ static int cmd_tail(cli_t *c)
         return HF_ERR_INVAL;
     }
     const char *topic = c->a.positional[0];
-    tail_t t = {0, -1};
+    tail_t t = {0, -1, ""};
     if (opt_int64(c, "max", -1, &t.max))
         return HF_ERR_INVAL;
     kafka_conf_t kc = {c->bootstrap, "hfctl", NULL};
@@ -370,6 +374,8 @@ static int cmd_tail(cli_t *c)
                                        &next, c->errstr, sizeof c->errstr);
     }
     kafka_reader_destroy(rd);
+    if (err && err != HF_ERR_LIMIT && t.errstr[0])
+        snprintf(c->errstr, sizeof c->errstr, "%s", t.errstr);
     return err == HF_ERR_LIMIT ? HF_OK : err;
 }
 
@@ -775,7 +781,8 @@ static const command_t commands[] = {
     {{"availability", NULL, 0, "Prints a SKU's routing view (its last Availability record).",
       availability_opts},
      cmd_availability},
-    {{"tail", "TOPIC", 1, "Prints every committed record of TOPIC as JSON lines.", tail_opts},
+    {{"tail", "TOPIC", 1,
+      "Prints every committed record of TOPIC, one JSON object a line (README.md).", tail_opts},
      cmd_tail},
     {{"burst", NULL, 0, "A burst of concurrent single-unit holds on one SKU.", burst_opts},
      cmd_burst},

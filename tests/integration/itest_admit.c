@@ -5,7 +5,8 @@
  * (a client with librdkafka's default partitioner retrying), a reply_to naming
  * an internal topic, and a value above the size cap. Each case once sold or
  * released a unit it must not; each must now end as a dead letter (and, for a
- * request, a clear rejection) with nothing applied. */
+ * request, a clear rejection) with nothing applied. And `hfctl tail` prints every
+ * such dead letter, whatever bytes it keeps, as one JSON object a line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
 
 #include "lib/client.h"
 #include "codec.h"
@@ -135,6 +139,60 @@ static dead_t wait_dead(ad_t *a, size_t n, int wait_ms)
     } while (harness_now_ms() < deadline);
     print_message("dead letters: %s\n", d.reasons);
     return d;
+}
+
+/* `hfctl tail` of topic into lines (up to lines_max), every line checked to parse
+ * as JSON by Python's json module (an independent reader) and by jansson; returns
+ * how many lines there were. The caller json_decref()s them. */
+static size_t tail_lines(ad_t *a, hf_topic_id_t topic, json_t **lines, size_t lines_max)
+{
+    char path[400], args[2048], out[1024];
+    snprintf(path, sizeof path, "%s/tail-%s.jsonl", a->h.workdir, topic_name(topic));
+    snprintf(args, sizeof args,
+             "tail %s >%s 2>%s.err && python3 -c 'import json,sys; "
+             "[json.loads(l) for l in sys.stdin]' <%s 2>&1",
+             topic_name(topic), path, path, path);
+    int rc = harness_run_tool(&a->h, "hfctl", args, out, sizeof out);
+    if (rc == -2)
+        fail_msg("no hfctl beside %s: build it (make build/hfctl)", a->h.holdfast_bin);
+    if (rc != 0)
+        fail_msg("hfctl tail %s | python3 json.loads: exit %d: %s (lines in %s)", topic_name(topic),
+                 rc, out, path);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    ssize_t len = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        assert_true(n < lines_max);
+        assert_int_equal(line[len - 1], '\n');
+        assert_int_equal(strlen(line), (size_t)len); /* no raw NUL on a line */
+        json_error_t jerr;
+        lines[n] = json_loads(line, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(lines[n]))
+            fail_msg("%s line %zu is not a JSON object (%s): %.300s", path, n + 1, jerr.text, line);
+        n++;
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+/* obj's member name: the string want[0..want_len), when text, else its base64. */
+static void assert_member(const json_t *obj, const char *name, const void *want, size_t want_len,
+                          bool text)
+{
+    char *b64 = malloc(4 * ((want_len + 2) / 3) + 1);
+    assert_non_null(b64);
+    size_t len = want_len;
+    if (!text)
+        len = (size_t)EVP_EncodeBlock((unsigned char *)b64, want, (int)want_len);
+    const json_t *s = json_object_get(obj, name);
+    if (!json_is_string(s))
+        fail_msg("no string member '%s'", name);
+    assert_int_equal(json_string_length(s), len);
+    assert_memory_equal(json_string_value(s), text ? want : b64, len);
+    free(b64);
 }
 
 typedef struct {
@@ -385,6 +443,86 @@ static void test_a_record_above_the_size_cap_is_dead_lettered_with_its_value_tru
     assert_int_equal(d.count, 1);
     assert_true(d.truncated);
     assert_non_null(strstr(d.reasons, "921600 bytes"));
+
+    /* hfctl tail prints it as one JSON object: the kept 16 KiB (binary: base64)
+     * whole, from its length. */
+    json_t *lines[4] = {NULL};
+    assert_int_equal(tail_lines(&a, HF_T_DEAD_LETTERS, lines, 4), 1);
+    const json_t *v = json_object_get(lines[0], "value");
+    assert_member(lines[0], "key", "big1", 4, true);
+    assert_member(v, "value_b64", big, HF_INPUT_VALUE_BYTES_MAX, false);
+    assert_true(json_is_true(json_object_get(v, "value_truncated")));
+    json_decref(lines[0]);
+    stop(&a);
+}
+
+/* A dead letter keeps whatever bytes a producer sent; `hfctl tail` used to print
+ * them with printf: cut at the first NUL, quotes and control characters raw, so
+ * `hfctl tail holdfast.dead-letters | jq .` failed on exactly these records. */
+static void test_dead_letters_of_any_bytes_tail_as_one_json_object_a_line(void **state)
+{
+    ad_t a;
+    start(&a, "ad-tail", "gateway");
+    char errstr[512];
+    /* Binary: an Avro header with a fingerprint no schema has, NULs, a quote. */
+    static const uint8_t bin_key[] = {'k', 0x00, '"', '\\', 0xff};
+    static const uint8_t bin_val[] = {0xc3, 0x01, 0x00, 0x11, 0x22, 0x00, 0x33, 0x44, 0x55,
+                                      0x66, 0x00, '"',  '\\', '\n', 0x01, 0xff, 'r'};
+    /* Text with a NUL in it: valid UTF-8, printed as a string, whole. */
+    static const char txt_key[] = "t\"1\\";
+    static const char txt_val[] = "plain\0text \"quoted\" \\ \x01\x1f tab\t end";
+    const kafka_header_t tp = {"traceparent", "00-\"not\\a trace\x01"};
+    assert_int_equal(kafka_produce(a.h.kp, topic_name(HF_T_REQUESTS), -1, bin_key, sizeof bin_key,
+                                   bin_val, sizeof bin_val, &tp, 1, NULL, errstr, sizeof errstr),
+                     HF_OK);
+    assert_int_equal(kafka_produce(a.h.kp, topic_name(HF_T_REQUESTS), -1, txt_key,
+                                   sizeof txt_key - 1, txt_val, sizeof txt_val - 1, NULL, 0, NULL,
+                                   errstr, sizeof errstr),
+                     HF_OK);
+    harness_flush(&a.h);
+    dead_t d = wait_dead(&a, 2, WAIT_MS);
+    assert_int_equal(d.count, 2);
+
+    json_t *lines[8] = {NULL};
+    size_t n = tail_lines(&a, HF_T_DEAD_LETTERS, lines, 8);
+    assert_int_equal(n, 2);
+    bool seen_bin = false, seen_txt = false;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_object_get(lines[i], "value");
+        assert_true(json_is_object(v));
+        if (json_object_get(lines[i], "key_b64")) {
+            seen_bin = true;
+            assert_member(lines[i], "key_b64", bin_key, sizeof bin_key, false);
+            assert_member(v, "key_b64", bin_key, sizeof bin_key, false);
+            assert_member(v, "value_b64", bin_val, sizeof bin_val, false);
+        } else {
+            seen_txt = true;
+            assert_member(lines[i], "key", txt_key, sizeof txt_key - 1, true);
+            assert_member(v, "key", txt_key, sizeof txt_key - 1, true);
+            assert_member(v, "value", txt_val, sizeof txt_val - 1, true);
+        }
+        json_decref(lines[i]);
+    }
+    assert_true(seen_bin && seen_txt);
+
+    /* The requests themselves, undecodable, and a traceparent header that is no
+     * trace: printed, escaped. */
+    n = tail_lines(&a, HF_T_REQUESTS, lines, 8);
+    assert_int_equal(n, 2);
+    size_t with_tp = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_null(json_object_get(lines[i], "value"));
+        assert_non_null(json_object_get(lines[i], "undecodable"));
+        if (json_object_get(lines[i], "traceparent")) {
+            with_tp++;
+            assert_member(lines[i], "traceparent", tp.value, strlen(tp.value), true);
+            assert_member(lines[i], "value_b64", bin_val, sizeof bin_val, false);
+        } else {
+            assert_member(lines[i], "value_text", txt_val, sizeof txt_val - 1, true);
+        }
+        json_decref(lines[i]);
+    }
+    assert_int_equal(with_tp, 1);
     stop(&a);
 }
 
@@ -402,6 +540,7 @@ int main(void)
             test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served),
         cmocka_unit_test(
             test_a_record_above_the_size_cap_is_dead_lettered_with_its_value_truncated),
+        cmocka_unit_test(test_dead_letters_of_any_bytes_tail_as_one_json_object_a_line),
     };
     return cmocka_run_group_tests_name("admission at the trust boundary on a real broker", tests,
                                        NULL, NULL);
