@@ -15,6 +15,7 @@
 
 #include "gateway.h"
 #include "hf_assert.h"
+#include "log.h"
 
 /* Without a broker timestamp, a request that seems older than this says more
  * about its client's clock than about our backlog: not a wait at all. */
@@ -52,8 +53,15 @@ typedef struct {
     shed_signal_t queue;
     shed_signal_t hop;
     bool shedding;
-    int64_t probe_at_ms; /* the last reserve let through while shedding */
+    int64_t probe_at_ms;    /* the last reserve let through while shedding */
+    int64_t shed_since_ms;  /* when this shedding episode began */
+    uint64_t shed_count;    /* reserves answered BUSY in it */
+    uint64_t late_count;    /* reserves shed past the deadline since late_logged_ms */
+    int64_t late_logged_ms; /* when those were last logged */
 } shed_part_t;
+
+/* Past-deadline sheds are logged at most this often per partition. */
+#define GW_SHED_LOG_EVERY_MS 10000
 
 /* Per task thread: a partition has one owner thread, so no locking. */
 static _Thread_local shed_part_t parts[HF_PARTITIONS_MAX];
@@ -155,6 +163,17 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
     int64_t now = stage_now_ms(ctx), waited_ms = 0;
     bool known = wait_of(ctx, r, now, &waited_ms);
     if (known && waited_ms > env->reserve_deadline_ms) {
+        shed_part_t *late = part_of(ctx);
+        late->late_count++;
+        if (now - late->late_logged_ms >= GW_SHED_LOG_EVERY_MS || now < late->late_logged_ms) {
+            log_warn("gateway",
+                     "partition %d: %llu reserve(s) waited past reserve_deadline_ms (%lld ms; "
+                     "the last %lld ms) and were answered BUSY",
+                     (int)stage_partition(ctx), (unsigned long long)late->late_count,
+                     (long long)env->reserve_deadline_ms, (long long)waited_ms);
+            late->late_count = 0;
+            late->late_logged_ms = now;
+        }
         snprintf(why, why_size,
                  "busy: the request waited %lld ms to reach the gateway (deadline %lld ms); "
                  "retry with the same idempotency key",
@@ -169,12 +188,20 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
         observe(&s->queue, waited_ms, env->reserve_shed_target_ms, interval_ms, now);
     bool queue = standing(&s->queue, interval_ms, now);
     if (!queue && !standing(&s->hop, interval_ms, now)) {
+        if (s->shedding)
+            log_info("gateway", "partition %d: stopped shedding after %lld ms, %llu BUSY",
+                     (int)stage_partition(ctx), (long long)(now - s->shed_since_ms),
+                     (unsigned long long)s->shed_count);
         s->shedding = false;
         return NULL;
     }
     if (!s->shedding) { /* the first reserve of a standing queue is shed */
         s->shedding = true;
         s->probe_at_ms = now;
+        s->shed_since_ms = now;
+        s->shed_count = 0;
+        log_warn("gateway", "partition %d: shedding new reserves: %s", (int)stage_partition(ctx),
+                 busy_why(env, queue ? &s->queue : &s->hop, queue, now, why, why_size));
     }
     if (!queue && held_here(ctx, env, r))
         return NULL; /* the counters are slow, but it does not wait for them */
@@ -182,5 +209,6 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
         s->probe_at_ms = now;
         return NULL;
     }
+    s->shed_count++;
     return busy_why(env, queue ? &s->queue : &s->hop, queue, now, why, why_size);
 }
