@@ -60,6 +60,14 @@ static admit_verdict_t check_size(const char *topic, size_t key_len, size_t valu
     return ADMIT_OK;
 }
 
+int32_t admit_partition_for(const admit_t *a, size_t input_index, const void *key, size_t key_len)
+{
+    hf_assert(input_index < a->def->input_topics_count);
+    int32_t count = a->partitions[input_index];
+    hf_assert(count > 0); /* set on assignment, before any record */
+    return kafka_partition_for_key(key, key_len, count);
+}
+
 admit_verdict_t admit_record(const admit_t *a, size_t input_index, int32_t partition,
                              const void *key, size_t key_len, const void *value, size_t value_len,
                              hf_record_t *rec, const stage_handler_t **handler_out, char *why,
@@ -75,8 +83,7 @@ admit_verdict_t admit_record(const admit_t *a, size_t input_index, int32_t parti
         return v;
 
     int32_t count = a->partitions[input_index];
-    hf_assert(count > 0); /* set on assignment, before any record */
-    int32_t want = kafka_partition_for_key(key, key_len, count);
+    int32_t want = admit_partition_for(a, input_index, key, key_len);
     bool misrouted = want != partition;
 
     char errstr[400];

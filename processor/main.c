@@ -125,14 +125,15 @@ static void *worker_main(void *arg)
     } else {
         task_stats_t s;
         task_stats(t, &s);
-        log_info("main",
-                 "%s %s %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters, "
-                 "%llu changelog records restored in %llu ms, %llu applied as a standby",
-                 w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
-                 (unsigned long long)s.records, (unsigned long long)s.transactions,
-                 (unsigned long long)s.aborts, (unsigned long long)s.dead_letters,
-                 (unsigned long long)s.restored_records, (unsigned long long)s.restore_ms,
-                 (unsigned long long)s.standby_records);
+        log_info(
+            "main",
+            "%s %s %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters, "
+            "%llu forwarded, %llu changelog records restored in %llu ms, %llu applied as a standby",
+            w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
+            (unsigned long long)s.records, (unsigned long long)s.transactions,
+            (unsigned long long)s.aborts, (unsigned long long)s.dead_letters,
+            (unsigned long long)s.forwarded, (unsigned long long)s.restored_records,
+            (unsigned long long)s.restore_ms, (unsigned long long)s.standby_records);
     }
     atomic_store(&w->running, false); /* its close is the shutdown watchdog's */
     task_destroy(t);

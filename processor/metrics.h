@@ -25,6 +25,8 @@
 #define HF_METRIC_MAP(X)                                                                           \
     X(RECORDS, "holdfast_records_applied_total", "Input records applied by a handler")             \
     X(DEAD_LETTERS, "holdfast_dead_letters_total", "Input records sent to the dead-letter topic")  \
+    X(FORWARDED, "holdfast_records_forwarded_total",                                               \
+      "Input records on a partition their key does not hash to, forwarded to the key's")           \
     X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")               \
     X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")   \
     X(RESTORED, "holdfast_changelog_records_restored_total",                                       \

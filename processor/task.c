@@ -69,6 +69,7 @@ typedef struct {
     int32_t partition;               /* -1 = by key */
     uint32_t reason_off, source_off; /* dead letters only; 0 = none */
     uint32_t trace_off;              /* its traceparent header; 0 = none */
+    uint32_t forward_off;            /* a forwarded input's FORWARD_HEADER; 0 = none */
 } out_t;
 
 /* A state key written in this transaction, with its latest value (kept so the
@@ -551,6 +552,56 @@ static int dead_letter(task_t *t, const kafka_msg_t *msg, const char *reason)
     return err;
 }
 
+/* ---- forwarding (a record on a partition its key does not hash to) */
+
+/* The header a forwarded record carries: "<hops> <topic>/<partition>/<offset>"
+ * of the record it copies, hops counting this forward. */
+#define TASK_FORWARD_HEADER   "hf.forwarded"
+/* How often one record may be forwarded. Once is the rule; a second forward
+ * covers a topic that grew between the forwarder's and the receiver's view of
+ * its partition count. Past it the record is a dead letter (admit.h). */
+#define TASK_FORWARD_HOPS_MAX 2
+
+/* How often msg was forwarded already: 0 without the header; a header that
+ * does not start with a count is taken as spent, so it is never forwarded again. */
+static int forward_hops(const kafka_msg_t *msg)
+{
+    const void *val = NULL;
+    size_t len = 0;
+    if (!kafka_msg_header_ref(msg, TASK_FORWARD_HEADER, &val, &len))
+        return 0;
+    const char *v = val;
+    int hops = 0;
+    size_t i = 0;
+    for (; i < len && i < 3 && v[i] >= '0' && v[i] <= '9'; i++)
+        hops = hops * 10 + (v[i] - '0');
+    return i == 0 ? TASK_FORWARD_HOPS_MAX : hops;
+}
+
+/* Copies msg, key, value and trace, to the partition its key hashes to, in
+ * this transaction: the owner of that partition admits and applies it as if
+ * the producer had used murmur2. Exactly once, like every output: the copy
+ * commits with this input's offset. */
+static int forward(task_t *t, const kafka_msg_t *msg, int32_t partition, int hops)
+{
+    out_t *o = NULL;
+    int err = out_add(t, msg->topic, partition, msg->key, msg->key_len, msg->value,
+                      msg->value ? msg->value_len : 0, &o);
+    if (err)
+        return err;
+    char header[HF_TOPIC_LEN_MAX + 64];
+    snprintf(header, sizeof header, "%d %s/%d/%lld", hops + 1, msg->topic, msg->partition,
+             (long long)msg->offset);
+    err = arena_add(&t->arena, header, strlen(header) + 1, &o->forward_off);
+    if (err)
+        return err;
+    t->stats.forwarded++;
+    metrics_add(t->metrics, HF_M_FORWARDED, 1);
+    log_debug("task", "%s: forwarded %s/%d/%lld to partition %d (its key's, murmur2)", t->def->name,
+              msg->topic, msg->partition, (long long)msg->offset, partition);
+    return HF_OK;
+}
+
 /* ---- tracing (trace.h) */
 
 /* Reads the input's traceparent header, if it has one: a valid one makes this
@@ -635,6 +686,10 @@ static int apply_record(task_t *t, const kafka_msg_t *msg)
                      msg->value ? msg->value_len : 0, &t->rec, &h, why, sizeof why);
     trace_begin(t, msg, v == ADMIT_OK);
     size_t writes_before = state_buf_count(t->buf);
+    int hops = v == ADMIT_MISROUTED ? forward_hops(msg) : 0;
+    if (v == ADMIT_MISROUTED && hops < TASK_FORWARD_HOPS_MAX)
+        return forward(t, msg, admit_partition_for(&t->admit, (size_t)ti, msg->key, msg->key_len),
+                       hops);
     if (v != ADMIT_OK) {
         int err = dead_letter(t, msg, why);
         if (!err && v == ADMIT_MISROUTED && t->def->on_misrouted)
@@ -679,13 +734,15 @@ static int produce_outputs(task_t *t)
     for (size_t i = 0; i < t->outs_count; i++) {
         const out_t *o = &t->outs[i];
         const uint8_t *a = t->arena.data;
-        kafka_header_t hdrs[4];
+        kafka_header_t hdrs[5];
         size_t nh = 0;
         if (o->reason_off) {
             hdrs[nh++] = (kafka_header_t){"hf.error", (const char *)a + o->reason_off};
             hdrs[nh++] = (kafka_header_t){"hf.source", (const char *)a + o->source_off};
             hdrs[nh++] = (kafka_header_t){"hf.stage", t->def->name};
         }
+        if (o->forward_off)
+            hdrs[nh++] = (kafka_header_t){TASK_FORWARD_HEADER, (const char *)a + o->forward_off};
         if (o->trace_off)
             hdrs[nh++] = (kafka_header_t){TRACE_HEADER_NAME, (const char *)a + o->trace_off};
         int err = kafka_produce(t->kp, (const char *)a + o->topic_off, o->partition, a + o->key_off,

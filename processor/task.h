@@ -27,6 +27,10 @@
 
 typedef struct task task_t;
 
+/* The header of a record a task forwarded to its key's partition (admit.h):
+ * "<hops> <topic>/<partition>/<offset>" of the record it copies. */
+#define TASK_FORWARD_HEADER "hf.forwarded"
+
 /* Which partitions of one stage the tasks of this process own: shared by the
  * stage's tasks (they claim a partition before restoring it and release it on
  * revoke) and its standby (which writes only partitions nobody here owns). */
@@ -52,6 +56,7 @@ typedef struct {
 typedef struct {
     uint64_t records;          /* input records applied */
     uint64_t dead_letters;     /* input records sent to the dead-letter topic */
+    uint64_t forwarded;        /* input records forwarded to their key's partition */
     uint64_t transactions;     /* committed */
     uint64_t aborts;           /* aborted and retried */
     uint64_t restored_records; /* changelog records applied on assignment */

@@ -53,6 +53,7 @@
 
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
+    const char *partitioner; /* the requests producer's (--partitioner); NULL = murmur2_random */
     int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms,
         timeout_ms, busy_retries;
     int64_t stock, doorbuster_stock;
@@ -705,7 +706,7 @@ static int run_bench(const bench_opts_t *o)
         return 2;
     }
     kafka_conf_t kc = {o->bootstrap, "hfbench", NULL};
-    if (client_new(o->bootstrap, NULL, &r.c, errstr, sizeof errstr) ||
+    if (client_new_partitioned(o->bootstrap, NULL, o->partitioner, &r.c, errstr, sizeof errstr) ||
         kafka_reader_new(&kc, &r.signals, errstr, sizeof errstr) ||
         kafka_reader_new(&kc, &r.ledger, errstr, sizeof errstr) ||
         follow_from_now(r.signals, topic_name(HF_T_SIGNALS), errstr, sizeof errstr) ||
@@ -1571,6 +1572,9 @@ static const hf_cli_opt_t run_opts[] = {
      "a reserve answered BUSY is sent again with its key, after 250 ms doubling, up to N times "
      "(default 0)"},
     {"seed", "N", false, "random seed (default 1)"},
+    {"partitioner", "NAME", false,
+     "librdkafka partitioner of the requests (default murmur2_random; consistent_random, "
+     "librdkafka's own default, puts requests where holdfast forwards them)"},
     {"report", "FILE", false, "write the JSON report (summary, per-second series) here"},
     OPT_END};
 
@@ -1680,6 +1684,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
     }
     o->scenario = sc ? sc : o->scenario;
     o->report = hf_cli_get(a, "report");
+    o->partitioner = hf_cli_get(a, "partitioner");
     o->zipf_s = z ? atof(z) : o->zipf_s;
     if (int_opt(a, "rate", 1, 100000, &o->rate) ||
         int_opt(a, "seconds", 1, BENCH_SECONDS_MAX, &o->seconds) ||

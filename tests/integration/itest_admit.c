@@ -1,11 +1,12 @@
 /* Admission at the trust boundary, end to end on the real broker through the
  * real `holdfast` binary: a record type on a topic that must not carry it (a
  * CounterResult forged onto holdfast.requests, a ReleaseHold on
- * holdfast.stock-feed), a request on another partition than murmur2 of its key
- * (a client with librdkafka's default partitioner retrying), a reply_to naming
- * an internal topic, and a value above the size cap. Each case once sold or
- * released a unit it must not; each must now end as a dead letter (and, for a
- * request, a clear rejection) with nothing applied. And `hfctl tail` prints every
+ * holdfast.stock-feed), a reply_to naming an internal topic, and a value above
+ * the size cap. Each case once sold or released a unit it must not; each must
+ * now end as a dead letter (and, for a request, a clear rejection) with nothing
+ * applied. A request on another partition than murmur2 of its key (a client with
+ * librdkafka's default partitioner retrying) is forwarded to its key's and
+ * served there once. And `hfctl tail` prints every
  * such dead letter, whatever bytes it keeps, as one JSON object a line. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "lib/client.h"
 #include "codec.h"
 #include "harness.h"
+#include "task.h"
 
 #define WAIT_MS        60000
 /* How long a forged record is given to show an effect it must not have. */
@@ -328,11 +330,13 @@ static void test_a_release_hold_on_the_stock_feed_is_dead_lettered_and_the_hold_
 
 /* A client with another partitioner (librdkafka's default is CRC32) retries a
  * Reserve, and the retry lands on a partition that murmur2 would not pick.
- * That partition's task used to apply it as a second reservation whose Hold
+ * That partition's task used to apply it as a second reservation (whose Hold
  * the counter deduplicated and never answered, and whose rollback released the
- * first reservation's hold. Now: one HELD, one REJECTED_INVALID naming the
- * partitioner to use, the unit reserved once. */
-static void test_a_request_on_the_wrong_partition_is_rejected_and_never_applied(void **state)
+ * first reservation's hold), and later to answer it REJECTED_INVALID: one key,
+ * two answers. Now the task forwards it to the key's partition, where it is a
+ * retry like any other: the same HELD again, no dead letter, the unit reserved
+ * once. A Commit that only a wrong partition carries is forwarded and applied. */
+static void test_a_request_on_the_wrong_partition_is_forwarded_to_its_keys(void **state)
 {
     ad_t a;
     start(&a, "ad-part", "counter,gateway");
@@ -347,24 +351,129 @@ static void test_a_request_on_the_wrong_partition_is_rejected_and_never_applied(
     assert_true(parts >= 2); /* a wrong partition needs two */
     int32_t right = kafka_partition_for_key("wp1", 3, parts);
     harness_send_to_partition(&a.h, HF_T_REQUESTS, (right + 1) % parts, "wp1", &r);
+    hf_record_t c;
+    hf_commit_t *cm = &hf_record_reset(&c, HF_REC_COMMIT)->u.commit;
+    snprintf(cm->reservation_id, sizeof cm->reservation_id, "wp1");
+    snprintf(cm->idempotency_key, sizeof cm->idempotency_key, "wp1-commit");
+    snprintf(cm->payment_id, sizeof cm->payment_id, "pay-wp1");
+    harness_send_to_partition(&a.h, HF_T_REQUESTS, (right + 1) % parts, "wp1", &c);
     harness_flush(&a.h);
     replies_t rs = {0};
     int64_t deadline = harness_now_ms() + EFFECT_WAIT_MS * 2;
-    while (rs.by_outcome[HF_REPLY_REJECTED_INVALID] == 0 && harness_now_ms() < deadline) {
+    while (rs.by_outcome[HF_REPLY_COMMITTED] == 0 && harness_now_ms() < deadline) {
         harness_sleep_ms(250);
         rs = replies_of(&a, HF_T_REPLIES, "wp1");
     }
     print_message("replies to wp1: %s\n", rs.messages);
-    assert_int_equal(rs.by_outcome[HF_REPLY_HELD], 1);
-    assert_int_equal(rs.by_outcome[HF_REPLY_REJECTED_INVALID], 1);
-    assert_non_null(strstr(rs.messages, "murmur2"));
-    dead_t d = wait_dead(&a, 1, WAIT_MS);
-    assert_int_equal(d.count, 1);
-    assert_non_null(strstr(d.reasons, "partition"));
+    assert_int_equal(rs.by_outcome[HF_REPLY_HELD], 2); /* the first answer, and again */
+    assert_int_equal(rs.by_outcome[HF_REPLY_REJECTED_INVALID], 0);
+    assert_int_equal(rs.by_outcome[HF_REPLY_COMMITTED], 1);
+    assert_int_equal(harness_read(&a.h, HF_T_DEAD_LETTERS, NULL, NULL), 0);
     holds_t hs = {.rid = "wp1"};
     harness_read(&a.h, HF_T_COUNTER_COMMANDS, holds_fn, &hs);
     assert_int_equal(hs.holds, 1);
-    assert_int_equal(reserved_at_w1(&a, "SKU-P"), 1);
+    assert_int_equal(reserved_at_w1(&a, "SKU-P"), 0); /* committed: sold, no longer reserved */
+    stop(&a);
+}
+
+/* Requests on the requests topic that a task forwarded (their TASK_FORWARD_HEADER). */
+static void forwarded_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    (void)rec;
+    char v[64];
+    if (kafka_msg_header(msg, TASK_FORWARD_HEADER, v, sizeof v))
+        (*(size_t *)opaque)++;
+}
+
+/* A checkout service on librdkafka's default partitioner (consistent_random,
+ * CRC32 of the key): about half its requests land off their key's partition.
+ * Every request is answered once, HELD as if it had used murmur2, and the
+ * topics reconcile. */
+static void test_a_producer_on_librdkafkas_default_partitioner_is_served_once(void **state)
+{
+    enum { N = 24 };
+    ad_t a;
+    start(&a, "ad-crc", "counter,gateway");
+    stock(&a, "SKU-C", 100, false);
+    hf_client_t *crc = NULL;
+    char errstr[256];
+    assert_int_equal(client_new_partitioned(a.h.bootstrap, NULL, "consistent_random", &crc, errstr,
+                                            sizeof errstr),
+                     HF_OK);
+    int32_t parts = harness_partitions(&a.h, HF_T_REQUESTS);
+    assert_true(parts >= 2);
+    for (int i = 0; i < N; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "crc%d", i);
+        hf_record_t r = reserve(rid, "SKU-C", 1);
+        hf_reply_t rep;
+        memset(&rep, 0, sizeof rep);
+        int err = client_call(crc, &r, 15000, 3, &rep, errstr, sizeof errstr);
+        if (err || rep.outcome != HF_REPLY_HELD)
+            fail_msg("%s: %s %s %s", rid, hf_err_name(err), errstr, rep.message);
+    }
+    size_t forwarded = 0;
+    harness_read(&a.h, HF_T_REQUESTS, forwarded_fn, &forwarded);
+    print_message("%zu of %d reserves were forwarded to their key's partition\n", forwarded, N);
+    assert_true(forwarded >= 1); /* CRC32 and murmur2 disagree on some of 24 keys */
+    for (int i = 0; i < N; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "crc%d", i);
+        replies_t rs = replies_of(&a, HF_T_REPLIES, rid);
+        size_t answers = 0;
+        for (int o = 0; o < HF_REPLY__COUNT; o++)
+            answers += rs.by_outcome[o];
+        if (rs.by_outcome[HF_REPLY_HELD] != 1 || answers != 1)
+            fail_msg("%s answered %zu times: %s", rid, answers, rs.messages);
+    }
+    assert_int_equal(harness_read(&a.h, HF_T_DEAD_LETTERS, NULL, NULL), 0);
+    assert_int_equal(reserved_at_w1(&a, "SKU-C"), N);
+    char out[8192];
+    int rc = harness_run_tool(&a.h, "hfctl", "reconcile --quiescent 1 2>&1", out, sizeof out);
+    print_message("reconcile: %s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "PASS"));
+    client_destroy(crc);
+    stop(&a);
+}
+
+/* A record that was forwarded as often as a task forwards one (a topic whose
+ * partition count two tasks see differently could send it round) and is still
+ * off its key's partition: a dead letter, and the client told which
+ * partitioner to use, instead of a third forward. */
+static void test_a_record_forwarded_too_often_is_dead_lettered_and_answered(void **state)
+{
+    ad_t a;
+    start(&a, "ad-fwd", "counter,gateway");
+    stock(&a, "SKU-F", 5, false);
+    hf_record_t r = reserve("fw1", "SKU-F", 1);
+    uint8_t buf[HF_RECORD_LEN_MAX];
+    size_t len = 0;
+    char errstr[512];
+    assert_int_equal(codec_encode(&r, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
+    int32_t parts = harness_partitions(&a.h, HF_T_REQUESTS);
+    assert_true(parts >= 2);
+    int32_t wrong = (kafka_partition_for_key("fw1", 3, parts) + 1) % parts;
+    kafka_header_t spent = {TASK_FORWARD_HEADER, "2 elsewhere/0/0"};
+    assert_int_equal(kafka_produce(a.h.kp, topic_name(HF_T_REQUESTS), wrong, "fw1", 3, buf, len,
+                                   &spent, 1, NULL, errstr, sizeof errstr),
+                     HF_OK);
+    harness_flush(&a.h);
+    dead_t d = wait_dead(&a, 1, WAIT_MS);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.reasons, "murmur2"));
+    replies_t rs = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (rs.by_outcome[HF_REPLY_REJECTED_INVALID] == 0 && harness_now_ms() < deadline) {
+        harness_sleep_ms(250);
+        rs = replies_of(&a, HF_T_REPLIES, "fw1");
+    }
+    assert_int_equal(rs.by_outcome[HF_REPLY_REJECTED_INVALID], 1);
+    assert_non_null(strstr(rs.messages, "murmur2_random"));
+    size_t forwarded = 0;
+    harness_read(&a.h, HF_T_REQUESTS, forwarded_fn, &forwarded);
+    assert_int_equal(forwarded, 1); /* only the one this test sent */
+    assert_int_equal(reserved_at_w1(&a, "SKU-F"), 0);
     stop(&a);
 }
 
@@ -535,7 +644,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_counter_result_forged_onto_requests_is_dead_lettered_not_applied),
         cmocka_unit_test(test_a_release_hold_on_the_stock_feed_is_dead_lettered_and_the_hold_stays),
-        cmocka_unit_test(test_a_request_on_the_wrong_partition_is_rejected_and_never_applied),
+        cmocka_unit_test(test_a_request_on_the_wrong_partition_is_forwarded_to_its_keys),
+        cmocka_unit_test(test_a_producer_on_librdkafkas_default_partitioner_is_served_once),
+        cmocka_unit_test(test_a_record_forwarded_too_often_is_dead_lettered_and_answered),
         cmocka_unit_test(
             test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served),
         cmocka_unit_test(

@@ -6,7 +6,7 @@
  * another trace gets that trace on its own outputs; and a malformed header is
  * answered as if it were absent, its outputs carrying no trace at all; an
  * expiry (a timer, acting for no request) carries none either; a misrouted
- * request's dead letter and rejection carry its trace. With
+ * request's forwarded copy and its reply carry its trace. With
  * HOLDFAST_LOG_LEVEL=debug each traced input is one log line naming the
  * trace-id. */
 #include <setjmp.h>
@@ -22,6 +22,7 @@
 #include "codec.h"
 #include "harness.h"
 #include "lib/client.h"
+#include "task.h"
 #include "trace.h"
 
 #define WAIT_MS 60000
@@ -121,9 +122,11 @@ typedef struct {
     const char *ikey;
     int sub;
     bool found;
-    bool traced;    /* had a traceparent header */
-    bool tp_valid;  /* ... that parses */
-    trace_ctx_t tc; /* its value */
+    int32_t partition; /* where it was found */
+    int outcome;       /* a reply's */
+    bool traced;       /* had a traceparent header */
+    bool tp_valid;     /* ... that parses */
+    trace_ctx_t tc;    /* its value */
     char tp[96];
 } find_t;
 
@@ -150,6 +153,8 @@ static bool matches(const find_t *f, const hf_record_t *rec)
     case HF_REC_LEDGER_EVENT:
         return strcmp(rec->u.ledger_event.reservation_id, f->rid) == 0 &&
                (int)rec->u.ledger_event.kind == f->sub;
+    case HF_REC_RESERVE: /* sub 1: only a copy a task forwarded */
+        return strcmp(rec->u.reserve.reservation_id, f->rid) == 0;
     default:
         return false;
     }
@@ -160,7 +165,14 @@ static void find_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec
     find_t *f = opaque;
     if (f->found || !matches(f, rec))
         return;
+    char fwd[64];
+    if (rec->type == HF_REC_RESERVE && f->sub == 1 &&
+        !kafka_msg_header(msg, TASK_FORWARD_HEADER, fwd, sizeof fwd))
+        return;
     f->found = true;
+    f->partition = msg->partition;
+    if (rec->type == HF_REC_REPLY)
+        f->outcome = (int)rec->u.reply.outcome;
     const void *val = NULL;
     size_t len = 0;
     f->traced = kafka_msg_header_ref(msg, TRACE_HEADER_NAME, &val, &len);
@@ -350,11 +362,12 @@ static void test_an_expiry_acts_for_no_request_and_carries_no_trace(void **state
         fail_msg("the expiry's ReleaseHold carries traceparent '%s'", release.tp);
 }
 
-static void test_a_misrouted_request_is_dead_lettered_and_answered_under_its_trace(void **state)
+static void test_a_misrouted_request_is_forwarded_and_answered_under_its_trace(void **state)
 {
-    /* Produced to another partition than its key's (as a producer with another
-     * partitioner would): a dead letter and a REJECTED_INVALID reply, both
-     * outputs of the traced input. */
+    /* Produced to another partition than its key's (as a producer on
+     * librdkafka's default partitioner would): that partition's task forwards
+     * it to its key's partition as a span of the request's trace, and it is
+     * served there like any other: HELD, no dead letter. */
     hf_record_t r = reserve("rmis", "kmis");
     uint8_t buf[HF_RECORD_LEN_MAX];
     size_t len = 0;
@@ -362,16 +375,19 @@ static void test_a_misrouted_request_is_dead_lettered_and_answered_under_its_tra
     assert_int_equal(codec_encode(&r, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
     int32_t count = harness_partitions(&world.h, HF_T_REQUESTS);
     assert_true(count > 1);
-    int32_t wrong = (kafka_partition_for_key("rmis", 4, count) + 1) % count;
+    int32_t right = kafka_partition_for_key("rmis", 4, count);
     kafka_header_t tp = {TRACE_HEADER_NAME, "00-" TID2 "-" PID1 "-00"};
-    assert_int_equal(kafka_produce(world.h.kp, topic_name(HF_T_REQUESTS), wrong, "rmis", 4, buf,
-                                   len, &tp, 1, NULL, errstr, sizeof errstr),
+    assert_int_equal(kafka_produce(world.h.kp, topic_name(HF_T_REQUESTS), (right + 1) % count,
+                                   "rmis", 4, buf, len, &tp, 1, NULL, errstr, sizeof errstr),
                      HF_OK);
     harness_flush(&world.h);
-    find_t dl = find(HF_T_DEAD_LETTERS, HF_REC_DEAD_LETTER, "rmis", NULL, 0);
-    find_t rej = find(HF_T_REPLIES, HF_REC_REPLY, "rmis", "kmis", 0);
-    assert_traced_flags(&dl, "dead letter", TID2, PID1, 0x00);
-    assert_traced_flags(&rej, "REJECTED_INVALID reply", TID2, PID1, 0x00);
+    find_t copy = find(HF_T_REQUESTS, HF_REC_RESERVE, "rmis", NULL, 1);
+    assert_int_equal(copy.partition, right);
+    assert_traced_flags(&copy, "forwarded Reserve", TID2, PID1, 0x00);
+    find_t rep = find(HF_T_REPLIES, HF_REC_REPLY, "rmis", "kmis", 0);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    assert_traced_flags(&rep, "HELD reply", TID2, PID1, 0x00);
+    assert_int_equal(harness_read(&world.h, HF_T_DEAD_LETTERS, NULL, NULL), 0);
 }
 
 int main(void)
@@ -380,8 +396,7 @@ int main(void)
         cmocka_unit_test(test_a_reserves_trace_reaches_every_hop_with_a_span_per_hop),
         cmocka_unit_test(test_a_malformed_traceparent_is_answered_and_not_propagated),
         cmocka_unit_test(test_an_expiry_acts_for_no_request_and_carries_no_trace),
-        /* last: it leaves a dead letter, which the malformed-value test counts */
-        cmocka_unit_test(test_a_misrouted_request_is_dead_lettered_and_answered_under_its_trace),
+        cmocka_unit_test(test_a_misrouted_request_is_forwarded_and_answered_under_its_trace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

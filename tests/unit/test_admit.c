@@ -156,6 +156,11 @@ static void test_a_record_off_its_keys_partition_is_misrouted_but_still_decoded(
         assert_string_equal(rec.u.reserve.reservation_id, "r-key");
         assert_non_null(strstr(why, "murmur2"));
     }
+    /* Where the task forwards it: the partition admission would have admitted it on. */
+    int32_t home = admit_partition_for(&a, 0, "r-key", 5);
+    assert_int_equal(home, kafka_partition_for_key("r-key", 5, PARTS));
+    memset(&rec, 0, sizeof rec);
+    assert_int_equal(admit_on(&a, HF_T_REQUESTS, "r-key", 0, &res, why, sizeof why), ADMIT_OK);
     /* Undecodable and misrouted: refused, nothing to answer. */
     int32_t wrong = (kafka_partition_for_key("r-key", 5, PARTS) + 1) % PARTS;
     const stage_handler_t *h = NULL;

@@ -32,6 +32,8 @@ struct hf_client {
     kafka_producer_t *kp;
     kafka_reader_t *rd;
     int32_t partitions;
+    char partitioner[64];     /* "partitioner=NAME" for the producer; "" = holdfast's */
+    const char *overrides[2]; /* the producer's: partitioner, NULL */
     uint8_t buf[HF_RECORD_LEN_MAX];
 };
 
@@ -84,6 +86,13 @@ static int drain(hf_client_t *c, char *errstr, size_t errstr_size)
 int client_new(const char *bootstrap, const char *replies_topic, hf_client_t **out, char *errstr,
                size_t errstr_size)
 {
+    return client_new_partitioned(bootstrap, replies_topic, NULL, out, errstr, errstr_size);
+}
+
+int client_new_partitioned(const char *bootstrap, const char *replies_topic,
+                           const char *partitioner, hf_client_t **out, char *errstr,
+                           size_t errstr_size)
+{
     hf_client_t *c = calloc(1, sizeof *c);
     if (!c)
         return HF_ERR_NOMEM;
@@ -91,9 +100,15 @@ int client_new(const char *bootstrap, const char *replies_topic, hf_client_t **o
     snprintf(c->replies, sizeof c->replies, "%s",
              replies_topic && replies_topic[0] ? replies_topic : topic_name(HF_T_REPLIES));
     c->kconf = (kafka_conf_t){c->bootstrap, "holdfast-client", NULL};
+    kafka_conf_t pconf = c->kconf;
+    if (partitioner && partitioner[0]) {
+        snprintf(c->partitioner, sizeof c->partitioner, "partitioner=%s", partitioner);
+        c->overrides[0] = c->partitioner;
+        pconf.overrides = c->overrides;
+    }
     int err = codec_init(errstr, errstr_size);
     if (!err)
-        err = kafka_producer_new(&c->kconf, NULL, 0, &c->kp, errstr, errstr_size);
+        err = kafka_producer_new(&pconf, NULL, 0, &c->kp, errstr, errstr_size);
     if (!err) { /* the first request must not wait for librdkafka's topic scan */
         const char *requests = topic_name(HF_T_REQUESTS);
         err = kafka_producer_warm(c->kp, &requests, 1, 10000, errstr, errstr_size);

@@ -22,6 +22,13 @@ typedef struct hf_client hf_client_t;
  * replies produced after this call are seen. */
 int client_new(const char *bootstrap, const char *replies_topic, hf_client_t **out, char *errstr,
                size_t errstr_size) HF_MUST_CHECK;
+/* The same with librdkafka's partitioner property for the requests (NULL:
+ * murmur2_random, the one to use). Another one puts a request on a partition
+ * its key does not hash to, as a checkout service on librdkafka's default
+ * (consistent_random) would: holdfast forwards it (docs/SECURITY.md). */
+int client_new_partitioned(const char *bootstrap, const char *replies_topic,
+                           const char *partitioner, hf_client_t **out, char *errstr,
+                           size_t errstr_size) HF_MUST_CHECK;
 void client_destroy(hf_client_t *c); /* accepts NULL */
 
 /* Queues req (its type decides the reservation_id used as key) and flushes. */
