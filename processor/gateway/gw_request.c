@@ -231,7 +231,8 @@ int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req
     return err;
 }
 
-/* A request on a partition its reservation_id does not hash to: the task has
+/* A request on a partition its reservation_id does not hash to, forwarded as
+ * often as a task forwards one (task.c) and still off it: the task has
  * dead-lettered it; the client is told why (it is waiting for an answer), on
  * its reply topic if that one is allowed. Nothing is stored: the same request
  * sent with the right partitioner is then served as new. */
