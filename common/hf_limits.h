@@ -203,6 +203,17 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * before it. */
 #define HF_TASK_STALL_EXIT_MS 120000
 
+/* A task whose producer hit a fatal error (fenced, or broken after a broker's
+ * death) is closed dirty and started again inside the process (main.c), at most
+ * this many times within HF_TASK_RECOVERY_WINDOW_MS; one more and the process
+ * exits 4 for its supervisor. The first retry waits HF_TASK_RECOVERY_BACKOFF_MS,
+ * doubling up to HF_TASK_RECOVERY_BACKOFF_MAX_MS: a task that cannot start
+ * (no coordinator yet) tries again rather than spin. */
+#define HF_TASK_RECOVERIES_MAX          6
+#define HF_TASK_RECOVERY_WINDOW_MS      300000
+#define HF_TASK_RECOVERY_BACKOFF_MS     250
+#define HF_TASK_RECOVERY_BACKOFF_MAX_MS 4000
+
 /* One attempt of a watermark query (kafka.c query_watermarks): a leader that died
  * answers nothing, and the next attempt asks fresh metadata for its successor. */
 #define HF_WATERMARK_ATTEMPT_MS 2000

@@ -108,14 +108,88 @@ static void *watchdog_main(void *arg)
     _exit(rc);
 }
 
+static void log_done(const worker_t *w, const task_t *t)
+{
+    task_stats_t s;
+    task_stats(t, &s);
+    log_info("main",
+             "%s %s %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters, "
+             "%llu forwarded, %llu changelog records restored in %llu ms, %llu applied as a "
+             "standby",
+             w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
+             (unsigned long long)s.records, (unsigned long long)s.transactions,
+             (unsigned long long)s.aborts, (unsigned long long)s.dead_letters,
+             (unsigned long long)s.forwarded, (unsigned long long)s.restored_records,
+             (unsigned long long)s.restore_ms, (unsigned long long)s.standby_records);
+}
+
+/* Whether a task that stopped with rc may be started again in this process: a
+ * fatal Kafka error (fenced; a producer broken by a broker's death) is what a
+ * restart would repair, and an in-process one repairs it the same way — the
+ * task is closed dirty (its unflushed batch dropped, its open transaction left
+ * to the next init_transactions, which aborts it), a new consumer and producer
+ * with the same group.instance.id and transactional.id take its place, and it
+ * processes only once the group has assigned its partitions to it again,
+ * restored from local state and the changelog tail (task.c on_assign): a zombie
+ * never writes. Bounded by HF_TASK_RECOVERIES_MAX in HF_TASK_RECOVERY_WINDOW_MS;
+ * beyond that, or for a task that could not start at all the first time, the
+ * process stops (exit 4 or 1) for its supervisor. */
+static bool recover(worker_t *w, int rc, int64_t *window_start_ms, int *recoveries)
+{
+    if (rc != HF_ERR_FATAL || w->opts.standby || atomic_load(&stop_flag))
+        return false;
+    int64_t now = hf_mono_ms();
+    if (now - *window_start_ms > HF_TASK_RECOVERY_WINDOW_MS) {
+        *window_start_ms = now;
+        *recoveries = 0;
+    }
+    if (*recoveries >= HF_TASK_RECOVERIES_MAX) {
+        log_error("main",
+                  "%s task %d: %d fatal errors within %d s; stopping the process for its "
+                  "supervisor",
+                  w->opts.def->name, w->opts.thread_index, *recoveries + 1,
+                  HF_TASK_RECOVERY_WINDOW_MS / 1000);
+        return false;
+    }
+    int64_t backoff_ms = HF_TASK_RECOVERY_BACKOFF_MS << (*recoveries < 5 ? *recoveries : 5);
+    if (backoff_ms > HF_TASK_RECOVERY_BACKOFF_MAX_MS)
+        backoff_ms = HF_TASK_RECOVERY_BACKOFF_MAX_MS;
+    (*recoveries)++;
+    metrics_add(metrics_stage(w->opts.def->name), HF_M_RECOVERIES, 1);
+    log_warn("main",
+             "%s task %d: %s; closed dirty, starting it again in %lld ms (recovery %d of at most "
+             "%d within %d s)",
+             w->opts.def->name, w->opts.thread_index, w->errstr, (long long)backoff_ms, *recoveries,
+             HF_TASK_RECOVERIES_MAX, HF_TASK_RECOVERY_WINDOW_MS / 1000);
+    for (int64_t until = hf_mono_ms() + backoff_ms;
+         hf_mono_ms() < until && !atomic_load(&stop_flag);) {
+        atomic_store(&w->alive_ms, hf_mono_ms()); /* waiting, not stuck */
+        hf_sleep_ms(50);
+    }
+    return !atomic_load(&stop_flag);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
     task_t *t = NULL;
     w->opts.alive_ms = &w->alive_ms;
-    w->rc = task_new(&w->opts, &t, w->errstr, sizeof w->errstr);
-    if (w->rc == HF_OK)
-        w->rc = task_run(t, w->errstr, sizeof w->errstr);
+    int64_t window_start_ms = hf_mono_ms();
+    int recoveries = 0;
+    bool started_once = false;
+    for (;;) {
+        w->rc = task_new(&w->opts, &t, w->errstr, sizeof w->errstr);
+        if (w->rc == HF_OK) {
+            started_once = true;
+            w->rc = task_run(t, w->errstr, sizeof w->errstr);
+        } else if (started_once && w->rc != HF_ERR_CONFIG && w->rc != HF_ERR_NOMEM) {
+            w->rc = HF_ERR_FATAL; /* a recovery that could not start yet: try again */
+        }
+        if (w->rc == HF_OK || !started_once || !recover(w, w->rc, &window_start_ms, &recoveries))
+            break;
+        task_destroy(t); /* dirty: its buffer was never written; the broker has the rest */
+        t = NULL;
+    }
     if (w->rc != HF_OK) {
         log_error("main", "%s %s %d stopped: %s", w->opts.def->name,
                   w->opts.standby ? "standby" : "task", w->opts.thread_index, w->errstr);
@@ -123,17 +197,7 @@ static void *worker_main(void *arg)
             atomic_store(&fatal_seen, true);
         atomic_store(&stop_flag, true); /* one broken task stops the process */
     } else {
-        task_stats_t s;
-        task_stats(t, &s);
-        log_info(
-            "main",
-            "%s %s %d done: %llu records, %llu transactions, %llu aborts, %llu dead letters, "
-            "%llu forwarded, %llu changelog records restored in %llu ms, %llu applied as a standby",
-            w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
-            (unsigned long long)s.records, (unsigned long long)s.transactions,
-            (unsigned long long)s.aborts, (unsigned long long)s.dead_letters,
-            (unsigned long long)s.forwarded, (unsigned long long)s.restored_records,
-            (unsigned long long)s.restore_ms, (unsigned long long)s.standby_records);
+        log_done(w, t);
     }
     atomic_store(&w->running, false); /* its close is the shutdown watchdog's */
     task_destroy(t);

@@ -28,6 +28,8 @@
     X(FORWARDED, "holdfast_records_forwarded_total",                                               \
       "Input records on a partition their key does not hash to, forwarded to the key's")           \
     X(TXNS, "holdfast_transactions_committed_total", "Kafka transactions committed")               \
+    X(RECOVERIES, "holdfast_task_recoveries_total",                                                \
+      "Tasks closed after a fatal Kafka error and started again inside the process")               \
     X(ABORTS, "holdfast_transactions_aborted_total", "Kafka transactions aborted (and retried)")   \
     X(RESTORED, "holdfast_changelog_records_restored_total",                                       \
       "Changelog records applied while restoring state")                                           \

@@ -9,6 +9,7 @@
  * served there once. And `hfctl tail` prints every
  * such dead letter, whatever bytes it keeps, as one JSON object a line. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -477,6 +478,60 @@ static void test_a_record_forwarded_too_often_is_dead_lettered_and_answered(void
     stop(&a);
 }
 
+/* Another producer initialises the gateway task's and the counter task's
+ * transactional ids (what a second process with the same instance id, or an
+ * operator's fence, does): their next commits fail fenced — a fatal error, which
+ * used to stop the process with exit 4 for its supervisor. Now each task is
+ * closed dirty and started again inside the process, rejoins the group, restores,
+ * and serves: the process stays up, every reserve is answered once, nothing is
+ * reserved twice. */
+static void test_a_fenced_task_recovers_inside_the_process(void **state)
+{
+    ad_t a;
+    start(&a, "ad-fence", "counter,gateway");
+    stock(&a, "SKU-Z", 10, false);
+    char errstr[256];
+    hf_reply_t rep;
+    hf_record_t r1 = reserve("fz1", "SKU-Z", 1);
+    assert_int_equal(client_call(a.c, &r1, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    const char *stages[] = {"gateway", "counter"};
+    for (size_t i = 0; i < 2; i++) {
+        char txn_id[160];
+        snprintf(txn_id, sizeof txn_id, "%sapp-%s-a1-0", a.h.prefix, stages[i]);
+        assert_int_equal(kafka_txn_fence(&a.h.kconf, txn_id, 10000, 10000, errstr, sizeof errstr),
+                         HF_OK);
+    }
+    for (int i = 2; i <= 4; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "fz%d", i);
+        hf_record_t r = reserve(rid, "SKU-Z", 1);
+        memset(&rep, 0, sizeof rep);
+        int err = client_call(a.c, &r, 30000, 5, &rep, errstr, sizeof errstr);
+        if (err || rep.outcome != HF_REPLY_HELD)
+            fail_msg("%s after the fence: %s %s %s", rid, hf_err_name(err), errstr, rep.message);
+    }
+    assert_int_equal(kill(a.pid, 0), 0); /* still running */
+    for (int i = 1; i <= 4; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "fz%d", i);
+        replies_t rs = replies_of(&a, HF_T_REPLIES, rid);
+        assert_int_equal(rs.by_outcome[HF_REPLY_HELD], 1);
+    }
+    assert_int_equal(reserved_at_w1(&a, "SKU-Z"), 4);
+    char log_path[600], line[1024];
+    snprintf(log_path, sizeof log_path, "%s/a1.log", a.h.workdir);
+    FILE *f = fopen(log_path, "r");
+    assert_non_null(f);
+    int recoveries = 0;
+    while (fgets(line, sizeof line, f))
+        recoveries += strstr(line, "closed dirty, starting it again") != NULL;
+    fclose(f);
+    print_message("%d in-process recoveries logged\n", recoveries);
+    assert_true(recoveries >= 2); /* the gateway's and the counter's */
+    stop(&a);                     /* exit 0: it never stopped for the fence */
+}
+
 /* reply_to naming an internal topic used to put a Reply into the ledger, the
  * signals or the gateway changelog (restored as state later). Now it is
  * refused on the default replies topic; a topic under the reply prefix works. */
@@ -647,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_a_request_on_the_wrong_partition_is_forwarded_to_its_keys),
         cmocka_unit_test(test_a_producer_on_librdkafkas_default_partitioner_is_served_once),
         cmocka_unit_test(test_a_record_forwarded_too_often_is_dead_lettered_and_answered),
+        cmocka_unit_test(test_a_fenced_task_recovers_inside_the_process),
         cmocka_unit_test(
             test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served),
         cmocka_unit_test(
