@@ -64,6 +64,24 @@ static worker_t *watched;
 static size_t watched_count;
 static int64_t stall_exit_ms = HF_TASK_STALL_EXIT_MS; /* HOLDFAST_TASK_STALL_EXIT_MS: tests */
 
+/* With HOLDFAST_STALL_BACKTRACE=1 (the fault suites set it), the stall watchdog
+ * has gdb print every thread's stack to stderr (the log) before the exit, so a
+ * call that never returns is named; gdb missing or refused costs nothing but
+ * the lines. Not for production: gdb stops the process while it reads it. */
+static void backtrace_all_threads(void)
+{
+    const char *on = getenv("HOLDFAST_STALL_BACKTRACE");
+    if (!on || strcmp(on, "1") != 0)
+        return;
+    char cmd[160];
+    snprintf(cmd, sizeof cmd,
+             "timeout 30 gdb -p %d -batch -nx -ex 'thread apply all bt' </dev/null >&2 2>&1",
+             (int)getpid());
+    fflush(stderr);
+    int rc = system(cmd);
+    log_error("main", "stall backtrace: %s exited %d", cmd, rc);
+}
+
 /* A task thread that stopped showing signs of life for HF_TASK_STALL_EXIT_MS
  * while running is stuck in a call that does not return (seen once on the
  * 3-broker cluster: a counter task in its assignment's restore, after a broker
@@ -84,6 +102,7 @@ static void check_stalls(void)
                   "as safe as kill -9 (the next owner fences and restores)",
                   w->opts.def->name, w->opts.standby ? "standby" : "task", w->opts.thread_index,
                   (long long)(now - alive));
+        backtrace_all_threads();
         _exit(4);
     }
 }

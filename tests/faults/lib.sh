@@ -114,7 +114,8 @@ hf_start() {
   HF_STAGES[$inst]=$stages
   ft_mark "$inst" "start #${HF_STARTS[$inst]}"
   # shellcheck disable=SC2086 # HF_WRAP is a list of words
-  ${HF_WRAP[$inst]:-} "$HOLDFAST" run --stages "$stages" --instance "$inst" --state-dir "$FT_WORK/state-$inst" \
+  # A task stuck past the stall watchdog gets every thread's stack in the log first.
+  HOLDFAST_STALL_BACKTRACE=1 ${HF_WRAP[$inst]:-} "$HOLDFAST" run --stages "$stages" --instance "$inst" --state-dir "$FT_WORK/state-$inst" \
     --config "$FT_WORK/config.json" >>"$FT_WORK/$inst.log" 2>&1 &
   HF_PID[$inst]=$!
   HF_STARTED_MS[$inst]=$(now_ms)

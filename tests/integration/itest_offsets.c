@@ -86,20 +86,26 @@ static bool is_stopped(pid_t pid)
     return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
 }
 
-/* Whether the log of instance holds needle. */
-static bool log_has(harness_t *h, const char *instance, const char *needle)
+/* Counts the lines of instance's log in h's workdir that hold needle. */
+static int log_lines_with(const harness_t *h, const char *instance, const char *needle)
 {
-    char path[512];
+    char path[600];
+    static char line[8192];
     snprintf(path, sizeof path, "%s/%s.log", h->workdir, instance);
     FILE *f = fopen(path, "r");
     if (!f)
-        return false;
-    static char line[8192];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
+        return 0;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
     fclose(f);
-    return found;
+    return n;
+}
+
+/* Whether the log of instance holds needle. */
+static bool log_has(harness_t *h, const char *instance, const char *needle)
+{
+    return log_lines_with(h, instance, needle) > 0;
 }
 
 static void wait_on_hand(harness_t *h, const char *sku, int64_t want, hf_counter_state_t *c)
@@ -212,21 +218,6 @@ static void test_a_group_offset_behind_local_state_is_refused_with_what_to_do(vo
     harness_cleanup(&h);
 }
 
-/* Counts the lines of instance's log in h's workdir that hold needle. */
-static int log_lines_with(const harness_t *h, const char *instance, const char *needle)
-{
-    char path[600], line[2048];
-    snprintf(path, sizeof path, "%s/%s.log", h->workdir, instance);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, needle) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* A commit whose answer is lost (it did commit; the client saw a timeout).
  * Treating it as an abort used to drop the batch from RocksDB while Kafka had
  * it — the consumer rewound past it, the hold was gone locally and the next
@@ -270,8 +261,10 @@ test_a_commit_with_an_unknown_outcome_restarts_the_task_and_keeps_the_batch(void
 /* A task stuck in a call that never returns (here its commit, by fault
  * injection) used to leave a live process that served nothing and that no
  * supervisor restarts (seen on the 3-broker cluster: a counter task stuck in a
- * restore, holding four partitions). The stall watchdog exits it 4; the
- * restart redoes the batch the stuck transaction never committed. */
+ * restore, holding four partitions). The stall watchdog exits it 4 (with
+ * HOLDFAST_STALL_BACKTRACE=1 after gdb printed every thread's stack, naming
+ * the stuck call); the restart redoes the batch the stuck transaction never
+ * committed. */
 static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes_it(void **state)
 {
     harness_t h;
@@ -281,8 +274,10 @@ static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes
     snprintf(fault, sizeof fault, "%s/hang-commit", h.workdir);
     harness_pair(key, "W1", "SKU-H");
     setenv("HOLDFAST_TASK_STALL_EXIT_MS", "3000", 1);
+    setenv("HOLDFAST_STALL_BACKTRACE", "1", 1);
     pid_t a = start_proc(&h, "a", "counter", app, NULL, "HOLDFAST_FAULT_HANG_COMMIT", fault);
     unsetenv("HOLDFAST_TASK_STALL_EXIT_MS");
+    unsetenv("HOLDFAST_STALL_BACKTRACE");
     feed_then_hold_into_fault(&h, key, "SKU-H", fault, "h1");
     hf_counter_state_t c;
     int64_t t0 = harness_now_ms();
@@ -295,6 +290,11 @@ static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes
     }
     assert_int_equal(status, 4);
     assert_true(log_has(&h, "a", "shows no sign of life"));
+    /* The stack of the stuck call is in the log when gdb is there to print it. */
+    if (system("command -v gdb >/dev/null 2>&1") == 0)
+        assert_true(log_has(&h, "a", "fault_hang_commit"));
+    else
+        print_message("no gdb on this machine: the stall backtrace is not checked\n");
     assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 0); /* never committed */
 
     pid_t again = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
