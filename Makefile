@@ -342,10 +342,11 @@ test-soak: deps-check release $(BUILD)/hfplant
 test-cli: deps-check release
 	@bash tests/cli/test_cli.sh $(BUILD)
 
-# Secured cluster (tests/secure/test_secure.sh): its own broker with SASL over TLS and
-# ACLs on 19094/19095 (tools/kafka/kafka-secure-up.sh), started and removed by the test;
-# holdfast as principal holdfast, a checkout principal refused on internal topics
-# (docs/SECURITY.md). About 1.5 min; never touches the broker on 9092.
+# Secured cluster (tests/secure/test_secure.sh): its own broker with SCRAM-SHA-512 over
+# TLS, mutual TLS and ACLs on 19094-19096 (tools/kafka/kafka-secure-up.sh), started and
+# removed by the test; holdfast as principal holdfast with either login, a checkout
+# principal refused on internal topics, a wrong password and an unknown CA refused
+# (docs/SECURITY.md). About 30 s; never touches the broker on 9092.
 .PHONY: test-secure
 test-secure: deps-check release
 	@bash tests/secure/test_secure.sh

@@ -7,6 +7,7 @@
 #include "kafka.h"
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,11 +59,129 @@ static void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const
         hf_log(lv, "librdkafka", "%s: %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
+/* ---- a broker that refuses this process's login
+ *
+ * librdkafka retries a refused login like a lost connection: it logs and tries again,
+ * and every call waits out its timeout. A wrong SCRAM password made `holdfast run` say
+ * "init_transactions: Timed out ..." a minute later, and hfctl "Broker transport
+ * failure". The error callback notes a refusal (every client of the process has the
+ * same configuration, so one refusal speaks for all); the calls a start waits on
+ * (init_transactions, topic metadata, watermarks) wait in slices, serve the callbacks
+ * in between, and stop at a refusal noted since they began, saying what to check.
+ * Java clients do the same: an AuthenticationException is not retried. */
+
+/* How often a waiting call looks for a refusal. */
+#define KAFKA_REFUSAL_CHECK_MS 500
+
+static pthread_mutex_t refusal_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t refusal_at_ms = -1; /* hf_mono_ms() of the last refusal; under refusal_lock */
+static char refusal_what[768];     /* what was refused and what to check; under refusal_lock */
+/* Named in a refusal's message; written by kafka_client_config_load, before any client. */
+static char client_config_origin[300] = "the client configuration (kafka_config_file, "
+                                        "HOLDFAST_KAFKA_CONFIG)";
+
+typedef struct {
+    const char *what;  /* what the broker refused */
+    const char *check; /* what the operator checks */
+} refusal_t;
+
+/* What a refusal means and what to check, or NULL when err is not a refusal. A TLS
+ * alert from the broker during the handshake (librdkafka reports it as a transport
+ * error) is how a listener with ssl.client.auth=required refuses a missing or
+ * untrusted client certificate. */
+static const refusal_t *refusal_kind(int err, const char *reason)
+{
+    static const refusal_t sasl = {
+        "the broker refused this client's SASL login",
+        "check sasl.mechanisms, and sasl.username and sasl.password (sasl.oauthbearer.* for "
+        "OAUTHBEARER), against the principal's credentials on the broker"};
+    static const refusal_t client_cert = {
+        "the broker refused this client's TLS handshake",
+        "check that ssl.certificate.location and ssl.key.location name a certificate, and its "
+        "key, signed by a CA the broker trusts: a mutual-TLS listener refuses any other"};
+    static const refusal_t tls = {
+        "TLS with the broker failed",
+        "check that ssl.ca.location names the CA that signed the broker's certificate, and the "
+        "client certificate if the listener asks for one"};
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+        err == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED)
+        return &sasl;
+    if (err == RD_KAFKA_RESP_ERR__TRANSPORT && strstr(reason, "SSL alert number"))
+        return &client_cert;
+    if (err == RD_KAFKA_RESP_ERR__SSL)
+        return &tls;
+    return NULL;
+}
+
 static void kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
+    (void)opaque;
     /* Transient broker errors are retried by librdkafka; fatal ones surface on the
      * next transactional call, where the task acts on them. */
     log_warn("kafka", "%s: %s: %s", rd_kafka_name(rk), rd_kafka_err2name(err), reason);
+    const refusal_t *kind = refusal_kind(err, reason);
+    if (!kind)
+        return;
+    pthread_mutex_lock(&refusal_lock);
+    bool first = refusal_at_ms < 0;
+    refusal_at_ms = hf_mono_ms();
+    /* What to check first: a caller's errstr (512 bytes) may cut the tail. librdkafka's
+     * "(after N ms in state ...)" says nothing an operator acts on. */
+    const char *after = strstr(reason, " (after ");
+    int reason_len = after ? (int)(after - reason) : (int)strlen(reason);
+    snprintf(refusal_what, sizeof refusal_what,
+             "%s: in %s, %s (docs/SECURITY.md). librdkafka: %.*s", kind->what, client_config_origin,
+             kind->check, reason_len > 300 ? 300 : reason_len, reason);
+    if (first) /* once a process: librdkafka repeats it at every reconnect */
+        log_error("kafka", "%s", refusal_what);
+    pthread_mutex_unlock(&refusal_lock);
+}
+
+/* True when a broker refused one of this process's clients at or after since_ms
+ * (hf_mono_ms()); then "what: <the refusal and what to check>" goes into errstr
+ * unless errstr is NULL. */
+static bool refused_since(int64_t since_ms, const char *what, char *errstr, size_t errstr_size)
+{
+    pthread_mutex_lock(&refusal_lock);
+    bool refused = refusal_at_ms >= since_ms;
+    if (refused && errstr)
+        snprintf(errstr, errstr_size, "%s: %s", what, refusal_what);
+    pthread_mutex_unlock(&refusal_lock);
+    return refused;
+}
+
+/* The next slice of a wait that ends at deadline_ms: at most KAFKA_REFUSAL_CHECK_MS,
+ * at least 1 ms. */
+static int refusal_slice_ms(int64_t deadline_ms)
+{
+    int64_t left_ms = deadline_ms - hf_mono_ms();
+    return left_ms > KAFKA_REFUSAL_CHECK_MS ? KAFKA_REFUSAL_CHECK_MS
+           : left_ms < 1                    ? 1
+                                            : (int)left_ms;
+}
+
+rd_kafka_resp_err_t kafka_metadata_or_refusal(rd_kafka_t *rk, rd_kafka_t *poll_rk, int all_topics,
+                                              rd_kafka_topic_t *rkt,
+                                              const struct rd_kafka_metadata **md_out,
+                                              int timeout_ms, const char *what, char *errstr,
+                                              size_t errstr_size)
+{
+    int64_t started_ms = hf_mono_ms(), deadline_ms = started_ms + timeout_ms;
+    for (;;) {
+        rd_kafka_resp_err_t kerr =
+            rd_kafka_metadata(rk, all_topics, rkt, md_out, refusal_slice_ms(deadline_ms));
+        if (kerr == RD_KAFKA_RESP_ERR__AUTHENTICATION) { /* errstr is set on this answer */
+            if (!refused_since(started_ms, what, errstr, errstr_size))
+                snprintf(errstr, errstr_size, "%s: %s", what, rd_kafka_err2str(kerr));
+            return kerr;
+        }
+        if ((kerr != RD_KAFKA_RESP_ERR__TIMED_OUT && kerr != RD_KAFKA_RESP_ERR__TRANSPORT) ||
+            hf_mono_ms() >= deadline_ms)
+            return kerr;
+        rd_kafka_poll(poll_rk, 10); /* serves the error callback; also the pause */
+        if (refused_since(started_ms, what, errstr, errstr_size))
+            return RD_KAFKA_RESP_ERR__AUTHENTICATION;
+    }
 }
 
 static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, char *errstr,
@@ -122,6 +241,9 @@ int kafka_client_config_load(const char *path, const char *overrides, char *errs
     if (kafka_props_count(props))
         log_info("kafka", "client configuration%s%s: %zu properties (%s)", path && *path ? " " : "",
                  path && *path ? path : "", kafka_props_count(props), names);
+    if (path && *path) /* named in a refusal's message (kafka_error_cb) */
+        snprintf(client_config_origin, sizeof client_config_origin,
+                 "the client configuration %.250s", path);
     client_props = props;
     return HF_OK;
 }
@@ -613,10 +735,17 @@ int kafka_producer_warm(kafka_producer_t *kp, const char *const *topics, size_t 
         }
         kp->warm[kp->warm_count++] = rkt;
         /* The answer fills the producer's cache for this topic; a missing
-         * topic is not an error here (its first produce will say so). */
+         * topic is not an error here (its first produce will say so), a refused
+         * login is (nothing is produced yet, so polling serves no report). */
         const struct rd_kafka_metadata *md = NULL;
-        if (rd_kafka_metadata(kp->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        char what[300];
+        snprintf(what, sizeof what, "metadata of %.250s", topics[i]);
+        rd_kafka_resp_err_t kerr = kafka_metadata_or_refusal(kp->rk, kp->rk, 0, rkt, &md,
+                                                             timeout_ms, what, errstr, errstr_size);
+        if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
             rd_kafka_metadata_destroy(md);
+        else if (kerr == RD_KAFKA_RESP_ERR__AUTHENTICATION)
+            return HF_ERR_CONFIG;
     }
     return HF_OK;
 }
@@ -657,8 +786,23 @@ int kafka_txn_fence(const kafka_conf_t *conf, const char *transactional_id,
 
 int kafka_txn_init(kafka_producer_t *kp, int timeout_ms, char *errstr, size_t errstr_size)
 {
-    return txn_error(rd_kafka_init_transactions(kp->rk, timeout_ms), "init_transactions", errstr,
-                     errstr_size);
+    /* In slices: a call that timed out, or failed with a retriable error (the
+     * coordinator still loading), may be made again and resumes where the last one
+     * stopped (rdkafka.h); between slices the error callback learns of a refused
+     * login (see refused_since). */
+    int64_t started_ms = hf_mono_ms(), deadline_ms = started_ms + timeout_ms;
+    for (;;) {
+        rd_kafka_error_t *error = rd_kafka_init_transactions(kp->rk, refusal_slice_ms(deadline_ms));
+        if (!error || !rd_kafka_error_is_retriable(error) || hf_mono_ms() >= deadline_ms)
+            return txn_error(error, "init_transactions", errstr, errstr_size);
+        bool timed_out = rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT;
+        rd_kafka_error_destroy(error);
+        /* Serves the error callback (nothing is produced yet); after an error that
+         * was not a timeout, also the pause before asking again. */
+        rd_kafka_poll(kp->rk, timed_out ? 0 : 100);
+        if (refused_since(started_ms, "init_transactions", errstr, errstr_size))
+            return HF_ERR_CONFIG;
+    }
 }
 
 int kafka_txn_begin(kafka_producer_t *kp, char *errstr, size_t errstr_size)
@@ -976,7 +1120,7 @@ static bool watermark_error_transient(rd_kafka_resp_err_t kerr)
 static rd_kafka_resp_err_t query_watermarks(rd_kafka_t *rk, const char *topic, int32_t partition,
                                             int timeout_ms, int64_t *low, int64_t *high)
 {
-    int64_t deadline_ms = hf_mono_ms() + timeout_ms;
+    int64_t started_ms = hf_mono_ms(), deadline_ms = started_ms + timeout_ms;
     for (;;) {
         int64_t left_ms = deadline_ms - hf_mono_ms();
         int attempt_ms = left_ms < HF_WATERMARK_ATTEMPT_MS ? (int)left_ms : HF_WATERMARK_ATTEMPT_MS;
@@ -996,6 +1140,8 @@ static rd_kafka_resp_err_t query_watermarks(rd_kafka_t *rk, const char *topic, i
         if (rkt)
             rd_kafka_topic_destroy(rkt);
         rd_kafka_poll(rk, 100);
+        if (refused_since(started_ms, NULL, NULL, 0)) /* no attempt can outgrow it */
+            return kerr;
     }
 }
 
@@ -1020,12 +1166,15 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
                              int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
                              int64_t *next_offset_out, char *errstr, size_t errstr_size)
 {
-    int64_t low = 0, high = 0;
+    int64_t low = 0, high = 0, started_ms = hf_mono_ms();
     rd_kafka_resp_err_t kerr =
         query_watermarks(rd->hw_rk, topic, partition, timeout_ms, &low, &high);
     if (kerr) {
-        snprintf(errstr, errstr_size, "watermarks of %s [%d]: %s", topic, partition,
-                 rd_kafka_err2str(kerr));
+        char what[300];
+        snprintf(what, sizeof what, "watermarks of %.250s [%d]", topic, partition);
+        if (refused_since(started_ms, what, errstr, errstr_size))
+            return HF_ERR_CONFIG;
+        snprintf(errstr, errstr_size, "%s: %s", what, rd_kafka_err2str(kerr));
         return HF_ERR_KAFKA;
     }
     int64_t from = start_offset < 0 || start_offset < low ? low : start_offset;
@@ -1175,10 +1324,17 @@ int kafka_partition_count(kafka_reader_t *rd, const char *topic, int timeout_ms,
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rd->rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rd->rk, 0, rkt, &md, timeout_ms);
+    char what[300];
+    snprintf(what, sizeof what, "metadata of %.250s", topic);
+    /* rd->rk's errors wait in its consumer queue; hw_rk has the same configuration, is
+     * refused the same way, and nothing else reads its main queue. */
+    rd_kafka_resp_err_t kerr = kafka_metadata_or_refusal(rd->rk, rd->hw_rk, 0, rkt, &md, timeout_ms,
+                                                         what, errstr, errstr_size);
     int err = HF_OK;
-    if (kerr) {
-        snprintf(errstr, errstr_size, "metadata of %s: %s", topic, rd_kafka_err2str(kerr));
+    if (kerr == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+        err = HF_ERR_CONFIG;
+    } else if (kerr) {
+        snprintf(errstr, errstr_size, "%s: %s", what, rd_kafka_err2str(kerr));
         err = HF_ERR_KAFKA;
     } else if (md->topic_cnt == 1 &&
                md->topics[0].err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {

@@ -13,7 +13,10 @@ static int topics_describe(rd_kafka_t *rk, const kafka_topic_spec_t *specs, size
                            int32_t *existing, char *errstr, size_t errstr_size)
 {
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t kerr = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
+    rd_kafka_resp_err_t kerr =
+        kafka_metadata_or_refusal(rk, rk, 1, NULL, &md, 10000, "metadata", errstr, errstr_size);
+    if (kerr == RD_KAFKA_RESP_ERR__AUTHENTICATION)
+        return HF_ERR_CONFIG;
     if (kerr) {
         snprintf(errstr, errstr_size, "metadata: %s (is the broker up? make kafka-up)",
                  rd_kafka_err2str(kerr));

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Starts a second single-node KRaft broker with SASL (SCRAM-SHA-512, PLAIN) over TLS and ACLs
-# (StandardAuthorizer), from the same jars as kafka-up.sh, on other ports: it never
-# touches the development broker on 9092. Every start is fresh: a self-signed CA and
-# broker certificate (openssl, keytool), random passwords, SCRAM users created when
-# the storage is formatted, then the ACLs of docs/SECURITY.md through Kafka's AclCommand
-# (the Admin API). Everything lives in .cache/kafka-secure/ and goes with kafka-secure-down.sh.
+# Starts a second single-node KRaft broker with SASL/SCRAM-SHA-512 over TLS, mutual TLS and
+# ACLs (StandardAuthorizer), from the same jars as kafka-up.sh, on other ports: it never
+# touches the development broker on 9092. Every start is fresh: a test CA, a broker
+# certificate and one client certificate per principal (openssl, PEM files), random
+# passwords, SCRAM users created when the storage is formatted, then the ACLs of
+# docs/SECURITY.md through Kafka's AclCommand (the Admin API). Everything lives in
+# .cache/kafka-secure/ and goes with kafka-secure-down.sh.
 #
 # usage: tools/kafka/kafka-secure-up.sh
-# env:   HOLDFAST_SECURE_PORT (default 19094; the controller listens on PORT+1)
+# env:   HOLDFAST_SECURE_PORT (default 19094, SASL_SSL; the controller listens on PORT+1,
+#        mutual TLS on PORT+2)
 #        KAFKA_HEAP_OPTS (default -Xmx512M -Xms512M)
-# makes: .cache/kafka-secure/{admin,holdfast,checkout,wms}.properties — librdkafka
-#        client configurations (HOLDFAST_KAFKA_CONFIG / kafka_config_file) per principal
-#        (SASL PLAIN over TLS; *-scram.properties: SCRAM-SHA-512 for librdkafka >= 2.6.1),
-#        and bootstrap (the address to use).
+# makes: .cache/kafka-secure/ — librdkafka client configurations (HOLDFAST_KAFKA_CONFIG /
+#        kafka_config_file) per principal:
+#          {admin,holdfast,checkout,wms}.properties   SCRAM-SHA-512 over TLS, at `bootstrap`
+#          {holdfast,checkout,wms}-mtls.properties    a client certificate, at `bootstrap-mtls`
+#        and tls/: the test CA, the keys and the certificates (PEM).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +28,7 @@ pidfile=$home/kafka.pid
 props=$home/server.properties
 port=${HOLDFAST_SECURE_PORT:-19094}
 cport=$((port + 1))
+mport=$((port + 2))
 start_timeout_s=90
 broker_dn="CN=holdfast-secure-broker"
 
@@ -38,7 +42,6 @@ broker_alive() {
 secret() { openssl rand -hex 16; }
 
 command -v openssl >/dev/null || die "needs openssl"
-command -v keytool >/dev/null || die "needs keytool (openjdk-17-jre-headless)"
 bash "$here/kafka-up.sh" --fetch # the jars only; the development broker is left alone
 
 if broker_alive && port_open "$port"; then
@@ -48,65 +51,74 @@ fi
 broker_alive && die "pid $(cat "$pidfile") is alive but not answering on $port; run kafka-secure-down.sh"
 port_open "$port" && die "127.0.0.1:$port is taken (set HOLDFAST_SECURE_PORT)"
 port_open "$cport" && die "127.0.0.1:$cport is taken (set HOLDFAST_SECURE_PORT)"
+port_open "$mport" && die "127.0.0.1:$mport is taken (set HOLDFAST_SECURE_PORT)"
 rm -rf "$home"
 mkdir -p "$data" "$tls"
 chmod 700 "$home"
 
-# ---- TLS: a CA, and a broker certificate for 127.0.0.1 / localhost that serves both
-# as the listeners' server certificate and as the broker's client certificate on the
-# controller listener.
-store_pw=$(secret)
+# ---- TLS: a CA; a broker certificate for 127.0.0.1 / localhost, which serves as the
+# listeners' server certificate and as the broker's client certificate on the controller
+# listener; a client certificate per principal, CN=<name>,O=holdfast-secure-test, which
+# the MTLS listener maps to User:<name> (ssl.principal.mapping.rules). PEM throughout:
+# Kafka and librdkafka both read it, so no Java key store is needed.
+client_o="holdfast-secure-test"
+# sign NAME SUBJECT EXTENSIONS...: tls/NAME.key (PKCS#8, unencrypted) and tls/NAME.crt.
+sign() {
+  local name=$1 subject=$2; shift 2
+  openssl req -newkey rsa:2048 -nodes -subj "$subject" -keyout "$tls/$name.key" \
+    -out "$tls/$name.csr" 2>/dev/null || die "openssl could not make a key for $name"
+  printf '%s\n' "$@" >"$tls/$name.ext"
+  openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+    -CAcreateserial -days 2 -extfile "$tls/$name.ext" -out "$tls/$name.crt" 2>/dev/null \
+    || die "openssl could not sign $name's certificate"
+  rm -f "$tls/$name.csr" "$tls/$name.ext"
+}
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=holdfast-secure-test-ca" \
-  -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/$broker_dn" \
-  -keyout "$tls/broker.key" -out "$tls/broker.csr" 2>/dev/null
-printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-  "extendedKeyUsage=serverAuth,clientAuth" >"$tls/broker.ext"
-openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
-  -CAcreateserial -days 2 -extfile "$tls/broker.ext" -out "$tls/broker.crt" 2>/dev/null
-openssl pkcs12 -export -name broker -in "$tls/broker.crt" -inkey "$tls/broker.key" \
-  -certfile "$tls/ca.crt" -out "$tls/broker.p12" -passout "pass:$store_pw"
-keytool -importcert -noprompt -alias ca -file "$tls/ca.crt" -storetype PKCS12 \
-  -keystore "$tls/truststore.p12" -storepass "$store_pw" >/dev/null 2>&1 \
-  || die "keytool could not write the truststore"
+  -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null || die "openssl could not make the CA"
+sign broker "/$broker_dn" "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  "extendedKeyUsage=serverAuth,clientAuth"
+cat "$tls/broker.key" "$tls/broker.crt" >"$tls/broker.pem"
+for user in holdfast checkout wms; do
+  sign "$user" "/O=$client_o/CN=$user" "extendedKeyUsage=clientAuth"
+done
 
-# ---- principals: admin (super user), holdfast (all stages), checkout, wms
+# ---- principals: admin (super user, SCRAM only), holdfast (all stages), checkout, wms
 declare -A pw
 for user in admin holdfast checkout wms; do pw[$user]=$(secret); done
-# PLAIN's users: the broker logs in as admin, then one user_<name>="<password>" each.
-plain_users="username=\"admin\" password=\"${pw[admin]}\""
-for user in admin holdfast checkout wms; do plain_users+=" user_$user=\"${pw[$user]}\""; done
-sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$cport|g" -e "s|@DATA_DIR@|$data|g" \
-  -e "s|@TLS_DIR@|$tls|g" -e "s|@STORE_PASSWORD@|$store_pw|g" \
-  -e "s|@ADMIN_PASSWORD@|${pw[admin]}|g" -e "s|@BROKER_DN@|$broker_dn|g" \
-  -e "s|@PLAIN_USERS@|$plain_users|g" "$here/server-secure.properties.in" >"$props"
-# <user>.properties: PLAIN, which librdkafka 2.0.2 can use against Kafka 4.x;
-# <user>-scram.properties: SCRAM-SHA-512, for librdkafka >= 2.6.1 (server-secure.properties.in).
+sed -e "s|@PORT@|$port|g" -e "s|@MTLS_PORT@|$mport|g" -e "s|@CONTROLLER_PORT@|$cport|g" \
+  -e "s|@DATA_DIR@|$data|g" -e "s|@TLS_DIR@|$tls|g" -e "s|@ADMIN_PASSWORD@|${pw[admin]}|g" \
+  -e "s|@BROKER_DN@|$broker_dn|g" "$here/server-secure.properties.in" >"$props"
 for user in admin holdfast checkout wms; do
-  for mech in PLAIN SCRAM-SHA-512; do
-    file=$home/$user.properties
-    [ "$mech" = PLAIN ] || file=$home/$user-scram.properties
-    cat >"$file" <<PROPS
-# librdkafka client configuration of principal $user (HOLDFAST_KAFKA_CONFIG)
+  cat >"$home/$user.properties" <<PROPS
+# librdkafka client configuration of principal $user: SCRAM-SHA-512 over TLS
+# (HOLDFAST_KAFKA_CONFIG; bootstrap 127.0.0.1:$port)
 security.protocol=SASL_SSL
-sasl.mechanisms=$mech
+sasl.mechanisms=SCRAM-SHA-512
 sasl.username=$user
 sasl.password=${pw[$user]}
 ssl.ca.location=$tls/ca.crt
 PROPS
-  done
+  [ "$user" = admin ] && continue
+  cat >"$home/$user-mtls.properties" <<PROPS
+# librdkafka client configuration of principal $user: a client certificate (mutual TLS)
+# (HOLDFAST_KAFKA_CONFIG; bootstrap 127.0.0.1:$mport)
+security.protocol=SSL
+ssl.ca.location=$tls/ca.crt
+ssl.certificate.location=$tls/$user.crt
+ssl.key.location=$tls/$user.key
+PROPS
 done
 # The same for Kafka's Java tools (AclCommand --command-config).
 cat >"$home/admin-java.properties" <<PROPS
 security.protocol=SASL_SSL
 sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="${pw[admin]}";
-ssl.truststore.type=PKCS12
-ssl.truststore.location=$tls/truststore.p12
-ssl.truststore.password=$store_pw
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.crt
 PROPS
 chmod 600 "$home"/*.properties "$tls"/*
 echo "127.0.0.1:$port" >"$home/bootstrap"
+echo "127.0.0.1:$mport" >"$home/bootstrap-mtls"
 
 # ---- format with the SCRAM users: they exist before the broker first starts, so the
 # broker can authenticate to itself as admin.
@@ -159,4 +171,4 @@ acl --allow-principal User:checkout --consumer --resource-pattern-type prefixed 
 # wms: the stock feed only.
 acl --allow-principal User:wms --producer --topic holdfast.stock-feed
 
-echo "kafka-secure up: bootstrap 127.0.0.1:$port SASL_SSL (pid $(cat "$pidfile"), ready in $((($(date +%s%N) - t0) / 1000000)) ms); client configs in $home/{admin,holdfast,checkout,wms}.properties"
+echo "kafka-secure up: bootstrap 127.0.0.1:$port SASL_SSL (SCRAM-SHA-512), 127.0.0.1:$mport mutual TLS (pid $(cat "$pidfile"), ready in $((($(date +%s%N) - t0) / 1000000)) ms); client configs in $home/{admin,holdfast,checkout,wms}.properties and $home/{holdfast,checkout,wms}-mtls.properties"

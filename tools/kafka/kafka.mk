@@ -21,8 +21,9 @@ kafka-down:
 kafka-wipe:
 	@bash $(KAFKA_TOOLS)/kafka-down.sh --wipe
 
-# A second, secured broker (SASL over TLS, ACLs) on 127.0.0.1:$${HOLDFAST_SECURE_PORT:-19094};
-# fresh certificates, users and ACLs at each start; down deletes all of it. docs/SECURITY.md.
+# A second, secured broker (SCRAM-SHA-512 over TLS on 127.0.0.1:$${HOLDFAST_SECURE_PORT:-19094},
+# mutual TLS on PORT+2, ACLs); fresh certificates, users and ACLs at each start; down
+# deletes all of it. docs/SECURITY.md.
 kafka-secure-up:
 	@bash $(KAFKA_TOOLS)/kafka-secure-up.sh
 
