@@ -1774,6 +1774,17 @@ void task_destroy(task_t *t)
     if (t->msgs)
         release_msgs(t, t->msgs_count);
     kafka_consumer_destroy(t->kc);
+    /* A consumer closed after a fatal error (fenced by a member with its
+     * group.instance.id) revokes nothing, yet its partitions are not this task's
+     * any more: whoever gets them next (this task started again, another thread,
+     * the standby) claims them. The buffer that was not written goes with it. */
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
+        if (!t->owned[p])
+            continue;
+        owners_release(t->o.owners, p);
+        t->owned[p] = false;
+        metrics_add_partitions(t->metrics, -1);
+    }
     kafka_reader_destroy(t->rd);
     kafka_producer_destroy(t->kp);
     state_buf_destroy(t->buf);
