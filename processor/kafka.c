@@ -29,9 +29,14 @@ struct kafka_consumer {
 
 #define KAFKA_WARM_TOPICS_MAX 32
 
+/* send_offsets_to_transaction's bound for a producer without a transaction
+ * timeout of its own (kafka_txn_send_offsets). */
+#define KAFKA_TXN_CALL_MS_DEFAULT 10000
+
 struct kafka_producer {
     rd_kafka_t *rk;
     bool transactional;
+    int txn_timeout_ms;    /* transaction.timeout.ms; 0 when not transactional */
     uint64_t failed_count; /* delivery failures; written by the DR callback */
     rd_kafka_topic_t *warm[KAFKA_WARM_TOPICS_MAX]; /* kept known: see kafka_producer_warm */
     size_t warm_count;
@@ -706,6 +711,7 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
             conf_set(c, "message.timeout.ms", timeout, errstr, errstr_size) != HF_OK)
             goto fail;
         kp->transactional = true;
+        kp->txn_timeout_ms = transaction_timeout_ms;
     }
     rd_kafka_conf_set_dr_msg_cb(c, dr_msg_cb);
     rd_kafka_conf_set_opaque(c, kp);
@@ -818,10 +824,29 @@ int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kaf
     for (size_t i = 0; i < count; i++)
         l->elems[i].offset = next_offsets[i];
     rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(kc->rk);
-    rd_kafka_error_t *error = rd_kafka_send_offsets_to_transaction(kp->rk, l, cgmd, -1);
+    /* Never -1: for this call librdkafka takes it as "wait forever", and a request
+     * queued to a coordinator that died was seen never to be answered (3-broker
+     * leader kill: a task's thread in rd_kafka_txn_op_req0 for 120 s, until the
+     * stall watchdog exited the process). Bounded by the transaction timeout.
+     * No answer by then and the producer is given up (fatal: the task is started
+     * again with a new one, whose init_transactions ends what this one left
+     * open). Not called a second time: after a timeout librdkafka 2.12.1 answered
+     * a second call at once with success while the coordinator had not answered
+     * the first (test_kafka_txn_mock.c), and what a commit would then hold is not
+     * something to find out in production. */
+    int timeout_ms = kp->txn_timeout_ms > 0 ? kp->txn_timeout_ms : KAFKA_TXN_CALL_MS_DEFAULT;
+    rd_kafka_error_t *error = rd_kafka_send_offsets_to_transaction(kp->rk, l, cgmd, timeout_ms);
+    int err = txn_error(error, "send_offsets_to_transaction", errstr, errstr_size);
+    if (err == HF_ERR_TIMEOUT || err == HF_ERR_KAFKA) {
+        size_t used = strlen(errstr);
+        snprintf(errstr + used, errstr_size - used,
+                 "; no answer within the transaction timeout (%d ms): the producer is given up",
+                 timeout_ms);
+        err = HF_ERR_FATAL;
+    }
     rd_kafka_consumer_group_metadata_destroy(cgmd);
     rd_kafka_topic_partition_list_destroy(l);
-    return txn_error(error, "send_offsets_to_transaction", errstr, errstr_size);
+    return err;
 }
 
 /* Fault injection for the stalled-owner test (tests/integration/itest_offsets.c):
@@ -1110,8 +1135,9 @@ static bool watermark_error_transient(rd_kafka_resp_err_t kerr)
            kerr == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH || kerr == RD_KAFKA_RESP_ERR__TIMED_OUT ||
            kerr == RD_KAFKA_RESP_ERR__TRANSPORT || kerr == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
            /* librdkafka 2.12 fails a request in flight to a broker that left the
-            * cluster's metadata with this one; the next leader answers. */
-           kerr == RD_KAFKA_RESP_ERR__DESTROY_BROKER;
+            * cluster's metadata with __DESTROY_BROKER; the next leader answers. By
+            * its number: older headers (2.0.2's, HOLDFAST_RDKAFKA=system) lack it. */
+           kerr == (rd_kafka_resp_err_t)-137;
 }
 
 /* The log start and end of topic/partition within timeout_ms (as seen by rk's

@@ -1,0 +1,118 @@
+/* A transaction call against librdkafka's mock cluster whose transaction
+ * coordinator stops answering: kafka_txn_send_offsets must come back within its
+ * bound (the producer's transaction timeout) and call the producer broken
+ * (HF_ERR_FATAL, so the task is started again with a new one).
+ * It used to pass -1 to rd_kafka_send_offsets_to_transaction, which librdkafka
+ * takes as "wait forever": on the 3-broker cluster a task's thread waited there
+ * for 120 s after a leader's kill -9, until the stall watchdog exited the
+ * process. The coordinator's silence is a 60 s delay on AddOffsetsToTxn. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "hf_clock.h"
+#include "kafka.h"
+#include "log.h"
+
+#define TOPIC                  "hf-mock-txn"
+#define TXN_ID                 "hf-mock-txn-0"
+#define GROUP                  "hf-mock-txn-group"
+#define TXN_TIMEOUT_MS         2000
+#define SILENCE_MS             60000 /* the coordinator's delay: far beyond the bound */
+#define WATCHDOG_S             40    /* a hang fails the test instead of the CI job's clock */
+#define API_ADD_OFFSETS_TO_TXN 25
+
+static rd_kafka_t *mock_owner;
+static rd_kafka_mock_cluster_t *mc;
+static char bootstrap[256];
+static char errstr[512];
+
+static void watchdog_fired(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_kafka_txn_mock: send_offsets did not return within the "
+                              "watchdog (an unbounded wait on a silent coordinator)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(3);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    rd_kafka_conf_set(c, "log_level", "0", NULL, 0);
+    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, sizeof errstr);
+    assert_non_null(mock_owner);
+    mc = rd_kafka_mock_cluster_new(mock_owner, 1);
+    assert_non_null(mc);
+    snprintf(bootstrap, sizeof bootstrap, "%s", rd_kafka_mock_cluster_bootstraps(mc));
+    assert_int_equal(rd_kafka_mock_topic_create(mc, TOPIC, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    signal(SIGALRM, watchdog_fired);
+    log_set_level(HF_LOG_ERROR);
+    assert_int_equal(kafka_client_config_load(NULL, NULL, errstr, sizeof errstr), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(mock_owner);
+    return 0;
+}
+
+static void test_send_offsets_to_a_silent_coordinator_ends_within_its_bound(void **state)
+{
+    (void)state;
+    kafka_conf_t kc = {bootstrap, "hf-mock-txn", NULL};
+    kafka_producer_t *kp = NULL;
+    assert_int_equal(kafka_producer_new(&kc, TXN_ID, TXN_TIMEOUT_MS, &kp, errstr, sizeof errstr),
+                     HF_OK);
+    assert_int_equal(kafka_txn_init(kp, 10000, errstr, sizeof errstr), HF_OK);
+    const char *topics[] = {TOPIC};
+    kafka_rebalance_t rb = {.committed_timeout_ms = 10000};
+    kafka_consumer_t *cons = NULL;
+    assert_int_equal(
+        kafka_consumer_new(&kc, GROUP, NULL, topics, 1, &rb, &cons, errstr, sizeof errstr), HF_OK);
+    assert_int_equal(kafka_txn_begin(kp, errstr, sizeof errstr), HF_OK);
+
+    assert_int_equal(rd_kafka_mock_broker_push_request_error_rtts(
+                         mc, 1, API_ADD_OFFSETS_TO_TXN, 1, RD_KAFKA_RESP_ERR_NO_ERROR, SILENCE_MS),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    kafka_tp_t tp = {TOPIC, 0};
+    int64_t next = 1;
+    alarm(WATCHDOG_S);
+    int64_t t0 = hf_mono_ms();
+    int err = kafka_txn_send_offsets(kp, cons, &tp, &next, 1, errstr, sizeof errstr);
+    int64_t took_ms = hf_mono_ms() - t0;
+    alarm(0);
+    print_message("send_offsets to a silent coordinator: %s after %lld ms: %s\n", hf_err_name(err),
+                  (long long)took_ms, errstr);
+    assert_int_equal(err, HF_ERR_FATAL);
+    assert_non_null(strstr(errstr, "the producer is given up"));
+    assert_true(took_ms < 2 * TXN_TIMEOUT_MS); /* one wait of the transaction timeout */
+    assert_true(took_ms >= TXN_TIMEOUT_MS);    /* it did wait for an answer */
+    kafka_consumer_destroy(cons);
+    kafka_producer_destroy(kp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_send_offsets_to_a_silent_coordinator_ends_within_its_bound),
+    };
+    return cmocka_run_group_tests_name("kafka transactions on the mock cluster", tests, setup,
+                                       teardown);
+}
