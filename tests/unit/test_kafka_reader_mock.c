@@ -14,7 +14,6 @@
 
 #include <cmocka.h>
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,49 +24,31 @@
 #include "hf_clock.h"
 #include "kafka.h"
 #include "log.h"
+#include "mock_kafka.h"
 
 #define TOPIC      "hf-mock-reads"
 #define WATCHDOG_S 90 /* a hang fails the test instead of the CI job's clock */
 
-static rd_kafka_t *mock_owner;
 static rd_kafka_mock_cluster_t *mc;
 static char bootstrap[256];
 static char errstr[512];
 
-static void watchdog_fired(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_kafka_reader_mock: a reader call did not return within "
-                              "the watchdog (the watermark-query hang, librdkafka #2588)\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    _exit(3);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    rd_kafka_conf_set(c, "log_level", "0", NULL, 0);
-    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, sizeof errstr);
-    assert_non_null(mock_owner);
-    mc = rd_kafka_mock_cluster_new(mock_owner, 3);
-    assert_non_null(mc);
-    snprintf(bootstrap, sizeof bootstrap, "%s", rd_kafka_mock_cluster_bootstraps(mc));
-    assert_int_equal(rd_kafka_mock_topic_create(mc, TOPIC, 1, 3), RD_KAFKA_RESP_ERR_NO_ERROR);
+    mc = mock_kafka_start(3, TOPIC, 1, 3,
+                          "test_kafka_reader_mock: a reader call did not return within the "
+                          "watchdog (the watermark-query hang, librdkafka #2588)",
+                          bootstrap, sizeof bootstrap);
     assert_int_equal(rd_kafka_mock_partition_set_leader(mc, TOPIC, 0, 1),
                      RD_KAFKA_RESP_ERR_NO_ERROR);
-    signal(SIGALRM, watchdog_fired);
-    log_set_level(HF_LOG_ERROR); /* the downed brokers' connection warnings are expected */
-    assert_int_equal(kafka_client_config_load(NULL, NULL, errstr, sizeof errstr), 0);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    rd_kafka_mock_cluster_destroy(mc);
-    rd_kafka_destroy(mock_owner);
+    mock_kafka_stop();
     return 0;
 }
 

@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include "hf_clock.h"
 #include "kafka.h"
 #include "log.h"
+#include "mock_kafka.h"
 
 #define TOPIC                  "hf-mock-txn"
 #define TXN_ID                 "hf-mock-txn-0"
@@ -33,43 +33,24 @@
 #define WATCHDOG_S             40    /* a hang fails the test instead of the CI job's clock */
 #define API_ADD_OFFSETS_TO_TXN 25
 
-static rd_kafka_t *mock_owner;
 static rd_kafka_mock_cluster_t *mc;
 static char bootstrap[256];
 static char errstr[512];
 
-static void watchdog_fired(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_kafka_txn_mock: send_offsets did not return within the "
-                              "watchdog (an unbounded wait on a silent coordinator)\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    _exit(3);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    rd_kafka_conf_set(c, "log_level", "0", NULL, 0);
-    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, c, errstr, sizeof errstr);
-    assert_non_null(mock_owner);
-    mc = rd_kafka_mock_cluster_new(mock_owner, 1);
-    assert_non_null(mc);
-    snprintf(bootstrap, sizeof bootstrap, "%s", rd_kafka_mock_cluster_bootstraps(mc));
-    assert_int_equal(rd_kafka_mock_topic_create(mc, TOPIC, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-    signal(SIGALRM, watchdog_fired);
-    log_set_level(HF_LOG_ERROR);
-    assert_int_equal(kafka_client_config_load(NULL, NULL, errstr, sizeof errstr), 0);
+    mc = mock_kafka_start(1, TOPIC, 1, 1,
+                          "test_kafka_txn_mock: send_offsets did not return within the "
+                          "watchdog (an unbounded wait on a silent coordinator)",
+                          bootstrap, sizeof bootstrap);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    rd_kafka_mock_cluster_destroy(mc);
-    rd_kafka_destroy(mock_owner);
+    mock_kafka_stop();
     return 0;
 }
 
