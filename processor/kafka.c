@@ -827,7 +827,10 @@ int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kaf
     /* Never -1: for this call librdkafka takes it as "wait forever", and a request
      * queued to a coordinator that died was seen never to be answered (3-broker
      * leader kill: a task's thread in rd_kafka_txn_op_req0 for 120 s, until the
-     * stall watchdog exited the process). Bounded by the transaction timeout.
+     * stall watchdog exited the process). Bounded by the transaction timeout (a
+     * shorter bound does not shorten it: asked for 1,000 ms with a 2,000 ms
+     * transaction timeout, librdkafka 2.12.1 still returned after 2,000, when the
+     * request itself timed out; a shorter transaction_timeout_ms does).
      * No answer by then and the producer is given up (fatal: the task is started
      * again with a new one, whose init_transactions ends what this one left
      * open). Not called a second time: after a timeout librdkafka 2.12.1 answered
