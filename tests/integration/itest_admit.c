@@ -388,8 +388,9 @@ static void forwarded_fn(void *opaque, const kafka_msg_t *msg, const hf_record_t
 
 /* A checkout service on librdkafka's default partitioner (consistent_random,
  * CRC32 of the key): about half its requests land off their key's partition.
- * Every request is answered once, HELD as if it had used murmur2, and the
- * topics reconcile. */
+ * Every request is answered once, HELD as if it had used murmur2; a warehouse
+ * feed off its partition is applied once; and the topics reconcile (the
+ * reconciler counts the forwarded copy, not the original as well). */
 static void test_a_producer_on_librdkafkas_default_partitioner_is_served_once(void **state)
 {
     enum { N = 24 };
@@ -427,6 +428,21 @@ static void test_a_producer_on_librdkafkas_default_partitioner_is_served_once(vo
         if (rs.by_outcome[HF_REPLY_HELD] != 1 || answers != 1)
             fail_msg("%s answered %zu times: %s", rid, answers, rs.messages);
     }
+    /* A warehouse feed on the wrong partition too: applied once, where its key is. */
+    char key[128];
+    harness_pair(key, "W1", "SKU-C");
+    int32_t fparts = harness_partitions(&a.h, HF_T_STOCK_FEED);
+    hf_record_t feed = harness_feed("W1", "SKU-C", HF_FEED_RECEIVE, 10, 2);
+    harness_send_to_partition(&a.h, HF_T_STOCK_FEED,
+                              (kafka_partition_for_key(key, strlen(key), fparts) + 1) % fparts, key,
+                              &feed);
+    harness_flush(&a.h);
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&a.h, "W1", "SKU-C", &c) && c.on_hand == 110) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(c.on_hand, 110);
     assert_int_equal(harness_read(&a.h, HF_T_DEAD_LETTERS, NULL, NULL), 0);
     assert_int_equal(reserved_at_w1(&a, "SKU-C"), N);
     char out[8192];

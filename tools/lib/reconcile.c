@@ -61,6 +61,7 @@ struct drv {
     drv_fn fn;
     bool decode;
     bool tombstones; /* fn sees records without a value (rec NULL) */
+    int32_t parts;   /* the partition count of the topic being read */
     uint64_t records;
     json_t *counts; /* records per topic */
     drv_end_t *ends;
@@ -179,6 +180,7 @@ static int read_topic_ex(drv_t *d, int step, const char *topic, drv_fn fn, bool 
     int err =
         kafka_partition_count(d->rd, topic, d->o->timeout_ms, &parts, d->errstr, d->errstr_size);
     d->fn = fn;
+    d->parts = parts;
     d->decode = decode;
     d->tombstones = fn && !decode;
     d->records = 0;
@@ -357,15 +359,25 @@ static int on_result(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const 
     return reconcile_counter_result(d->rc, pos, &r->u.counter_result);
 }
 
+/* A counter input off its key's partition (murmur2) is never applied where it
+ * arrived: the counter forwards a copy to its key's partition (docs/ARCHITECTURE.md,
+ * "Admission"), which this pass reads there; counting both would apply it twice. */
+static bool off_its_partition(const drv_t *d, const kafka_msg_t *m)
+{
+    return d->parts > 0 && kafka_partition_for_key(m->key, m->key_len, d->parts) != m->partition;
+}
+
 /* Undecodable inputs are the counter's to dead-letter, not violations. */
 static int on_commands(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
-    return r ? reconcile_counter_input(d->rc, RC_IN_COMMANDS, pos, r) : HF_OK;
+    return r && !off_its_partition(d, m) ? reconcile_counter_input(d->rc, RC_IN_COMMANDS, pos, r)
+                                         : HF_OK;
 }
 
 static int on_feed(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
-    return r ? reconcile_counter_input(d->rc, RC_IN_STOCK_FEED, pos, r) : HF_OK;
+    return r && !off_its_partition(d, m) ? reconcile_counter_input(d->rc, RC_IN_STOCK_FEED, pos, r)
+                                         : HF_OK;
 }
 
 /* Requests name the reply topics to read besides holdfast.replies. */
@@ -482,6 +494,8 @@ static int spill_record(drv_t *d, const kafka_msg_t *m, const hf_record_t *r)
     if (!steps[d->step].every_pass)
         return HF_OK;
     hf_topic_id_t t = steps[d->step].topic;
+    if ((t == HF_T_STOCK_FEED || t == HF_T_COUNTER_COMMANDS) && off_its_partition(d, m))
+        return HF_OK; /* its forwarded copy is spilled instead */
     uint32_t file = 0;
     if (t != HF_T_LEDGER) {
         hf_wh_t wh;
@@ -500,6 +514,7 @@ static int replay_step(drv_t *d, size_t i, uint32_t file)
 {
     const char *topic = topic_name(steps[i].topic);
     d->fn = steps[i].fn;
+    d->parts = 0; /* spill_record kept no input off its key's partition */
     d->decode = steps[i].decode;
     d->tombstones = d->fn && !d->decode;
     d->records = 0;
