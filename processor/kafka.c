@@ -29,14 +29,9 @@ struct kafka_consumer {
 
 #define KAFKA_WARM_TOPICS_MAX 32
 
-/* send_offsets_to_transaction's bound for a producer without a transaction
- * timeout of its own (kafka_txn_send_offsets). */
-#define KAFKA_TXN_CALL_MS_DEFAULT 10000
-
 struct kafka_producer {
     rd_kafka_t *rk;
     bool transactional;
-    int txn_timeout_ms;    /* transaction.timeout.ms; 0 when not transactional */
     uint64_t failed_count; /* delivery failures; written by the DR callback */
     rd_kafka_topic_t *warm[KAFKA_WARM_TOPICS_MAX]; /* kept known: see kafka_producer_warm */
     size_t warm_count;
@@ -711,7 +706,6 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
             conf_set(c, "message.timeout.ms", timeout, errstr, errstr_size) != HF_OK)
             goto fail;
         kp->transactional = true;
-        kp->txn_timeout_ms = transaction_timeout_ms;
     }
     rd_kafka_conf_set_dr_msg_cb(c, dr_msg_cb);
     rd_kafka_conf_set_opaque(c, kp);
@@ -824,29 +818,13 @@ int kafka_txn_send_offsets(kafka_producer_t *kp, kafka_consumer_t *kc, const kaf
     for (size_t i = 0; i < count; i++)
         l->elems[i].offset = next_offsets[i];
     rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(kc->rk);
-    /* Never -1: for this call librdkafka takes it as "wait forever", and a request
-     * queued to a coordinator that died was seen never to be answered (3-broker
-     * leader kill: a task's thread in rd_kafka_txn_op_req0 for 120 s, until the
-     * stall watchdog exited the process). Bounded by the transaction timeout (a
-     * shorter bound does not shorten it: asked for 1,000 ms with a 2,000 ms
-     * transaction timeout, librdkafka 2.12.1 still returned after 2,000, when the
-     * request itself timed out; a shorter transaction_timeout_ms does).
-     * No answer by then and the producer is given up (fatal: the task is started
-     * again with a new one, whose init_transactions ends what this one left
-     * open). Not called a second time: after a timeout librdkafka 2.12.1 answered
-     * a second call at once with success while the coordinator had not answered
-     * the first (test_kafka_txn_mock.c), and what a commit would then hold is not
-     * something to find out in production. */
-    int timeout_ms = kp->txn_timeout_ms > 0 ? kp->txn_timeout_ms : KAFKA_TXN_CALL_MS_DEFAULT;
-    rd_kafka_error_t *error = rd_kafka_send_offsets_to_transaction(kp->rk, l, cgmd, timeout_ms);
+    /* -1: librdkafka caps this call at the transaction timeout (a coordinator
+     * that stays silent gets a timeout then: test_kafka_txn_mock.c). The one
+     * stall seen here (3-broker leader kill, a thread in rd_kafka_txn_op_req0
+     * for 120 s) was librdkafka's wait for the operation's result, which no
+     * timeout passed in bounds: the stall watchdog is what ends that. */
+    rd_kafka_error_t *error = rd_kafka_send_offsets_to_transaction(kp->rk, l, cgmd, -1);
     int err = txn_error(error, "send_offsets_to_transaction", errstr, errstr_size);
-    if (err == HF_ERR_TIMEOUT || err == HF_ERR_KAFKA) {
-        size_t used = strlen(errstr);
-        snprintf(errstr + used, errstr_size - used,
-                 "; no answer within the transaction timeout (%d ms): the producer is given up",
-                 timeout_ms);
-        err = HF_ERR_FATAL;
-    }
     rd_kafka_consumer_group_metadata_destroy(cgmd);
     rd_kafka_topic_partition_list_destroy(l);
     return err;

@@ -1,11 +1,10 @@
 /* A transaction call against librdkafka's mock cluster whose transaction
- * coordinator stops answering: kafka_txn_send_offsets must come back within its
- * bound (the producer's transaction timeout) and call the producer broken
- * (HF_ERR_FATAL, so the task is started again with a new one).
- * It used to pass -1 to rd_kafka_send_offsets_to_transaction, which librdkafka
- * takes as "wait forever": on the 3-broker cluster a task's thread waited there
- * for 120 s after a leader's kill -9, until the stall watchdog exited the
- * process. The coordinator's silence is a 60 s delay on AddOffsetsToTxn. */
+ * coordinator stops answering: kafka_txn_send_offsets must come back with an
+ * error within about the producer's transaction timeout, not wait for the
+ * coordinator. holdfast passes -1 (kafka.c) and relies on librdkafka capping the
+ * call at the transaction timeout; this proves that bound, the one every task
+ * loop's liveness assumes (the stall watchdog ends what it does not cover). The
+ * coordinator's silence is a 60 s delay on every AddOffsetsToTxn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,7 +53,8 @@ static int teardown(void **state)
     return 0;
 }
 
-static void test_send_offsets_to_a_silent_coordinator_ends_within_its_bound(void **state)
+static void
+test_send_offsets_to_a_silent_coordinator_ends_within_the_transaction_timeout(void **state)
 {
     (void)state;
     kafka_conf_t kc = {bootstrap, "hf-mock-txn", NULL};
@@ -69,8 +69,11 @@ static void test_send_offsets_to_a_silent_coordinator_ends_within_its_bound(void
         kafka_consumer_new(&kc, GROUP, NULL, topics, 1, &rb, &cons, errstr, sizeof errstr), HF_OK);
     assert_int_equal(kafka_txn_begin(kp, errstr, sizeof errstr), HF_OK);
 
+    /* Every attempt librdkafka makes within the call meets the same silence. */
     assert_int_equal(rd_kafka_mock_broker_push_request_error_rtts(
-                         mc, 1, API_ADD_OFFSETS_TO_TXN, 1, RD_KAFKA_RESP_ERR_NO_ERROR, SILENCE_MS),
+                         mc, 1, API_ADD_OFFSETS_TO_TXN, 4, RD_KAFKA_RESP_ERR_NO_ERROR, SILENCE_MS,
+                         RD_KAFKA_RESP_ERR_NO_ERROR, SILENCE_MS, RD_KAFKA_RESP_ERR_NO_ERROR,
+                         SILENCE_MS, RD_KAFKA_RESP_ERR_NO_ERROR, SILENCE_MS),
                      RD_KAFKA_RESP_ERR_NO_ERROR);
     kafka_tp_t tp = {TOPIC, 0};
     int64_t next = 1;
@@ -78,21 +81,22 @@ static void test_send_offsets_to_a_silent_coordinator_ends_within_its_bound(void
     int64_t t0 = hf_mono_ms();
     int err = kafka_txn_send_offsets(kp, cons, &tp, &next, 1, errstr, sizeof errstr);
     int64_t took_ms = hf_mono_ms() - t0;
-    alarm(0);
     print_message("send_offsets to a silent coordinator: %s after %lld ms: %s\n", hf_err_name(err),
                   (long long)took_ms, errstr);
-    assert_int_equal(err, HF_ERR_FATAL);
-    assert_non_null(strstr(errstr, "the producer is given up"));
-    assert_true(took_ms < 2 * TXN_TIMEOUT_MS); /* one wait of the transaction timeout */
-    assert_true(took_ms >= TXN_TIMEOUT_MS);    /* it did wait for an answer */
+    assert_int_not_equal(err, HF_OK);
+    assert_true(err != HF_ERR_FATAL); /* the producer is fine: abort and retry the batch */
+    /* librdkafka notices a timed-out request once a second: allow for it */
+    assert_true(took_ms < 3 * TXN_TIMEOUT_MS);
     kafka_consumer_destroy(cons);
     kafka_producer_destroy(kp);
+    alarm(0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_send_offsets_to_a_silent_coordinator_ends_within_its_bound),
+        cmocka_unit_test(
+            test_send_offsets_to_a_silent_coordinator_ends_within_the_transaction_timeout),
     };
     return cmocka_run_group_tests_name("kafka transactions on the mock cluster", tests, setup,
                                        teardown);
