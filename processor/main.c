@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include "codec.h"
@@ -73,9 +74,13 @@ static void backtrace_all_threads(void)
     const char *on = getenv("HOLDFAST_STALL_BACKTRACE");
     if (!on || strcmp(on, "1") != 0)
         return;
+    /* Under Yama's ptrace_scope 1 a process may be read only by its ancestors
+     * unless it names a reader: any, here, for the next seconds. SIGINT on
+     * timeout lets gdb detach instead of leaving the process stopped. */
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     char cmd[160];
     snprintf(cmd, sizeof cmd,
-             "timeout 30 gdb -p %d -batch -nx -ex 'thread apply all bt' </dev/null >&2 2>&1",
+             "timeout -s INT 30 gdb -p %d -batch -nx -ex 'thread apply all bt' </dev/null >&2 2>&1",
              (int)getpid());
     fflush(stderr);
     int rc = system(cmd);
@@ -174,7 +179,12 @@ static bool recover(worker_t *w, int rc, int64_t *window_start_ms, int *recoveri
     if (backoff_ms > HF_TASK_RECOVERY_BACKOFF_MAX_MS)
         backoff_ms = HF_TASK_RECOVERY_BACKOFF_MAX_MS;
     (*recoveries)++;
-    metrics_add(metrics_stage(w->opts.def->name), HF_M_RECOVERIES, 1);
+    int stage = metrics_stage(w->opts.def->name);
+    metrics_add(stage, HF_M_RECOVERIES, 1);
+    /* This thread's health slot: not ready until the new task has restored its
+     * partitions, and neither the old task's aborts nor its last loop held against it. */
+    metrics_task_restoring(stage, true);
+    metrics_task_heartbeat(stage, 0);
     log_warn("main",
              "%s task %d: %s; closed dirty, starting it again in %lld ms (recovery %d of at most "
              "%d within %d s)",
@@ -204,10 +214,15 @@ static void *worker_main(void *arg)
         } else if (started_once && w->rc != HF_ERR_CONFIG && w->rc != HF_ERR_NOMEM) {
             w->rc = HF_ERR_FATAL; /* a recovery that could not start yet: try again */
         }
-        if (w->rc == HF_OK || !started_once || !recover(w, w->rc, &window_start_ms, &recoveries))
+        if (w->rc == HF_OK || !started_once || w->rc != HF_ERR_FATAL || atomic_load(&stop_flag))
             break;
-        task_destroy(t); /* dirty: its buffer was never written; the broker has the rest */
+        /* Closed dirty before the backoff: its buffer was never written (the broker
+         * has the rest), and its partitions are free for whoever the group gives
+         * them to meanwhile — another thread of this stage included. */
+        task_destroy(t);
         t = NULL;
+        if (!recover(w, w->rc, &window_start_ms, &recoveries))
+            break;
     }
     if (w->rc != HF_OK) {
         log_error("main", "%s %s %d stopped: %s", w->opts.def->name,
@@ -215,7 +230,7 @@ static void *worker_main(void *arg)
         if (w->rc == HF_ERR_FATAL)
             atomic_store(&fatal_seen, true);
         atomic_store(&stop_flag, true); /* one broken task stops the process */
-    } else {
+    } else if (t) {
         log_done(w, t);
     }
     atomic_store(&w->running, false); /* its close is the shutdown watchdog's */

@@ -291,10 +291,12 @@ static void test_a_task_stuck_in_a_call_exits_the_process_and_the_restart_redoes
     assert_int_equal(status, 4);
     assert_true(log_has(&h, "a", "shows no sign of life"));
     /* The stack of the stuck call is in the log when gdb is there to print it. */
-    if (system("command -v gdb >/dev/null 2>&1") == 0)
-        assert_true(log_has(&h, "a", "fault_hang_commit"));
-    else
+    if (system("command -v gdb >/dev/null 2>&1") != 0)
         print_message("no gdb on this machine: the stall backtrace is not checked\n");
+    else if (log_has(&h, "a", "ptrace: Operation not permitted"))
+        print_message("gdb may not attach here (ptrace refused): the backtrace is not checked\n");
+    else
+        assert_true(log_has(&h, "a", "fault_hang_commit"));
     assert_int_equal(harness_read(&h, HF_T_COUNTER_RESULTS, NULL, NULL), 0); /* never committed */
 
     pid_t again = start_proc(&h, "a", "counter", app, NULL, NULL, NULL);
