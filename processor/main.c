@@ -50,6 +50,14 @@ static void on_signal(int sig)
     atomic_store(&stop_flag, true);
 }
 
+/* `holdfast http`: SIGHUP asks the main loop to reload certificates and keys. */
+static atomic_bool reload_flag;
+static void on_sighup(int sig)
+{
+    (void)sig;
+    atomic_store(&reload_flag, true);
+}
+
 /* A task stopped on a fatal error: the exit code the watchdog gives. */
 static atomic_bool fatal_seen;
 /* The process closed everything (set just before main returns). */
@@ -537,6 +545,8 @@ static int serve_http(const hf_config_t *cfg)
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    struct sigaction hup = {.sa_handler = on_sighup};
+    sigaction(SIGHUP, &hup, NULL);
     kafka_conf_t kconf = {cfg->bootstrap, "holdfast-http", NULL};
     http_api_t *api = NULL;
     int port = 0;
@@ -556,6 +566,8 @@ static int serve_http(const hf_config_t *cfg)
     while (!atomic_load(&stop_flag) && rc == 0)
         if (http_api_broken(api))
             rc = 1; /* cannot send any more: let the supervisor restart the process */
+        else if (atomic_exchange(&reload_flag, false))
+            http_api_reload(api);
         else
             hf_sleep_ms(100);
     http_api_stop(api);

@@ -30,20 +30,22 @@ typedef struct {
     const char *method;
     const char *path; /* segments; "{name}" matches one non-empty segment */
     http_route_fn fn;
+    http_listener_t listener;
+    http_scope_t scope;
 } http_route_t;
 
 /* What a newcomer looks for: "what happens on POST .../commit" is api_commit.c. */
 static const http_route_t routes[] = {
-    {"POST", "/v1/reservations", api_reserve},
-    {"GET", "/v1/reservations/{id}", api_status},
-    {"POST", "/v1/reservations/{id}/commit", api_commit},
-    {"POST", "/v1/reservations/{id}/release", api_release},
-    {"POST", "/v1/reservations/{id}/extend", api_extend},
-    {"GET", "/v1/availability/{sku}", api_availability},
-    {"POST", "/v1/webhooks/payments", api_webhook},
-    {"GET", "/metrics", api_metrics},
-    {"GET", "/healthz", api_healthz},
-    {"GET", "/readyz", api_readyz},
+    {"POST", "/v1/reservations", api_reserve, HTTP_L_CHECKOUT, HTTP_SCOPE_RESERVE},
+    {"GET", "/v1/reservations/{id}", api_status, HTTP_L_CHECKOUT, HTTP_SCOPE_READ},
+    {"POST", "/v1/reservations/{id}/commit", api_commit, HTTP_L_CHECKOUT, HTTP_SCOPE_COMMIT},
+    {"POST", "/v1/reservations/{id}/release", api_release, HTTP_L_CHECKOUT, HTTP_SCOPE_RELEASE},
+    {"POST", "/v1/reservations/{id}/extend", api_extend, HTTP_L_CHECKOUT, HTTP_SCOPE_RESERVE},
+    {"GET", "/v1/availability/{sku}", api_availability, HTTP_L_CHECKOUT, HTTP_SCOPE_READ},
+    {"POST", "/v1/webhooks/payments", api_webhook, HTTP_L_WEBHOOK, HTTP_SCOPE_NONE},
+    {"GET", "/metrics", api_metrics, HTTP_L_OPS, HTTP_SCOPE_NONE},
+    {"GET", "/healthz", api_healthz, HTTP_L_OPS, HTTP_SCOPE_NONE},
+    {"GET", "/readyz", api_readyz, HTTP_L_OPS, HTTP_SCOPE_NONE},
 };
 #define ROUTES_COUNT (sizeof routes / sizeof routes[0])
 
@@ -488,6 +490,13 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
     }
     *out = api;
     return HF_OK;
+}
+
+void http_api_reload(http_api_t *api)
+{
+    /* What SIGHUP re-reads. Nothing yet: TLS certificates and API keys land here. */
+    (void)api;
+    log_info("http", "SIGHUP: nothing to reload");
 }
 
 bool http_api_broken(http_api_t *api)

@@ -25,6 +25,10 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
 int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t **out,
                    int *bound_port, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 void http_api_stop(http_api_t *api); /* accepts NULL */
+/* Re-reads what SIGHUP reloads (`holdfast http` calls it from its main loop,
+ * never from the signal handler); a file that fails to load keeps the old one
+ * and is logged. */
+void http_api_reload(http_api_t *api);
 /* True once the front can no longer send (its producer failed for good): the
  * process exits 1 so that its supervisor restarts it. */
 bool http_api_broken(http_api_t *api);

@@ -42,6 +42,20 @@ typedef struct {
 
 typedef void (*http_route_fn)(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
 
+/* Which listener serves a route: the checkout routes (internal callers), the
+ * payment provider's webhook, and the operators' metrics and health. */
+typedef enum { HTTP_L_CHECKOUT, HTTP_L_WEBHOOK, HTTP_L_OPS, HTTP_L_COUNT } http_listener_t;
+
+/* What an API key must be allowed to call a route (HTTP_SCOPE_NONE: no key:
+ * the webhook is authenticated by its signature, the ops routes by their bind). */
+typedef enum {
+    HTTP_SCOPE_NONE,
+    HTTP_SCOPE_RESERVE,
+    HTTP_SCOPE_COMMIT,
+    HTTP_SCOPE_RELEASE,
+    HTTP_SCOPE_READ,
+} http_scope_t;
+
 /* ---- handlers */
 void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
 void api_commit(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
