@@ -27,14 +27,10 @@ struct kafka_consumer {
     char group_id[256];
 };
 
-#define KAFKA_WARM_TOPICS_MAX 32
-
 struct kafka_producer {
     rd_kafka_t *rk;
     bool transactional;
     uint64_t failed_count; /* delivery failures; written by the DR callback */
-    rd_kafka_topic_t *warm[KAFKA_WARM_TOPICS_MAX]; /* kept known: see kafka_producer_warm */
-    size_t warm_count;
 };
 
 struct kafka_reader {
@@ -723,41 +719,12 @@ fail:
     return err;
 }
 
-int kafka_producer_warm(kafka_producer_t *kp, const char *const *topics, size_t count,
-                        int timeout_ms, char *errstr, size_t errstr_size)
-{
-    for (size_t i = 0; i < count && kp->warm_count < KAFKA_WARM_TOPICS_MAX; i++) {
-        rd_kafka_topic_t *rkt = rd_kafka_topic_new(kp->rk, topics[i], NULL);
-        if (!rkt) {
-            snprintf(errstr, errstr_size, "topic %s: %s", topics[i],
-                     rd_kafka_err2str(rd_kafka_last_error()));
-            return HF_ERR_KAFKA;
-        }
-        kp->warm[kp->warm_count++] = rkt;
-        /* The answer fills the producer's cache for this topic; a missing
-         * topic is not an error here (its first produce will say so), a refused
-         * login is (nothing is produced yet, so polling serves no report). */
-        const struct rd_kafka_metadata *md = NULL;
-        char what[300];
-        snprintf(what, sizeof what, "metadata of %.250s", topics[i]);
-        rd_kafka_resp_err_t kerr = kafka_metadata_or_refusal(kp->rk, kp->rk, 0, rkt, &md,
-                                                             timeout_ms, what, errstr, errstr_size);
-        if (kerr == RD_KAFKA_RESP_ERR_NO_ERROR)
-            rd_kafka_metadata_destroy(md);
-        else if (kerr == RD_KAFKA_RESP_ERR__AUTHENTICATION)
-            return HF_ERR_CONFIG;
-    }
-    return HF_OK;
-}
-
 void kafka_producer_destroy(kafka_producer_t *kp)
 {
     if (!kp)
         return;
     if (!kp->transactional)
         rd_kafka_flush(kp->rk, 10000);
-    for (size_t i = 0; i < kp->warm_count; i++)
-        rd_kafka_topic_destroy(kp->warm[i]);
     rd_kafka_destroy(kp->rk);
     free(kp);
 }
@@ -1152,23 +1119,6 @@ static rd_kafka_resp_err_t query_watermarks(rd_kafka_t *rk, const char *topic, i
     }
 }
 
-/* Makes the reader's consumer know topic before a partition of it is assigned:
- * a topic handle and one metadata answer for it. Assigned a topic it has no
- * handle for, librdkafka 2.0.2 starts fetching only once its next metadata
- * refresh has seen the topic — about a second after the assignment, measured
- * on every first restore of a process (500,000 records then took 1.9 s to
- * restore instead of 0.8). A failure only costs that second. */
-static void reader_know_topic(kafka_reader_t *rd, const char *topic, int timeout_ms)
-{
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rd->rk, topic, NULL);
-    if (!rkt)
-        return;
-    const struct rd_kafka_metadata *md = NULL;
-    if (rd_kafka_metadata(rd->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-}
-
 int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t partition,
                              int64_t start_offset, int timeout_ms, kafka_record_fn fn, void *opaque,
                              int64_t *next_offset_out, char *errstr, size_t errstr_size)
@@ -1189,7 +1139,6 @@ int kafka_reader_read_to_end(kafka_reader_t *rd, const char *topic, int32_t part
     if (from >= high)
         return HF_OK;
 
-    reader_know_topic(rd, topic, timeout_ms);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, partition)->offset = from;
     kerr = rd_kafka_assign(rd->rk, l);

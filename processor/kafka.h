@@ -140,12 +140,6 @@ int kafka_producer_new(const kafka_conf_t *conf, const char *transactional_id,
                        int transaction_timeout_ms, kafka_producer_t **kp_out, char *errstr,
                        size_t errstr_size) HF_MUST_CHECK;
 void kafka_producer_destroy(kafka_producer_t *kp); /* flushes; accepts NULL */
-/* Learns the partitions of topics before the first record to them: librdkafka
- * otherwise parks a record for an unknown topic until its once-a-second topic
- * scan asks the broker, which made the first transaction to a new output topic
- * take ~1 s to commit (measured: the first SOLD_OUT after a start). */
-int kafka_producer_warm(kafka_producer_t *kp, const char *const *topics, size_t count,
-                        int timeout_ms, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* Fences every producer with transactional_id, by initialising one with it
  * and destroying it again: the transaction such a producer left open is

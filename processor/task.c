@@ -1723,12 +1723,6 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
                              errstr_size);
     if (!err)
         err = kafka_txn_init(t->kp, 60000, errstr, errstr_size);
-    if (!err) { /* any stage may write to any of the project's topics */
-        const char *outputs[HF_T__COUNT];
-        for (int i = 0; i < HF_T__COUNT; i++)
-            outputs[i] = topic_name((hf_topic_id_t)i);
-        err = kafka_producer_warm(t->kp, outputs, HF_T__COUNT, 10000, errstr, errstr_size);
-    }
     if (!err)
         err = kafka_reader_new(&t->kconf, &t->rd, errstr, errstr_size);
     if (err)

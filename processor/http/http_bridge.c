@@ -22,7 +22,7 @@
 /* How long http_bridge_new may take to position its reader at the topic's end. */
 #define BRIDGE_DRAIN_MS_MAX 30000
 #define BRIDGE_POLL_MS      100
-#define BRIDGE_METADATA_MS  10000 /* topic metadata and the producer's warm-up */
+#define BRIDGE_METADATA_MS  10000 /* the reply topic's metadata */
 
 typedef struct {
     hf_id_t rid, ikey;
@@ -191,10 +191,6 @@ int http_bridge_new(const http_bridge_opts_t *o, http_bridge_t **out, char *errs
     int err = kafka_topics_ensure(o->kconf, &spec, 1, &existing, errstr, errstr_size);
     if (!err)
         err = kafka_producer_new(o->kconf, NULL, 0, &b->kp, errstr, errstr_size);
-    if (!err) { /* the first request must not wait for librdkafka's topic scan */
-        const char *requests = topic_name(HF_T_REQUESTS);
-        err = kafka_producer_warm(b->kp, &requests, 1, BRIDGE_METADATA_MS, errstr, errstr_size);
-    }
     if (!err)
         err = kafka_reader_new(o->kconf, &b->rd, errstr, errstr_size);
     /* From the end: what the topic holds answers a previous process's requests. */

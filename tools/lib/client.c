@@ -109,10 +109,6 @@ int client_new_partitioned(const char *bootstrap, const char *replies_topic,
     int err = codec_init(errstr, errstr_size);
     if (!err)
         err = kafka_producer_new(&pconf, NULL, 0, &c->kp, errstr, errstr_size);
-    if (!err) { /* the first request must not wait for librdkafka's topic scan */
-        const char *requests = topic_name(HF_T_REQUESTS);
-        err = kafka_producer_warm(c->kp, &requests, 1, 10000, errstr, errstr_size);
-    }
     if (!err)
         err = kafka_reader_new(&c->kconf, &c->rd, errstr, errstr_size);
     if (!err)
