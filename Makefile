@@ -4,7 +4,7 @@
 # is installed first (see deps-check).
 
 CC      ?= cc
-PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto libcurl
+PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd gnutls libcrypto libcurl
 BUILD   ?= build
 SAN_BUILD := $(BUILD)/san
 
