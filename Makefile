@@ -358,11 +358,18 @@ test-secure: deps-check release
 test-http: deps-check release
 	@bash tests/http/test_http.sh
 
+# The HTTP front serving TLS itself (tests/http/test_https.sh): three listeners, a
+# reservation's life over HTTPS, mutual TLS, a certificate rotated by SIGHUP under load
+# with no request lost, bad TLS settings exit 2; certificates made with openssl. About 40 s.
+.PHONY: test-https
+test-https: deps-check release
+	@bash tests/http/test_https.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
-test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-secure test-docker \
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https test-secure test-docker \
             test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60

@@ -32,8 +32,10 @@ static int read_file(const char *what, const char *path, gnutls_datum_t *out, ch
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(errstr, errstr_size, "%s '%s' cannot be read: %s (check the path and that the "
-                 "user running holdfast may read it)", what, path, strerror(errno));
+        snprintf(errstr, errstr_size,
+                 "%s '%s' cannot be read: %s (check the path and that the "
+                 "user running holdfast may read it)",
+                 what, path, strerror(errno));
         return HF_ERR_CONFIG;
     }
     unsigned char *buf = gnutls_malloc(HF_TLS_FILE_BYTES_MAX + 1);
@@ -116,8 +118,8 @@ static int load_chain_and_key(tls_creds_t *c, const char *cert_file, const char 
     if (err)
         return err;
     c->chain_count = HF_TLS_CHAIN_MAX;
-    int rc = gnutls_pcert_list_import_x509_raw(c->chain, &c->chain_count, &pem,
-                                               GNUTLS_X509_FMT_PEM, 0);
+    int rc =
+        gnutls_pcert_list_import_x509_raw(c->chain, &c->chain_count, &pem, GNUTLS_X509_FMT_PEM, 0);
     gnutls_free(pem.data);
     if (rc < 0 || c->chain_count == 0) {
         c->chain_count = 0;
@@ -152,8 +154,8 @@ static int load_client_ca(tls_creds_t *c, const char *ca_file, char *errstr, siz
         return err;
     int rc = gnutls_x509_trust_list_init(&c->client_ca, 0);
     if (rc == 0)
-        rc = gnutls_x509_trust_list_add_trust_mem(c->client_ca, &pem, NULL, GNUTLS_X509_FMT_PEM,
-                                                  0, 0);
+        rc = gnutls_x509_trust_list_add_trust_mem(c->client_ca, &pem, NULL, GNUTLS_X509_FMT_PEM, 0,
+                                                  0);
     gnutls_free(pem.data);
     if (rc <= 0) {
         snprintf(errstr, errstr_size,
