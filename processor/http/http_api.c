@@ -15,7 +15,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "topics.h"
-#include "tls_creds.h"
 #include "trace.h"
 
 /* How long start waits for the routing view and the ledger store. */
@@ -490,10 +489,7 @@ static int check_tls_pair(const char *cert_key, const char *cert, const char *ke
                  cert[0] ? cert_key : key_key, cert[0] ? key_key : cert_key);
         return HF_ERR_CONFIG;
     }
-    tls_creds_t *c = NULL;
-    int err = tls_creds_load(cert, key, ca_file, &c, errstr, errstr_size);
-    tls_creds_unref(c);
-    return err;
+    return httpd_tls_check_files(cert, key, ca_file, errstr, errstr_size);
 }
 
 static int check_tls(const hf_config_t *cfg, char *errstr, size_t errstr_size)

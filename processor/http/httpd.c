@@ -314,6 +314,15 @@ static void tls_teardown(httpd_t *h)
     pthread_mutex_destroy(&h->tls_mu);
 }
 
+int httpd_tls_check_files(const char *cert_file, const char *key_file, const char *client_ca_file,
+                          char *errstr, size_t errstr_size)
+{
+    tls_creds_t *c = NULL;
+    int err = tls_creds_load(cert_file, key_file, client_ca_file, &c, errstr, errstr_size);
+    tls_creds_unref(c);
+    return err;
+}
+
 bool httpd_tls(const httpd_t *h)
 {
     return h->tls_cert_file != NULL;

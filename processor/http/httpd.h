@@ -55,6 +55,10 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
 /* Stops accepting, waits for the connection threads and frees. Accepts NULL. */
 void httpd_stop(httpd_t *h);
 
+/* Loads and checks a certificate chain, its key and (non-empty) a client CA as
+ * httpd_start would, without serving: HF_ERR_CONFIG saying what to fix. */
+int httpd_tls_check_files(const char *cert_file, const char *key_file, const char *client_ca_file,
+                          char *errstr, size_t errstr_size) HF_MUST_CHECK;
 /* Whether h serves TLS. */
 bool httpd_tls(const httpd_t *h);
 /* Re-reads h's certificate, key and client CA files (SIGHUP). New handshakes

@@ -124,8 +124,8 @@ static int load_chain_and_key(tls_creds_t *c, const char *cert_file, const char 
     if (rc < 0 || c->chain_count == 0) {
         c->chain_count = 0;
         snprintf(errstr, errstr_size,
-                 "'%s' holds no usable PEM certificate chain (%s; at most %d certificates, the "
-                 "server's first)",
+                 "'%s' holds no usable PEM certificate chain: %s (write the server's "
+                 "certificate first, then its intermediates, at most %d in all)",
                  cert_file, rc < 0 ? gnutls_strerror(rc) : "none found", HF_TLS_CHAIN_MAX);
         return HF_ERR_CONFIG;
     }
@@ -260,9 +260,12 @@ int tls_creds_verify_client(const tls_creds_t *c, gnutls_session_t session, char
     }
     if (status != 0) {
         gnutls_datum_t text = {NULL, 0};
-        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0)
+        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0) {
+            size_t len = strlen((const char *)text.data);
+            while (len && (text.data[len - 1] == ' ' || text.data[len - 1] == '\n'))
+                text.data[--len] = '\0';
             snprintf(why, why_size, "client certificate refused: %s", (const char *)text.data);
-        else
+        } else
             snprintf(why, why_size, "client certificate refused (status 0x%x)", status);
         gnutls_free(text.data);
         return HF_ERR_INVAL;

@@ -3,7 +3,7 @@
  * (mutual TLS), all read from files and checked together. A SIGHUP loads a
  * new generation beside the old one; connections keep the generation they
  * started with (reference counted), so a rotation drops no connection. Only
- * httpd.c uses it; nothing else of holdfast sees GnuTLS. */
+ * httpd.c includes it: nothing else of holdfast sees GnuTLS. */
 #ifndef HF_TLS_CREDS_H
 #define HF_TLS_CREDS_H
 
