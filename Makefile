@@ -275,8 +275,10 @@ bench-hot: deps-check release $(BUILD)/pipeline-topics
 bench-scale: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/scale.py
 
-# The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py):
-# BENCH_HTTP_RATES (default "500 2000"), BENCH_SECONDS. Needs the broker and wrk.
+# The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py),
+# and a front serving TLS against the plain one in the same run (front CPU per request
+# from /proc/<pid>/stat, p99; BENCH_HTTP_TLS=0 skips it): BENCH_HTTP_RATES (default
+# "500 2000"), BENCH_SECONDS. Needs the broker, wrk and openssl.
 .PHONY: bench-http
 bench-http: deps-check release $(BUILD)/pipeline-topics
 	@command -v wrk >/dev/null || { echo "bench-http needs wrk: bash tools/deps.sh http" >&2; exit 1; }
