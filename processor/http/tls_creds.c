@@ -88,7 +88,7 @@ static void describe_leaf(tls_creds_t *c)
 static int check_key_matches(const tls_creds_t *c, const char *cert_file, const char *key_file,
                              char *errstr, size_t errstr_size)
 {
-    unsigned char cert_id[64], key_id[64];
+    unsigned char cert_id[64] = {0}, key_id[64] = {0};
     size_t cert_id_size = sizeof cert_id, key_id_size = sizeof key_id;
     gnutls_pubkey_t pub;
     if (gnutls_pubkey_init(&pub) < 0)
