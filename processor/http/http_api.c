@@ -566,23 +566,27 @@ static int start_listeners(http_api_t *api, const hf_config_t *cfg, int *bound_p
  * its previous certificate, and says why. */
 static void http_api_reload_tls(http_api_t *api)
 {
+    int tls_listeners = 0;
     for (int l = 0; l < HTTP_L_COUNT; l++) {
         httpd_t *server = api->servers[l];
         if (!server || !httpd_tls(server))
             continue;
+        tls_listeners++;
         char errstr[512], tls[320];
         if (httpd_reload_tls(server, errstr, sizeof errstr) != HF_OK) {
             httpd_tls_describe(server, tls, sizeof tls);
             log_error("http",
-                      "SIGHUP: TLS reload failed, still serving the previous certificate "
-                      "(%s): %s",
-                      tls, errstr);
+                      "SIGHUP: %s listener: TLS reload failed, still serving the previous "
+                      "certificate (%s): %s",
+                      http_listener_names[l], tls, errstr);
             continue;
         }
         httpd_tls_describe(server, tls, sizeof tls);
         log_info("http", "SIGHUP: the %s listener reloaded its TLS files: now %s",
                  http_listener_names[l], tls);
     }
+    if (tls_listeners == 0)
+        log_info("http", "SIGHUP: no listener serves TLS, no certificate to reload");
 }
 
 /* ---- start and stop */

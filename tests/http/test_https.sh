@@ -333,7 +333,7 @@ begin "reload-broken: SIGHUP with a truncated certificate keeps the current one,
 head -c 100 "$pki/server-a.pem" >"$pki/live.pem"
 kill -HUP "$f1_pid"
 for _ in $(seq 30); do has -q 'TLS reload failed' "$work/f1.log" && break; sleep 0.1; done
-need "f1.log does not say the reload failed" has -q 'TLS reload failed, still serving the previous certificate' "$work/f1.log"
+need "f1.log does not say the reload failed" has -q 'checkout listener: TLS reload failed, still serving the previous' "$work/f1.log"
 served=$(served_cert "${c1##*:}")
 need "after a failed reload the served certificate is '$served', not server-b's" \
   is "$served" "$(fingerprint_of "$pki/server-b.pem")"
