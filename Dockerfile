@@ -13,7 +13,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm ca-certificates \
+      build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY tools/librdkafka.sh tools/deps.sh tools/
@@ -33,7 +33,7 @@ RUN make -j"$(nproc)" release
 FROM debian:12-slim AS runtime
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      librocksdb7.8 libavro23 libjansson4 libmicrohttpd12 libssl3 libcurl4 libzstd1 zlib1g \
+      librocksdb7.8 libavro23 libjansson4 libmicrohttpd12 libgnutls30 libssl3 libcurl4 libzstd1 zlib1g \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/holdfast --shell /usr/sbin/nologin holdfast \
  && mkdir -p /var/lib/holdfast /var/lib/holdfast-http /opt/holdfast/reports \

@@ -4,7 +4,7 @@
 # is installed first (see deps-check).
 
 CC      ?= cc
-PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd libcrypto libcurl
+PKGS    := rdkafka rocksdb avro-c jansson libmicrohttpd gnutls libcrypto libcurl
 BUILD   ?= build
 SAN_BUILD := $(BUILD)/san
 
@@ -275,8 +275,10 @@ bench-hot: deps-check release $(BUILD)/pipeline-topics
 bench-scale: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/scale.py
 
-# The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py):
-# BENCH_HTTP_RATES (default "500 2000"), BENCH_SECONDS. Needs the broker and wrk.
+# The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py),
+# and a front serving TLS against the plain one in the same run (front CPU per request
+# from /proc/<pid>/stat, p99; BENCH_HTTP_TLS=0 skips it): BENCH_HTTP_RATES (default
+# "500 2000"), BENCH_SECONDS. Needs the broker, wrk and openssl.
 .PHONY: bench-http
 bench-http: deps-check release $(BUILD)/pipeline-topics
 	@command -v wrk >/dev/null || { echo "bench-http needs wrk: bash tools/deps.sh http" >&2; exit 1; }
@@ -358,11 +360,18 @@ test-secure: deps-check release
 test-http: deps-check release
 	@bash tests/http/test_http.sh
 
+# The HTTP front serving TLS itself (tests/http/test_https.sh): three listeners, a
+# reservation's life over HTTPS, mutual TLS, a certificate rotated by SIGHUP under load
+# with no request lost, bad TLS settings exit 2; certificates made with openssl. About 40 s.
+.PHONY: test-https
+test-https: deps-check release
+	@bash tests/http/test_https.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
-test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-secure test-docker \
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https test-secure test-docker \
             test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60

@@ -218,4 +218,11 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * answers nothing, and the next attempt asks fresh metadata for its successor. */
 #define HF_WATERMARK_ATTEMPT_MS 2000
 
+/* TLS of the HTTP front (processor/http/tls_creds.c): a certificate, key or CA
+ * file is read whole, up to this size (a PEM chain of a few certificates is a
+ * few KB); a served chain or a client's chain holds at most this many
+ * certificates (leaf, intermediates). */
+#define HF_TLS_FILE_BYTES_MAX (1024 * 1024)
+#define HF_TLS_CHAIN_MAX      8
+
 #endif

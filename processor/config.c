@@ -108,6 +108,10 @@ void config_defaults(hf_config_t *cfg)
     cfg->http_body_max_bytes = 64 * 1024;
     cfg->http_retry_after_s = 1;
     cfg->http_reply_retention_ms = 3600 * 1000;
+    snprintf(cfg->http_webhook_bind, sizeof cfg->http_webhook_bind, "127.0.0.1");
+    cfg->http_webhook_port = -1; /* on the checkout listener */
+    snprintf(cfg->http_ops_bind, sizeof cfg->http_ops_bind, "127.0.0.1");
+    cfg->http_ops_port = -1; /* on the checkout listener */
     cfg->webhook_tolerance_s = 300;
     snprintf(cfg->output_framing, sizeof cfg->output_framing, "single-object");
     cfg->schema_registry_timeout_ms = 5000;
@@ -223,6 +227,15 @@ static const config_field_t config_fields[] = {
     INT_FIELD(http_body_max_bytes, 1024, 1048576),
     INT_FIELD(http_retry_after_s, 1, 3600),
     INT_FIELD(http_reply_retention_ms, 60000, 604800000),
+    STR_FIELD(http_webhook_bind),
+    INT_FIELD(http_webhook_port, -1, 65535),
+    STR_FIELD(http_ops_bind),
+    INT_FIELD(http_ops_port, -1, 65535),
+    STR_FIELD(http_tls_cert_file),
+    STR_FIELD(http_tls_key_file),
+    STR_FIELD(http_tls_client_ca_file),
+    STR_FIELD(http_webhook_tls_cert_file),
+    STR_FIELD(http_webhook_tls_key_file),
     STR_FIELD(webhook_secrets),
     INT_FIELD(webhook_tolerance_s, 1, 86400),
     STR_FIELD(schema_registry_url),

@@ -121,6 +121,24 @@ typedef struct hf_config {
     int http_body_max_bytes;     /* larger bodies get 413 */
     int http_retry_after_s;      /* the Retry-After of a 503 */
     int http_reply_retention_ms; /* retention.ms of the process's reply topic when created */
+    /* The front's two other listeners (docs/HTTP.md, "Listeners"): the payment
+     * webhook and the operators' /metrics, /healthz, /readyz. Port -1 (the
+     * default): served on the checkout listener (http_bind:http_port). */
+    char http_webhook_bind[64];
+    int http_webhook_port;
+    char http_ops_bind[64];
+    int http_ops_port;
+    /* TLS of the checkout listener (and of what it also serves): PEM chain and
+     * unencrypted key; empty: plain HTTP. Re-read on SIGHUP. */
+    char http_tls_cert_file[HF_CONFIG_STR_MAX];
+    char http_tls_key_file[HF_CONFIG_STR_MAX];
+    /* Mutual TLS on the checkout listener: clients must present a certificate
+     * signed by a CA of this PEM file; empty: none asked. */
+    char http_tls_client_ca_file[HF_CONFIG_STR_MAX];
+    /* TLS of a separate webhook listener; empty: the checkout listener's
+     * certificate and key (never its client CA: providers present none). */
+    char http_webhook_tls_cert_file[HF_CONFIG_STR_MAX];
+    char http_webhook_tls_key_file[HF_CONFIG_STR_MAX];
     /* Payment webhooks: HMAC-SHA256 secrets, "current" or "current,previous"
      * (rotation); env HOLDFAST_WEBHOOK_SECRETS overrides; empty: webhooks refused. */
     char webhook_secrets[HF_CONFIG_STR_MAX];

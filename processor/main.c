@@ -560,8 +560,9 @@ static int serve_http(const hf_config_t *cfg)
         codec_shutdown();
         return err == HF_ERR_CONFIG ? 2 : 1;
     }
-    log_info("main", "holdfast http listening on http://%s:%d/ (instance %s, against %s)",
-             cfg->http_bind, port, cfg->instance_id, cfg->bootstrap);
+    log_info("main", "holdfast http listening on %s://%s:%d/ (instance %s, against %s)",
+             cfg->http_tls_cert_file[0] ? "https" : "http", cfg->http_bind, port, cfg->instance_id,
+             cfg->bootstrap);
     int rc = 0;
     while (!atomic_load(&stop_flag) && rc == 0)
         if (http_api_broken(api))

@@ -16,7 +16,7 @@ declare -A why=(
   [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
 )
 declare -A pkgs=(
-  [build]="build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm"
+  [build]="build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm"
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck valgrind"
   [kafka]="openjdk-17-jre-headless maven"

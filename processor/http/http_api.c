@@ -24,7 +24,21 @@
 
 struct http_api {
     http_ctx_t ctx;
+    /* One server per listener started (NULL: its routes are served by the
+     * checkout listener); servers[HTTP_L_CHECKOUT] is ctx.server. */
+    httpd_t *servers[HTTP_L_COUNT];
 };
+
+static const char *const http_listener_names[HTTP_L_COUNT] = {"checkout", "webhook", "ops"};
+
+/* What one listener serves and how (http_listeners_plan). */
+typedef struct {
+    const char *name; /* for logs: "http", "http-webhook", "http-ops" */
+    const char *bind;
+    int port;
+    unsigned serves_mask; /* 1u << http_listener_t, per listener whose routes it serves */
+    const char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* "" : plain */
+} http_listener_plan_t;
 
 typedef struct {
     const char *method;
@@ -91,8 +105,12 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
         method = "GET"; /* libmicrohttpd sends the headers without the body */
     static _Thread_local char allow[64];
     allow[0] = '\0';
+    /* A route of another listener is not served here: 404, as if unknown. */
+    unsigned serves_mask = (unsigned)httpd_tag(req);
     http_call_t call;
     for (size_t i = 0; i < ROUTES_COUNT; i++) {
+        if (!(serves_mask & (1u << routes[i].listener)))
+            continue;
         memset(&call, 0, sizeof call);
         call.req = req;
         if (!http_route_match(routes[i].path, path, &call))
@@ -390,6 +408,187 @@ void api_readyz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     resp->body = "{\"status\":\"ready\"}";
 }
 
+/* ---- listeners and TLS */
+
+/* The listeners cfg asks for: plan[HTTP_L_CHECKOUT] always, the others when
+ * their port is not -1 (else their routes go to the checkout listener, whose
+ * serves_mask then has them); an entry not started has no name. */
+static void http_listeners_plan(const hf_config_t *cfg, http_listener_plan_t plan[HTTP_L_COUNT])
+{
+    memset(plan, 0, sizeof *plan * HTTP_L_COUNT);
+    plan[HTTP_L_CHECKOUT] = (http_listener_plan_t){"http",
+                                                   cfg->http_bind,
+                                                   cfg->http_port,
+                                                   1u << HTTP_L_CHECKOUT,
+                                                   cfg->http_tls_cert_file,
+                                                   cfg->http_tls_key_file,
+                                                   cfg->http_tls_client_ca_file};
+    if (cfg->http_webhook_port < 0)
+        plan[HTTP_L_CHECKOUT].serves_mask |= 1u << HTTP_L_WEBHOOK;
+    else {
+        bool own_cert = cfg->http_webhook_tls_cert_file[0] != '\0';
+        plan[HTTP_L_WEBHOOK] = (http_listener_plan_t){
+            "http-webhook",
+            cfg->http_webhook_bind,
+            cfg->http_webhook_port,
+            1u << HTTP_L_WEBHOOK,
+            own_cert ? cfg->http_webhook_tls_cert_file : cfg->http_tls_cert_file,
+            own_cert ? cfg->http_webhook_tls_key_file : cfg->http_tls_key_file,
+            ""};
+    }
+    if (cfg->http_ops_port < 0)
+        plan[HTTP_L_CHECKOUT].serves_mask |= 1u << HTTP_L_OPS;
+    else
+        plan[HTTP_L_OPS] = (http_listener_plan_t){
+            "http-ops", cfg->http_ops_bind, cfg->http_ops_port, 1u << HTTP_L_OPS, "", "", ""};
+}
+
+static int check_bind(const char *key, const char *bind, char *errstr, size_t errstr_size)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, bind, &a) == 1)
+        return HF_OK;
+    snprintf(errstr, errstr_size,
+             "%s '%s' must be an IPv4 address (127.0.0.1: this host only; 0.0.0.0: every "
+             "interface)",
+             key, bind);
+    return HF_ERR_CONFIG;
+}
+
+/* Each pair of listeners on distinct ports (0: the kernel picks, never equal). */
+static int check_ports(const hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    const struct {
+        const char *key;
+        int port;
+    } p[] = {{"http_port", cfg->http_port},
+             {"http_webhook_port", cfg->http_webhook_port},
+             {"http_ops_port", cfg->http_ops_port}};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = i + 1; j < 3; j++)
+            if (p[i].port > 0 && p[i].port == p[j].port) {
+                snprintf(errstr, errstr_size,
+                         "%s and %s are both %d: give each listener its own port, or -1 to "
+                         "serve its routes on the checkout listener (http_port)",
+                         p[i].key, p[j].key, p[i].port);
+                return HF_ERR_CONFIG;
+            }
+    return HF_OK;
+}
+
+/* A certificate and its key come together; each pair loads and matches. */
+static int check_tls_pair(const char *cert_key, const char *cert, const char *key_key,
+                          const char *key, const char *ca_file, char *errstr, size_t errstr_size)
+{
+    if (!cert[0] && !key[0])
+        return HF_OK;
+    if (!cert[0] || !key[0]) {
+        snprintf(errstr, errstr_size,
+                 "%s is set but %s is not: TLS needs both the certificate chain (PEM) and its "
+                 "private key (PEM), or neither for plain HTTP",
+                 cert[0] ? cert_key : key_key, cert[0] ? key_key : cert_key);
+        return HF_ERR_CONFIG;
+    }
+    return httpd_tls_check_files(cert, key, ca_file, errstr, errstr_size);
+}
+
+static int check_tls(const hf_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    if (cfg->http_tls_client_ca_file[0] && !cfg->http_tls_cert_file[0]) {
+        snprintf(errstr, errstr_size,
+                 "http_tls_client_ca_file is set but http_tls_cert_file is not: mutual TLS "
+                 "needs TLS (set http_tls_cert_file and http_tls_key_file)");
+        return HF_ERR_CONFIG;
+    }
+    int err =
+        check_tls_pair("http_tls_cert_file", cfg->http_tls_cert_file, "http_tls_key_file",
+                       cfg->http_tls_key_file, cfg->http_tls_client_ca_file, errstr, errstr_size);
+    if (err)
+        return err;
+    bool webhook_cert = cfg->http_webhook_tls_cert_file[0] || cfg->http_webhook_tls_key_file[0];
+    if (webhook_cert && cfg->http_webhook_port < 0) {
+        snprintf(errstr, errstr_size,
+                 "http_webhook_tls_cert_file/http_webhook_tls_key_file need the webhook on its "
+                 "own listener (set http_webhook_port); with http_webhook_port -1 the webhook "
+                 "is served with the checkout listener's http_tls_cert_file");
+        return HF_ERR_CONFIG;
+    }
+    return check_tls_pair("http_webhook_tls_cert_file", cfg->http_webhook_tls_cert_file,
+                          "http_webhook_tls_key_file", cfg->http_webhook_tls_key_file, "", errstr,
+                          errstr_size);
+}
+
+/* Starts the listeners of plan, logging each one's URL. */
+static int start_listeners(http_api_t *api, const hf_config_t *cfg, int *bound_port, char *errstr,
+                           size_t errstr_size)
+{
+    http_listener_plan_t plan[HTTP_L_COUNT];
+    http_listeners_plan(cfg, plan);
+    static const char *const kinds[HTTP_L_COUNT] = {"checkout routes", "payment webhook",
+                                                    "/metrics /healthz /readyz"};
+    for (int l = 0; l < HTTP_L_COUNT; l++) {
+        if (!plan[l].name)
+            continue;
+        httpd_opts_t ho = {.bind = plan[l].bind,
+                           .port = plan[l].port,
+                           .connections_max = cfg->http_connections_max,
+                           .body_max_bytes = (size_t)cfg->http_body_max_bytes,
+                           .idle_timeout_s = HTTP_IDLE_TIMEOUT_S,
+                           .handler = on_http,
+                           .opaque = &api->ctx,
+                           .name = plan[l].name,
+                           .tag = (int)plan[l].serves_mask,
+                           .tls_cert_file = plan[l].tls_cert_file,
+                           .tls_key_file = plan[l].tls_key_file,
+                           .tls_client_ca_file = plan[l].tls_client_ca_file};
+        int port = 0;
+        int err = httpd_start(&ho, &api->servers[l], &port, errstr, errstr_size);
+        if (err)
+            return err;
+        char served[96] = "", tls[320] = "";
+        for (int k = 0; k < HTTP_L_COUNT; k++)
+            if (plan[l].serves_mask & (1u << k)) {
+                size_t n = strlen(served);
+                snprintf(served + n, sizeof served - n, "%s%s", n ? ", " : "", kinds[k]);
+            }
+        httpd_tls_describe(api->servers[l], tls, sizeof tls);
+        log_info(plan[l].name, "%s listener on %s://%s:%d/ (%s)%s%s", http_listener_names[l],
+                 httpd_tls(api->servers[l]) ? "https" : "http", plan[l].bind, port, served,
+                 tls[0] ? ", TLS " : "", tls);
+        if (l == HTTP_L_CHECKOUT)
+            *bound_port = port;
+    }
+    api->ctx.server = api->servers[HTTP_L_CHECKOUT];
+    return HF_OK;
+}
+
+/* SIGHUP: every TLS listener re-reads its files; one that fails keeps serving
+ * its previous certificate, and says why. */
+static void http_api_reload_tls(http_api_t *api)
+{
+    int tls_listeners = 0;
+    for (int l = 0; l < HTTP_L_COUNT; l++) {
+        httpd_t *server = api->servers[l];
+        if (!server || !httpd_tls(server))
+            continue;
+        tls_listeners++;
+        char errstr[512], tls[320];
+        if (httpd_reload_tls(server, errstr, sizeof errstr) != HF_OK) {
+            httpd_tls_describe(server, tls, sizeof tls);
+            log_error("http",
+                      "SIGHUP: %s listener: TLS reload failed, still serving the previous "
+                      "certificate (%s): %s",
+                      http_listener_names[l], tls, errstr);
+            continue;
+        }
+        httpd_tls_describe(server, tls, sizeof tls);
+        log_info("http", "SIGHUP: the %s listener reloaded its TLS files: now %s",
+                 http_listener_names[l], tls);
+    }
+    if (tls_listeners == 0)
+        log_info("http", "SIGHUP: no listener serves TLS, no certificate to reload");
+}
+
 /* ---- start and stop */
 
 int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_size)
@@ -413,7 +612,25 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
         return HF_ERR_CONFIG;
     }
     webhook_secrets_t secrets;
-    return api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
+    int err = api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
+    if (!err)
+        err = check_bind("http_webhook_bind", cfg->http_webhook_bind, errstr, errstr_size);
+    if (!err)
+        err = check_bind("http_ops_bind", cfg->http_ops_bind, errstr, errstr_size);
+    if (!err)
+        err = check_ports(cfg, errstr, errstr_size);
+    if (!err)
+        err = check_tls(cfg, errstr, errstr_size);
+    if (!err && cfg->http_tls_client_ca_file[0] && cfg->http_webhook_port < 0 &&
+        secrets.secrets_count > 0) {
+        snprintf(errstr, errstr_size,
+                 "http_tls_client_ca_file asks every client of the checkout listener for a "
+                 "certificate, and the payment webhook is served there (http_webhook_port -1): "
+                 "a provider presents none. Give the webhook its own listener "
+                 "(http_webhook_port)");
+        err = HF_ERR_CONFIG;
+    }
+    return err;
 }
 
 int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t **out,
@@ -474,15 +691,7 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
                              &ctx->bad_signatures);
         metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline", gauge_inflight,
                       ctx);
-        httpd_opts_t ho = {.bind = cfg->http_bind,
-                           .port = cfg->http_port,
-                           .connections_max = cfg->http_connections_max,
-                           .body_max_bytes = (size_t)cfg->http_body_max_bytes,
-                           .idle_timeout_s = HTTP_IDLE_TIMEOUT_S,
-                           .handler = on_http,
-                           .opaque = ctx,
-                           .name = "http"};
-        err = httpd_start(&ho, &ctx->server, bound_port, errstr, errstr_size);
+        err = start_listeners(api, cfg, bound_port, errstr, errstr_size);
     }
     if (err) {
         http_api_stop(api);
@@ -494,9 +703,8 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
 
 void http_api_reload(http_api_t *api)
 {
-    /* What SIGHUP re-reads. Nothing yet: TLS certificates and API keys land here. */
-    (void)api;
-    log_info("http", "SIGHUP: nothing to reload");
+    /* What SIGHUP re-reads: the listeners' TLS files (API keys land here too). */
+    http_api_reload_tls(api);
 }
 
 bool http_api_broken(http_api_t *api)
@@ -508,7 +716,8 @@ void http_api_stop(http_api_t *api)
 {
     if (!api)
         return;
-    httpd_stop(api->ctx.server);
+    for (int l = 0; l < HTTP_L_COUNT; l++)
+        httpd_stop(api->servers[l]);
     http_bridge_destroy(api->ctx.bridge);
     http_status_destroy(api->ctx.status);
     view_destroy(api->ctx.view);

@@ -8,6 +8,7 @@
 #ifndef HF_HTTPD_H
 #define HF_HTTPD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,13 @@ typedef struct {
     httpd_handler_fn handler;
     void *opaque;
     const char *name; /* for logs: "http", "metrics" */
+    int tag;          /* the caller's, for its handler: httpd_tag() of a request */
+    /* TLS (docs/HTTP.md): served when tls_cert_file is non-empty (PEM chain and
+     * unencrypted key, tls_creds.h); tls_client_ca_file non-empty: a client
+     * certificate signed by that CA is required, a handshake without one fails. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_client_ca_file;
 } httpd_opts_t;
 
 /* Starts serving; *bound_port is the port listened on. */
@@ -47,11 +55,27 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
 /* Stops accepting, waits for the connection threads and frees. Accepts NULL. */
 void httpd_stop(httpd_t *h);
 
+/* Loads and checks a certificate chain, its key and (non-empty) a client CA as
+ * httpd_start would, without serving: HF_ERR_CONFIG saying what to fix. */
+int httpd_tls_check_files(const char *cert_file, const char *key_file, const char *client_ca_file,
+                          char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Whether h serves TLS. */
+bool httpd_tls(const httpd_t *h);
+/* Re-reads h's certificate, key and client CA files (SIGHUP). New handshakes
+ * use them; connections in flight keep the ones they started with, so none is
+ * dropped. On failure (HF_ERR_CONFIG, errstr says what to fix) h keeps serving
+ * the previous ones. HF_OK and nothing done on a plain listener. */
+int httpd_reload_tls(httpd_t *h, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* What h serves now, for logs: "sha256 AB:CD:... serial 01 until 2027-01-31
+ * 12:00 UTC[, client certificates required]"; "" on a plain listener. */
+void httpd_tls_describe(httpd_t *h, char *dst, size_t dst_size);
+
 /* The request, valid during the handler call. */
 const char *httpd_method(const httpd_req_t *r);
 const char *httpd_path(const httpd_req_t *r);                     /* without the query string */
 const char *httpd_header(const httpd_req_t *r, const char *name); /* NULL if absent */
 const char *httpd_query(const httpd_req_t *r, const char *name);  /* NULL if absent */
 const char *httpd_body(const httpd_req_t *r, size_t *len);        /* "" when none */
+int httpd_tag(const httpd_req_t *r); /* the tag of the server it came to */
 
 #endif

@@ -12,12 +12,22 @@ Per rate of BENCH_HTTP_RATES (default "500 2000"), on fresh topics: holdfast run
      closed-loop: the achieved rate is printed, and its latencies are from each
      request's send, not from an intended time, so they hide queueing a
      constant-rate driver would show);
+  3. https (BENCH_HTTP_TLS=1, the default): the same wrk load to a second front on
+     the same pipeline serving TLS itself (docs/HTTP.md, "TLS"; a throwaway ECDSA
+     P-256 certificate made with openssl), over kept-alive connections, so a
+     handshake per connection and record encryption per request;
+  4. https-close (BENCH_HTTP_TLS_CLOSE=1, the default): the same, with
+     "Connection: close", so a full TLS handshake per request (the worst case:
+     clients that do not keep connections alive).
 CPU cores of the broker, holdfast run, holdfast http and the driver over the middle
-half of each load; reconcile at the end. Prints a table and writes
-BENCH_OUT/http-<time>.json.
+half of each load; the front's CPU per request (its utime + stime from
+/proc/<pid>/stat over the whole wrk run, divided by the requests wrk completed; it
+includes the front's ledger and view readers, the same in every run); reconcile at
+the end. Prints a table and writes BENCH_OUT/http-<time>.json.
 
 Environment: BENCH_HTTP_RATES, BENCH_SECONDS (20), BENCH_SKUS (1000), BENCH_STOCK
-(100000), BENCH_CONNECTIONS (0: rate / 10, at least 4).
+(100000), BENCH_CONNECTIONS (0: rate / 10, at least 4), BENCH_HTTP_TLS (1),
+BENCH_HTTP_TLS_CLOSE (1).
 """
 import json
 import os
@@ -35,6 +45,8 @@ SECONDS = pl.env_int("BENCH_SECONDS", 20)
 SKUS = pl.env_int("BENCH_SKUS", 1000)
 STOCK = pl.env_int("BENCH_STOCK", 100000)
 CONNECTIONS = pl.env_int("BENCH_CONNECTIONS", 0)
+TLS = pl.env_int("BENCH_HTTP_TLS", 1)
+TLS_CLOSE = pl.env_int("BENCH_HTTP_TLS_CLOSE", 1)
 TTL_MS = 3000
 
 
@@ -94,6 +106,51 @@ def parse_wrk(text):
     return out
 
 
+def make_cert(work):
+    """A throwaway CA-less self-signed ECDSA P-256 certificate for 127.0.0.1."""
+    cert, key = os.path.join(work, "tls.pem"), os.path.join(work, "tls.key")
+    pl.checked(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], {},
+               "openssl req (bench certificate)", 60)
+    return cert, key
+
+
+def start_front(name, config, work, envx):
+    """A holdfast http of its own instance and state dir; returns (Proc, ready port)."""
+    cfg_path = os.path.join(work, f"{name}.json")
+    with open(cfg_path, "w") as f:
+        json.dump(config, f)
+    front = pl.Proc(["build/holdfast", "http", "--config", cfg_path, "--instance", name,
+                     "--state-dir", os.path.join(work, f"state-{name}")],
+                    os.path.join(work, f"{name}.log"), envx)
+    wait_ready(config.get("http_ops_port", config["http_port"]))
+    return front
+
+
+def measure_wrk(label, url, conns, delay_ms, front_pid, pids, work, close=False):
+    """One wrk run against url: its summary, CPU cores over the middle half, and the
+    front's CPU per completed request over the whole run."""
+    extra = ["close"] if close else []
+    pl.checked(["wrk", "-t", "1", "-c", "4", "-d", "3s", "-s", "tests/bench/wrk_reserve.lua",
+                url, "--", str(SKUS), "20", f"warm{label}{os.getpid()}", str(TTL_MS)] + extra, {},
+               f"wrk warm-up ({label})", 60)
+    out_path = os.path.join(work, f"wrk-{label}.out")
+    cpu0, _ = pl.proc_cpu_s(front_pid)
+    wrk = pl.Proc(["wrk", "-t", "2", "-c", str(conns), "-d", f"{SECONDS}s", "--timeout", "10s",
+                   "-s", "tests/bench/wrk_reserve.lua", url, "--", str(SKUS), str(delay_ms),
+                   f"{label}{os.getpid()}", str(TTL_MS)] + extra, out_path)
+    cores = window(wrk.pid, SECONDS, time.time(), pids)
+    wrk.p.wait(SECONDS + 120)
+    wrk.f.close()
+    cpu1, _ = pl.proc_cpu_s(front_pid)
+    out = dict(parse_wrk(open(out_path).read()), connections=conns, delay_ms=delay_ms,
+               cores=cores, url=url)
+    out["front_cpu_s"] = round(cpu1 - cpu0, 3)
+    out["front_cpu_us_per_request"] = round(1e6 * (cpu1 - cpu0) / max(out["requests"], 1), 1)
+    return out
+
+
 def one_rate(rate, n, work_root, broker):
     work = os.path.join(work_root, f"{n:02d}-{rate}")
     os.makedirs(work, exist_ok=True)
@@ -106,7 +163,7 @@ def one_rate(rate, n, work_root, broker):
     with open(cfg_path, "w") as f:
         json.dump(config, f)
     row = {"rate": rate, "seconds": SECONDS, "prefix": prefix, "work": work}
-    hf = front = None
+    hf = front = front_tls = None
     try:
         pl.checked(["build/hfctl", "topics", "apply"], envx, "hfctl topics apply", 120)
         hf = pl.Proc(["build/holdfast", "run", "--stages", "counter,aggregator,gateway",
@@ -117,6 +174,12 @@ def one_rate(rate, n, work_root, broker):
         front = pl.Proc(["build/holdfast", "http", "--config", cfg_path, "--state-dir",
                          os.path.join(work, "state")], os.path.join(work, "http.log"), envx)
         wait_ready(hport)
+        if TLS:
+            cert, key = make_cert(work)
+            tport = pl.free_port()
+            front_tls = start_front("front-tls", {
+                "http_port": tport, "http_ops_port": pl.free_port(), "http_tls_cert_file": cert,
+                "http_tls_key_file": key}, work, envx)
         pl.wait_still(prefix, pl.SETTLED_QUIET_S, pl.IDLE_TIMEOUT_S, "seed")
         pids = {"broker": broker["pid"], "holdfast": hf.pid, "http": front.pid}
 
@@ -143,28 +206,29 @@ def one_rate(rate, n, work_root, broker):
         conns = CONNECTIONS or min(144, max(4, -(-rate * (est_ms + 30) // 1000)))
         delay_ms = max(0, int(1000 * conns / rate - est_ms))
         pl.log(f"{rate}/s: http (wrk, {conns} connections, {delay_ms} ms pacing) for {SECONDS} s")
-        # Warm-up, not measured (hfbench has its own): the first requests after an
-        # idle pipeline meet a cold counter hop and may be shed BUSY.
-        pl.checked(["wrk", "-t", "1", "-c", "4", "-d", "3s", "-s", "tests/bench/wrk_reserve.lua",
-                    f"http://127.0.0.1:{hport}", "--", str(SKUS), "20", f"warm{os.getpid()}",
-                    str(TTL_MS)], {}, "wrk warm-up", 60)
-        out_path = os.path.join(work, "wrk.out")
-        wrk = pl.Proc(["wrk", "-t", "2", "-c", str(conns), "-d", f"{SECONDS}s", "--timeout", "10s",
-                       "-s", "tests/bench/wrk_reserve.lua", f"http://127.0.0.1:{hport}", "--",
-                       str(SKUS), str(delay_ms), f"w{os.getpid()}", str(TTL_MS)], out_path)
-        cores = window(wrk.pid, SECONDS, time.time(), pids)
-        wrk.p.wait(SECONDS + 120)
-        wrk.f.close()
-        row["http"] = dict(parse_wrk(open(out_path).read()), connections=conns,
-                           delay_ms=delay_ms, cores=cores)
+        # Each run has a warm-up, not measured (hfbench has its own): the first
+        # requests after an idle pipeline meet a cold counter hop and may be shed BUSY.
+        row["http"] = measure_wrk("w", f"http://127.0.0.1:{hport}", conns, delay_ms, front.pid,
+                                  pids, work)
         pl.wait_still(prefix, pl.IDLE_QUIET_S, pl.IDLE_TIMEOUT_S, "drain")
+        if front_tls:
+            tpids = dict(pids, http=front_tls.pid)
+            pl.log(f"{rate}/s: https (wrk, kept-alive) for {SECONDS} s")
+            row["https"] = measure_wrk("t", f"https://127.0.0.1:{tport}", conns, delay_ms,
+                                       front_tls.pid, tpids, work)
+            pl.wait_still(prefix, pl.IDLE_QUIET_S, pl.IDLE_TIMEOUT_S, "drain")
+            if TLS_CLOSE:
+                pl.log(f"{rate}/s: https-close (wrk, a handshake per request) for {SECONDS} s")
+                row["https-close"] = measure_wrk("tc", f"https://127.0.0.1:{tport}", conns,
+                                                 delay_ms, front_tls.pid, tpids, work, close=True)
+                pl.wait_still(prefix, pl.IDLE_QUIET_S, pl.IDLE_TIMEOUT_S, "drain")
         v = pl.reconcile({"hfctl": "build/hfctl"}, envx, os.path.join(work, "reconcile.json"), True)
         row["reconcile"] = v.get("verdict")
     except (RuntimeError, OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
         row["error"] = str(e)
         pl.log(f"  {rate}/s: ERROR {e}")
     finally:
-        for p in (front, hf):
+        for p in (front_tls, front, hf):
             if p:
                 p.stop()
         subprocess.run([pl.TOPICS_TOOL, "delete", prefix], capture_output=True)
@@ -173,6 +237,30 @@ def one_rate(rate, n, work_root, broker):
 
 def fmt(v):
     return "-" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:,.2f}"
+
+
+def print_tls(rows):
+    """TLS against plain: the front's CPU per request and the latency, per rate."""
+    if not any("https" in r for r in rows):
+        return
+    print("\nTLS served by the front against plain HTTP (same pipeline, same wrk load, one "
+          "run each, in this order; CPU = the front's utime + stime from /proc/<pid>/stat "
+          "over the wrk run / requests completed):")
+    print("| rate/s | path | achieved/s | front CPU us/request | x plain | p50 / p99 ms | "
+          "p99 x plain |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r or "https" not in r:
+            continue
+        base = r["http"]
+        for path in ("http", "https", "https-close"):
+            if path not in r:
+                continue
+            h = r[path]
+            cpu, lat = h["front_cpu_us_per_request"], h["latency_ms"]
+            print(f"| {r['rate']} | {path} | {fmt(h['rate'])} | {cpu} | "
+                  f"{cpu / max(base['front_cpu_us_per_request'], 0.1):.2f} | {lat['p50']} / "
+                  f"{lat['p99']} | {lat['p99'] / max(base['latency_ms']['p99'], 0.1):.2f} |")
 
 
 def main():
@@ -188,7 +276,13 @@ def main():
           f"holdfast run, holdfast http and the driver; commit {rev}; {SKUS} SKUs x 5 "
           f"warehouses, stock {STOCK}; reserves of 1 unit, uniform SKUs, TTL {TTL_MS} ms, "
           f"{SECONDS} s per run; kafka = hfbench (open loop, from intended send times), "
-          f"http = wrk over keep-alive connections (closed loop, paced)", flush=True)
+          f"http = wrk over keep-alive connections (closed loop, paced)"
+          + (f"; https = the same to a front serving TLS (GnuTLS "
+             f"{pl.run_text(['pkg-config', '--modversion', 'gnutls']).strip()} under libmicrohttpd "
+             f"{pl.run_text(['pkg-config', '--modversion', 'libmicrohttpd']).strip()}, ECDSA "
+             f"P-256 certificate, wrk's OpenSSL client, TLS 1.3 by default)"
+             + ("; https-close = a new connection and TLS handshake per request"
+                if TLS_CLOSE else "") if TLS else ""), flush=True)
     rows = [one_rate(r, i, work_root, broker) for i, r in enumerate(RATES)]
     print("\n| rate/s | path | achieved/s | reserve p50 / p99 / p999 ms | answered | "
           "cores broker / holdfast run / http / driver / others | reconcile |")
@@ -204,15 +298,23 @@ def main():
               f"{k['reserves'] - k['without_reply']}/{k['reserves']} (busy {k['busy']}) | "
               f"{kc['broker']} / {kc['holdfast']} / {kc['http']} / {kc['driver']} / {kc['others']} | "
               f"{r['reconcile']} |")
-        codes = ", ".join(f"{c}: {n}" for c, n in sorted(h["status"].items()))
-        print(f"| {r['rate']} | http | {fmt(h['rate'])} | {h['latency_ms']['p50']} / "
-              f"{h['latency_ms']['p99']} / {h['latency_ms']['p999']} | {codes} "
-              f"(errors {sum(h['errors'].values())}) | {hc['broker']} / {hc['holdfast']} / "
-              f"{hc['http']} / {hc['driver']} / {hc['others']} | |")
+        for path in ("http", "https", "https-close"):
+            if path not in r:
+                continue
+            h = r[path]
+            hc = h["cores"]
+            codes = ", ".join(f"{c}: {n}" for c, n in sorted(h["status"].items()))
+            print(f"| {r['rate']} | {path} | {fmt(h['rate'])} | {h['latency_ms']['p50']} / "
+                  f"{h['latency_ms']['p99']} / {h['latency_ms']['p999']} | {codes} "
+                  f"(errors {sum(h['errors'].values())}) | {hc['broker']} / {hc['holdfast']} / "
+                  f"{hc['http']} / {hc['driver']} / {hc['others']} | |")
+        h = r["http"]
+        hc = h["cores"]
         if k["latency_ms"]["p50"] and h["latency_ms"]["p50"]:
             print(f"|  | http / kafka | | p50 x{h['latency_ms']['p50'] / k['latency_ms']['p50']:.2f}, "
                   f"p99 x{h['latency_ms']['p99'] / max(k['latency_ms']['p99'], 1):.2f} | | "
                   f"http front {hc['http']} cores at {fmt(h['rate'])}/s | |")
+    print_tls(rows)
     path = os.path.join(work_root, "http.json")
     with open(path, "w") as f:
         json.dump({"commit": rev, "rows": rows}, f, indent=1)

@@ -8,7 +8,9 @@
 --   sample <code> <body>         one answer other than 201 per thread
 --   latency_us p50 .. max        over every response
 --   requests .. errors ..        wrk's own counters
--- usage: wrk -c C -d S -t T -s wrk_reserve.lua URL -- SKUS DELAY_MS RUN_ID TTL_MS
+-- usage: wrk -c C -d S -t T -s wrk_reserve.lua URL -- SKUS DELAY_MS RUN_ID TTL_MS [close]
+-- ("close": each request asks "Connection: close", so every request opens a new
+-- connection: with https, a full TLS handshake per request)
 local threads = {}
 
 function setup(thread)
@@ -21,6 +23,7 @@ function init(args)
    delay_ms = tonumber(args[2]) or 0
    run_id = args[3] or "wrk"
    ttl_ms = tonumber(args[4]) or 3000
+   close = args[5] == "close"
    counter = 0
    statuses = {}
    math.randomseed(tid * 7919)
@@ -36,8 +39,9 @@ function request()
    local sku = string.format("SKU-%05d", math.random(0, skus - 1))
    local body = string.format(
       '{"reservation_id":"%s","lines":[{"sku":"%s","qty":1}],"ttl_ms":%d}', rid, sku, ttl_ms)
-   return wrk.format("POST", "/v1/reservations",
-                     {["Content-Type"] = "application/json", ["Idempotency-Key"] = rid}, body)
+   local headers = {["Content-Type"] = "application/json", ["Idempotency-Key"] = rid}
+   if close then headers["Connection"] = "close" end
+   return wrk.format("POST", "/v1/reservations", headers, body)
 end
 
 function response(status, headers, body)

@@ -194,6 +194,18 @@ bad_http three-secrets '{"webhook_secrets": "aaaaaaaaaaaaaaaa1,aaaaaaaaaaaaaaaa2
 bad_http env-secret '{}' "webhook_secrets: secret 1:" HOLDFAST_WEBHOOK_SECRETS=tooshort
 bad_http port '{"http_port": 70000}' "config 'http_port' must be an integer in [0, 65535]"
 bad_http timeout '{"http_reply_timeout_ms": 5}' "config 'http_reply_timeout_ms' must be an integer"
+# Listeners and TLS (docs/HTTP.md): the files are checked before any Kafka client.
+bad_http webhook-bind '{"http_webhook_bind": "provider.example"}' \
+  "http_webhook_bind 'provider.example' must be an IPv4 address"
+bad_http ops-port '{"http_ops_port": -2}' "config 'http_ops_port' must be an integer in [-1, 65535]"
+bad_http same-port '{"http_webhook_port": 9001, "http_ops_port": 9001}' \
+  "http_webhook_port and http_ops_port are both 9001"
+bad_http tls-key-only '{"http_tls_key_file": "/nonexistent/tls.key"}' \
+  "http_tls_key_file is set but http_tls_cert_file is not"
+bad_http tls-unreadable '{"http_tls_cert_file": "/nonexistent/tls.pem", "http_tls_key_file": "/nonexistent/tls.key"}' \
+  "'/nonexistent/tls.pem' cannot be read: No such file or directory"
+bad_http mtls-no-tls '{"http_tls_client_ca_file": "/nonexistent/ca.pem"}' \
+  "http_tls_client_ca_file is set but http_tls_cert_file is not"
 rm -rf "$cfgdir"
 expect_exit 2 "$bin/holdfast" http --port 99999 && grep -q -- "--port '99999' must be an integer" <<<"$err" ||
   fail "holdfast http --port 99999: $err"

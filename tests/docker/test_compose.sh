@@ -56,6 +56,7 @@ DEBIAN12_KNOWN = {
     "librdkafka1", "librocksdb7.8", "libavro23", "libjansson4", "libcmocka0",
     "libzstd-dev", "libzstd1", "zlib1g-dev", "zlib1g",
     "libmicrohttpd-dev", "libmicrohttpd12", "libssl-dev", "libssl3", "libcurl4-openssl-dev", "libcurl4",
+    "libgnutls28-dev", "libgnutls30",
     "ca-certificates", "tini", "bash", "python3", "python3-yaml",
 }
 # pkg-config name (Makefile PKGS) -> (Debian 12 packages to build with it, Debian 12
@@ -71,6 +72,7 @@ PC_TO_DEB = {
     "avro-c": (["libavro-dev"], ["libavro23"]),
     "jansson": (["libjansson-dev"], ["libjansson4"]),
     "libmicrohttpd": (["libmicrohttpd-dev"], ["libmicrohttpd12"]),
+    "gnutls": (["libgnutls28-dev"], ["libgnutls30"]),
     "libcrypto": (["libssl-dev"], ["libssl3"]),
 }
 # Debian's own librdkafka packages: in the image they would only mislead (the binaries
