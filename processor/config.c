@@ -108,6 +108,8 @@ void config_defaults(hf_config_t *cfg)
     cfg->http_body_max_bytes = 64 * 1024;
     cfg->http_retry_after_s = 1;
     cfg->http_reply_retention_ms = 3600 * 1000;
+    cfg->http_api_key_rate_per_s = 50;
+    cfg->http_api_key_burst = 100;
     cfg->webhook_tolerance_s = 300;
     snprintf(cfg->output_framing, sizeof cfg->output_framing, "single-object");
     cfg->schema_registry_timeout_ms = 5000;
@@ -225,6 +227,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(http_reply_retention_ms, 60000, 604800000),
     STR_FIELD(webhook_secrets),
     INT_FIELD(webhook_tolerance_s, 1, 86400),
+    STR_FIELD(http_api_keys_file),
+    INT_FIELD(http_api_key_rate_per_s, 1, HF_API_KEY_RATE_PER_S_MAX),
+    INT_FIELD(http_api_key_burst, 1, HF_API_KEY_BURST_MAX),
     STR_FIELD(schema_registry_url),
     STR_FIELD(output_framing),
     INT_FIELD(schema_registry_timeout_ms, 100, 60000),
