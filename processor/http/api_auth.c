@@ -48,14 +48,15 @@ bool api_auth(http_ctx_t *ctx, http_call_t *call, http_scope_t scope, httpd_resp
         return true;
     api_keys_who_t who;
     api_scope_t need = scope_bit(scope);
-    switch (api_keys_check(ctx->keys, httpd_header(call->req, "Authorization"), need,
-                           hf_mono_ms(), &who)) {
+    switch (api_keys_check(ctx->keys, httpd_header(call->req, "Authorization"), need, hf_mono_ms(),
+                           &who)) {
     case API_KEYS_ALLOWED:
         snprintf(call->key_id, sizeof call->key_id, "%s", who.key_id);
         return true;
     case API_KEYS_MISSING:
-        unauthorized(ctx, resp, false, "this route needs an API key: send 'Authorization: Bearer "
-                                       "<secret>'");
+        unauthorized(ctx, resp, false,
+                     "this route needs an API key: send 'Authorization: Bearer "
+                     "<secret>'");
         return false;
     case API_KEYS_MALFORMED:
         unauthorized(ctx, resp, true,
@@ -136,8 +137,8 @@ int api_auth_start(http_ctx_t *ctx, char *errstr, size_t errstr_size)
                          "Requests answered 401 (no API key, or an unknown one)", counter_u64,
                          &ctx->unauthorized);
     metrics_counter_read("holdfast_http_forbidden_total",
-                         "Requests answered 403 (the API key lacks the route's scope)",
-                         counter_u64, &ctx->forbidden);
+                         "Requests answered 403 (the API key lacks the route's scope)", counter_u64,
+                         &ctx->forbidden);
     metrics_counter_read("holdfast_http_rate_limited_total",
                          "Requests answered 429 (the API key is over its rate)", counter_u64,
                          &ctx->rate_limited);
@@ -154,7 +155,8 @@ void api_auth_reload(http_ctx_t *ctx)
     }
     char errstr[512];
     if (api_keys_reload(ctx->keys, errstr, sizeof errstr) != HF_OK) {
-        log_error("http", "SIGHUP: %s; the %zu keys in use stay: fix the file and send SIGHUP again",
+        log_error("http",
+                  "SIGHUP: %s; the %zu keys in use stay: fix the file and send SIGHUP again",
                   errstr, api_keys_count(ctx->keys));
         return;
     }

@@ -20,7 +20,7 @@
 
 #define MILLI 1000 /* a token is 1000 millitokens: whole-ms refills stay exact */
 
-_Static_assert((int64_t)HF_API_KEY_BURST_MAX * MILLI * HF_API_KEY_RATE_PER_S_MAX < INT64_MAX / 4,
+_Static_assert((int64_t)HF_API_KEY_BURST_MAX *MILLI *HF_API_KEY_RATE_PER_S_MAX < INT64_MAX / 4,
                "the bucket arithmetic must not overflow");
 _Static_assert(HF_API_KEYS_FILE_BYTES_MAX < 64 * 1024 * 1024, "a keys file is read whole");
 
@@ -234,8 +234,7 @@ static int file_read(const char *path, char **out, char *errstr, size_t errstr_s
     }
     buf[n] = '\0';
     if (memchr(buf, '\0', n)) {
-        snprintf(errstr, errstr_size, "API keys file %s: holds a NUL byte (not a text file)",
-                 path);
+        snprintf(errstr, errstr_size, "API keys file %s: holds a NUL byte (not a text file)", path);
         free(buf);
         return HF_ERR_CONFIG;
     }
@@ -307,8 +306,8 @@ static int table_load(const char *path, const api_keys_rate_t *defaults, key_tab
 
 /* ---- the store */
 
-int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t **out,
-                  char *errstr, size_t errstr_size)
+int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t **out, char *errstr,
+                  size_t errstr_size)
 {
     hf_assert(defaults->rate_per_s >= 1 && defaults->rate_per_s <= HF_API_KEY_RATE_PER_S_MAX);
     hf_assert(defaults->burst >= 1 && defaults->burst <= HF_API_KEY_BURST_MAX);

@@ -56,8 +56,8 @@ typedef struct {
 /* Reads path into a new key set. HF_ERR_CONFIG with the file and line in errstr
  * (a bad line, a duplicate id or secret, too many keys or lines, too long a line);
  * HF_ERR_IO when it cannot be read. The caller owns *out (api_keys_destroy). */
-int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t **out,
-                  char *errstr, size_t errstr_size) HF_MUST_CHECK;
+int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t **out, char *errstr,
+                  size_t errstr_size) HF_MUST_CHECK;
 
 /* Reads the file again and, when it is good, swaps it in: a key no longer listed is
  * refused from the next check; a key still listed keeps its bucket. When it is bad,
