@@ -12,6 +12,8 @@
 #include "log.h"
 #include "metrics.h"
 
+_Static_assert(HF_API_KEY_ID_LEN_MAX <= HF_ID_LEN_MAX, "a key id travels in hf_id_t fields");
+
 #define AUTH_CHALLENGE         "Bearer realm=\"holdfast\""
 #define AUTH_CHALLENGE_INVALID "Bearer realm=\"holdfast\", error=\"invalid_token\""
 

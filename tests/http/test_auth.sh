@@ -8,7 +8,7 @@
 #                     WWW-Authenticate: Bearer, on every checkout route; the webhook
 #                     and the ops routes need no key
 #   scope             a read key reserving, committing, releasing: 403; reading: 200
-#   reserve           a reserve key: 201 HELD; its id is in the ledger's HELD event
+#   reserve           a reserve key: 201 HELD; GET shows its id (api_key_id)
 #   revoke            a key removed from the file is refused (401) after SIGHUP; a bad
 #                     file on SIGHUP keeps the keys in use and logs the line
 #   rate-limit        a key over its rate (1/s, burst 2): 429 + Retry-After >= 1,
@@ -16,7 +16,8 @@
 #   metrics           holdfast_http_{unauthorized,forbidden,rate_limited}_total count
 #                     the refusals; holdfast_http_api_keys the keys in use
 #   nothing-sent      holdfast.requests holds no record of any refused request, and
-#                     exactly one of each allowed one
+#                     exactly one of each allowed one; the Reserve and the ledger's HELD
+#                     event name the key that reserved (api_key_id)
 # About 20 s. Logs under a temp dir, printed (and kept) on failure.
 #
 # usage: bash tests/http/test_auth.sh   (make test-http-auth; needs build/holdfast,
@@ -257,6 +258,8 @@ for _ in $(seq 30); do
   sleep 0.1
 done
 need "GET ok-buyer with the read key: $code $body (expected 200)" is "$code" 200
+need "GET ok-buyer: api_key_id $(jget 'd.get("api_key_id")') (expected buyer, who reserved it)" \
+  is "$(jget 'd.get("api_key_id")')" buyer
 end
 
 # ---- 4. revoke with SIGHUP; a bad file keeps the keys
