@@ -135,17 +135,20 @@ int api_auth_start(http_ctx_t *ctx, char *errstr, size_t errstr_size)
                  "NO API KEYS: http_api_keys_file is not set, so anyone who reaches this port "
                  "can reserve, commit and release. Set it before serving real traffic "
                  "(docs/HTTP.md, API keys)");
-    metrics_counter_read("holdfast_http_unauthorized_total",
-                         "Requests answered 401 (no API key, or an unknown one)", counter_u64,
-                         &ctx->unauthorized);
-    metrics_counter_read("holdfast_http_forbidden_total",
-                         "Requests answered 403 (the API key lacks the route's scope)", counter_u64,
-                         &ctx->forbidden);
-    metrics_counter_read("holdfast_http_rate_limited_total",
-                         "Requests answered 429 (the API key is over its rate)", counter_u64,
-                         &ctx->rate_limited);
-    metrics_gauge("holdfast_http_api_keys", "API keys in use (0: none configured)", gauge_keys,
-                  ctx);
+    bool ok = metrics_counter_read("holdfast_http_unauthorized_total",
+                                   "Requests answered 401 (no API key, or an unknown one)",
+                                   counter_u64, &ctx->unauthorized);
+    ok &= metrics_counter_read("holdfast_http_forbidden_total",
+                               "Requests answered 403 (the API key lacks the route's scope)",
+                               counter_u64, &ctx->forbidden);
+    ok &= metrics_counter_read("holdfast_http_rate_limited_total",
+                               "Requests answered 429 (the API key is over its rate)", counter_u64,
+                               &ctx->rate_limited);
+    ok &= metrics_gauge("holdfast_http_api_keys", "API keys in use (0: none configured)",
+                        gauge_keys, ctx);
+    if (!ok)
+        log_warn("http", "the metrics table is full (HF_METRICS_GAUGES_MAX): some API key "
+                         "metrics are not exported");
     return HF_OK;
 }
 
