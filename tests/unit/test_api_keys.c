@@ -12,6 +12,9 @@
 #include <cmocka.h>
 
 #include <openssl/sha.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +375,67 @@ static void test_reload_revokes_keeps_old_on_error_and_keeps_buckets(void **stat
     api_keys_destroy(keys);
 }
 
+/* Checks on many threads while another thread swaps the table over and over (the
+ * front's connection threads and its SIGHUP): every check sees one table or the
+ * other, whole. Under AddressSanitizer a table freed while still read would show. */
+typedef struct {
+    api_keys_t *keys;
+    atomic_bool stop;
+    atomic_long allowed, unknown, other;
+    _Atomic int64_t now_ms; /* one clock for every thread, as hf_mono_ms is */
+} race_t;
+
+static void *race_checker(void *arg)
+{
+    race_t *r = arg;
+    while (!atomic_load(&r->stop)) {
+        api_keys_who_t who;
+        int64_t now_ms = atomic_fetch_add(&r->now_ms, 1);
+        switch (check(r->keys, SECRET_B, API_SCOPE_READ, now_ms, &who)) {
+        case API_KEYS_ALLOWED:
+            atomic_fetch_add(&r->allowed, 1);
+            if (strcmp(who.key_id, "b") != 0)
+                atomic_fetch_add(&r->other, 1);
+            break;
+        case API_KEYS_UNKNOWN:
+            atomic_fetch_add(&r->unknown, 1);
+            break;
+        default:
+            atomic_fetch_add(&r->other, 1);
+        }
+    }
+    return NULL;
+}
+
+static void test_checks_on_many_threads_while_reloading(void **state)
+{
+    (void)state;
+    char with_b[512] = "", without_b[512] = "";
+    add_line(with_b, sizeof with_b, "a", SECRET_A, "read", "");
+    /* A rate no run reaches: only the table decides. */
+    add_line(with_b, sizeof with_b, "b", SECRET_B, "read", "100000 100000");
+    add_line(without_b, sizeof without_b, "a", SECRET_A, "read", "");
+    static race_t r;
+    r.keys = load_ok(with_b);
+    atomic_store(&r.stop, false);
+    atomic_store(&r.now_ms, T0_MS);
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, race_checker, &r), 0);
+    char errstr[512];
+    for (int i = 0; i < 200; i++) {
+        write_file(i % 2 ? with_b : without_b);
+        assert_int_equal(api_keys_reload(r.keys, errstr, sizeof errstr), HF_OK);
+    }
+    atomic_store(&r.stop, true);
+    for (int i = 0; i < 4; i++)
+        pthread_join(threads[i], NULL);
+    assert_int_equal(atomic_load(&r.other), 0);
+    assert_true(atomic_load(&r.allowed) + atomic_load(&r.unknown) > 0);
+    assert_int_equal(api_keys_count(r.keys), 2); /* the last file written had b */
+    api_keys_destroy(r.keys);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +455,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_forbidden_request_takes_a_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_revokes_keeps_old_on_error_and_keeps_buckets,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checks_on_many_threads_while_reloading, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
