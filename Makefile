@@ -359,6 +359,10 @@ test-secure: deps-check release
 .PHONY: test-http
 test-http: deps-check release
 	@bash tests/http/test_http.sh
+# API keys and rate limits of the front (401/403/429, SIGHUP revocation, nothing sent).
+.PHONY: test-http-auth
+test-http-auth: deps-check release
+	@bash tests/http/test_auth.sh
 
 # The HTTP front serving TLS itself (tests/http/test_https.sh): three listeners, a
 # reservation's life over HTTPS, mutual TLS, a certificate rotated by SIGHUP under load
@@ -371,7 +375,7 @@ test-https: deps-check release
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
-test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https test-secure test-docker \
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https test-http-auth test-secure test-docker \
             test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60

@@ -177,6 +177,26 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 #define HF_WEBHOOK_SECRET_LEN_MIN     16
 #define HF_WEBHOOK_SECRET_LEN_MAX     256
 
+/* API keys of the checkout routes (processor/http/api_keys.c). A deployment has a
+ * handful of calling services, each with a key or two during a rotation; 256 is
+ * far above that and keeps the constant-time scan of every key per request (one
+ * 32-byte compare each) a few microseconds. A keys-file line holds an id (64), a
+ * 64-hex hash, four scopes and two numbers: under 200 bytes, so 512 leaves room
+ * for blanks; a longer line, more lines or a larger file is refused with its line
+ * number. A presented secret is 16..256 bytes (tools/api-key.sh makes 32 random
+ * bytes, 46 characters; shorter ones can be guessed). Rates: a key's tokens per
+ * second and bucket size are bounded so the millitoken arithmetic cannot
+ * overflow (burst x 1000 x rate stays far below 2^63). */
+#define HF_API_KEYS_MAX            256
+#define HF_API_KEY_ID_LEN_MAX      64
+#define HF_API_KEY_SECRET_LEN_MIN  16
+#define HF_API_KEY_SECRET_LEN_MAX  256
+#define HF_API_KEYS_LINE_LEN_MAX   512
+#define HF_API_KEYS_LINES_MAX      4096
+#define HF_API_KEYS_FILE_BYTES_MAX (HF_API_KEYS_LINE_LEN_MAX * HF_API_KEYS_LINES_MAX)
+#define HF_API_KEY_RATE_PER_S_MAX  100000
+#define HF_API_KEY_BURST_MAX       100000
+
 /* Schema registry client (processor/registry.c). Ids it remembers (id ->
  * fingerprint): holdfast registers three subjects, and a topic another system
  * also writes brings a few versions more; 64 is many times that, and a full

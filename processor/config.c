@@ -112,6 +112,8 @@ void config_defaults(hf_config_t *cfg)
     cfg->http_webhook_port = -1; /* on the checkout listener */
     snprintf(cfg->http_ops_bind, sizeof cfg->http_ops_bind, "127.0.0.1");
     cfg->http_ops_port = -1; /* on the checkout listener */
+    cfg->http_api_key_rate_per_s = 50;
+    cfg->http_api_key_burst = 100;
     cfg->webhook_tolerance_s = 300;
     snprintf(cfg->output_framing, sizeof cfg->output_framing, "single-object");
     cfg->schema_registry_timeout_ms = 5000;
@@ -238,6 +240,9 @@ static const config_field_t config_fields[] = {
     STR_FIELD(http_webhook_tls_key_file),
     STR_FIELD(webhook_secrets),
     INT_FIELD(webhook_tolerance_s, 1, 86400),
+    STR_FIELD(http_api_keys_file),
+    INT_FIELD(http_api_key_rate_per_s, 1, HF_API_KEY_RATE_PER_S_MAX),
+    INT_FIELD(http_api_key_burst, 1, HF_API_KEY_BURST_MAX),
     STR_FIELD(schema_registry_url),
     STR_FIELD(output_framing),
     INT_FIELD(schema_registry_timeout_ms, 100, 60000),

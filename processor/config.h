@@ -143,6 +143,12 @@ typedef struct hf_config {
      * (rotation); env HOLDFAST_WEBHOOK_SECRETS overrides; empty: webhooks refused. */
     char webhook_secrets[HF_CONFIG_STR_MAX];
     int webhook_tolerance_s; /* a signature's timestamp may be this far from now */
+    /* API keys of the checkout routes (processor/http/api_keys.h): the keys file
+     * (empty: the routes are open, and the front warns at start), and the rate a
+     * key gets when its line names none (tokens per second, bucket size). */
+    char http_api_keys_file[HF_CONFIG_STR_MAX];
+    int http_api_key_rate_per_s;
+    int http_api_key_burst;
     /* Confluent Schema Registry (docs/SCHEMA_REGISTRY.md): its base URL (empty:
      * none; env HOLDFAST_SCHEMA_REGISTRY_URL overrides), the framing of the
      * availability, signals and ledger topics, and the timeout of one request. */

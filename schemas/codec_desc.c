@@ -88,6 +88,7 @@ static const codec_field_t hold_fields[] = {
     F_STRING(hf_hold_t, idempotency_key),
     F_STRING(hf_hold_t, reply_to),
     F_LONG(hf_hold_t, expires_at_ms),
+    F_STRING(hf_hold_t, api_key_id),
 };
 REC_DESC(hold_desc, "Hold", hf_hold_t, hold_fields);
 
@@ -193,6 +194,7 @@ static const codec_field_t reserve_fields[] = {
     F_STRING(hf_reserve_t, campaign),
     F_STRING(hf_reserve_t, reply_to),
     F_LONG(hf_reserve_t, sent_at_ms),
+    F_STRING(hf_reserve_t, api_key_id),
 };
 REC_DESC(reserve_desc, "Reserve", hf_reserve_t, reserve_fields);
 
@@ -236,6 +238,7 @@ static const codec_field_t ledger_event_fields[] = {
     F_STRING(hf_ledger_event_t, payment_id),
     F_LONG(hf_ledger_event_t, expires_at_ms),
     F_LONG(hf_ledger_event_t, at_ms),
+    F_STRING(hf_ledger_event_t, api_key_id),
 };
 REC_DESC(ledger_event_desc, "LedgerEvent", hf_ledger_event_t, ledger_event_fields);
 
@@ -321,6 +324,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_BOOLEAN(hf_reservation_state_t, reserve_replied),
     F_RECORD(hf_reservation_state_t, reserve_reply, &reply_desc),
     F_BOOLEAN(hf_reservation_state_t, counter_answers),
+    F_STRING(hf_reservation_state_t, api_key_id),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -479,6 +479,91 @@ static const char reservation_state_v5[] =
     "ng\"}]},\"default\":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"outcome\":\"HELD"
     "\",\"allocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms\":0}}]}";
 
+/* Hold v3, before api_key_id (default ""): Holds in flight across the upgrade
+ * answer their Reserve with a HELD event that names no key. */
+static const char hold_v3[] =
+    "{\"type\":\"record\",\"name\":\"Hold\",\"namespace\":\"holdfast\",\"fields\":[{\"name\""
+    ":\"reservation_id\",\"type\":\"string\"},{\"name\":\"attempt\",\"type\":\"int\"},{\"na"
+    "me\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"n"
+    "ame\":\"qty\",\"type\":\"long\"},{\"name\":\"issued_at_ms\",\"type\":\"long\",\"defaul"
+    "t\":0},{\"name\":\"answer_reserve\",\"type\":\"boolean\",\"default\":false},{\"name\":"
+    "\"idempotency_key\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"reply_to\",\"typ"
+    "e\":\"string\",\"default\":\"\"},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"defau"
+    "lt\":0}]}";
+
+/* Reserve v1, before api_key_id (default "": no key): requests written by an
+ * older front or client stay readable. */
+static const char reserve_v1[] =
+    "{\"type\":\"record\",\"name\":\"Reserve\",\"namespace\":\"holdfast\",\"fields\":[{\"na"
+    "me\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\""
+    "string\"},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"recor"
+    "d\",\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"q"
+    "ty\",\"type\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name"
+    "\":\"Geo\",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type"
+    "\":\"double\"}]}},{\"name\":\"ttl_ms\",\"type\":\"long\",\"default\":0},{\"name\":\"ca"
+    "mpaign\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"reply_to\",\"type\":\"strin"
+    "g\",\"default\":\"\"},{\"name\":\"sent_at_ms\",\"type\":\"long\"}]}";
+
+/* ReservationState v6, before api_key_id (default ""): reservations stored
+ * before the upgrade name no key in their later ledger events. */
+static const char reservation_state_v6[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields"
+    "\":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\""
+    "type\":\"string\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"Reserva"
+    "tionStatus\",\"symbols\":[\"PENDING\",\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\","
+    "\"REJECTED\"]}},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\""
+    "record\",\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\""
+    ":\"qty\",\"type\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\""
+    "name\":\"Geo\",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\""
+    "type\":\"double\"}]}},{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\""
+    ":{\"type\":\"record\",\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"ty"
+    "pe\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"l"
+    "ong\"},{\"name\":\"attempt\",\"type\":\"int\"},{\"name\":\"status\",\"type\":{\"type\""
+    ":\"enum\",\"name\":\"HoldRefStatus\",\"symbols\":[\"HOLD_SENT\",\"HELD\",\"REFUSED\",\""
+    "RELEASE_SENT\"]}},{\"name\":\"available_seen\",\"type\":\"long\",\"default\":0},{\"nam"
+    "e\":\"escrow\",\"type\":\"boolean\",\"default\":false}]}}},{\"name\":\"next_attempt\","
+    "\"type\":\"int\"},{\"name\":\"reroutes\",\"type\":\"int\"},{\"name\":\"request_hash\","
+    "\"type\":\"long\"},{\"name\":\"reply_to\",\"type\":\"string\"},{\"name\":\"campaign\","
+    "\"type\":\"string\",\"default\":\"\"},{\"name\":\"payment_id\",\"type\":\"string\",\"d"
+    "efault\":\"\"},{\"name\":\"reason\",\"type\":\"string\",\"default\":\"\"},{\"name\":\""
+    "created_at_ms\",\"type\":\"long\"},{\"name\":\"expires_at_ms\",\"type\":\"long\"},{\"n"
+    "ame\":\"hold_deadline_ms\",\"type\":\"long\"},{\"name\":\"result_deadline_ms\",\"type\""
+    ":\"long\"},{\"name\":\"result_retries\",\"type\":\"int\"},{\"name\":\"updated_at_ms\","
+    "\"type\":\"long\"},{\"name\":\"rebook\",\"type\":{\"type\":\"enum\",\"name\":\"Rebook\""
+    ",\"symbols\":[\"NONE\",\"PENDING\",\"COMMITTED\",\"REFUNDED\"]},\"default\":\"NONE\"},"
+    "{\"name\":\"rebook_idempotency_key\",\"type\":\"string\",\"default\":\"\"},{\"name\":\""
+    "rebook_request_hash\",\"type\":\"long\",\"default\":0},{\"name\":\"rebook_reply_to\",\""
+    "type\":\"string\",\"default\":\"\"},{\"name\":\"reserve_replied\",\"type\":\"boolean\""
+    ",\"default\":false},{\"name\":\"reserve_reply\",\"type\":{\"type\":\"record\",\"name\""
+    ":\"Reply\",\"fields\":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"i"
+    "dempotency_key\",\"type\":\"string\"},{\"name\":\"outcome\",\"type\":{\"type\":\"enum\""
+    ",\"name\":\"ReplyOutcome\",\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\""
+    ",\"REJECTED_INSUFFICIENT\",\"REJECTED_INVALID\",\"CONFLICT\",\"NOT_FOUND\",\"BUSY\"]}}"
+    ",{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\""
+    ",\"name\":\"Allocation\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{"
+    "\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"}]}}},{\"name"
+    "\":\"expires_at_ms\",\"type\":\"long\",\"default\":0},{\"name\":\"message\",\"type\":\""
+    "string\",\"default\":\"\"},{\"name\":\"replied_at_ms\",\"type\":\"long\"}]},\"default\""
+    ":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"outcome\":\"HELD\",\"allocations\""
+    ":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms\":0}},{\"name\":\"counter_ans"
+    "wers\",\"type\":\"boolean\",\"default\":false}]}";
+
+/* LedgerEvent v1, before api_key_id (default ""): the ledger written before the
+ * upgrade reads as made by no key. */
+static const char ledger_event_v1[] =
+    "{\"type\":\"record\",\"name\":\"LedgerEvent\",\"namespace\":\"holdfast\",\"fields\":[{"
+    "\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"kind\",\"type\":{\"type\""
+    ":\"enum\",\"name\":\"LedgerKind\",\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"E"
+    "XPIRED\",\"REJECTED\",\"LATE_PAYMENT\"]}},{\"name\":\"allocations\",\"type\":{\"type\""
+    ":\"array\",\"items\":{\"type\":\"record\",\"name\":\"Allocation\",\"fields\":[{\"name\""
+    ":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\""
+    ":\"qty\",\"type\":\"long\"}]}},\"default\":[]},{\"name\":\"lines\",\"type\":{\"type\":"
+    "\"array\",\"items\":{\"type\":\"record\",\"name\":\"Line\",\"fields\":[{\"name\":\"sku"
+    "\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"}]}},\"default\":[]},{\"nam"
+    "e\":\"reason\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"payment_id\",\"type\""
+    ":\"string\",\"default\":\"\"},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\""
+    ":0},{\"name\":\"at_ms\",\"type\":\"long\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -497,5 +582,9 @@ const codec_history_t codec_history[] = {
     {HF_REC_COUNTER_RESULT, counter_result_v1},
     {HF_REC_HOLD, hold_v2},
     {HF_REC_RESERVATION_STATE, reservation_state_v5},
+    {HF_REC_HOLD, hold_v3},
+    {HF_REC_RESERVE, reserve_v1},
+    {HF_REC_RESERVATION_STATE, reservation_state_v6},
+    {HF_REC_LEDGER_EVENT, ledger_event_v1},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -179,6 +179,7 @@ typedef struct {
     hf_id_t idempotency_key;
     hf_topic_t reply_to; /* "" = holdfast.replies */
     int64_t expires_at_ms;
+    hf_id_t api_key_id; /* the Reserve's, for the HELD event */
 } hf_hold_t;
 
 typedef struct {
@@ -294,6 +295,7 @@ typedef struct {
     hf_id_t campaign;    /* "" = none */
     hf_topic_t reply_to; /* "" = holdfast.replies */
     int64_t sent_at_ms;
+    hf_id_t api_key_id; /* the HTTP front's caller (its API key's id); "" = none */
 } hf_reserve_t;
 
 typedef struct {
@@ -344,6 +346,7 @@ typedef struct {
     hf_id_t payment_id;
     int64_t expires_at_ms;
     int64_t at_ms;
+    hf_id_t api_key_id; /* who made the reservation (Reserve.api_key_id); "" = none */
 } hf_ledger_event_t;
 
 /* ---- aggregator outputs */
@@ -524,6 +527,7 @@ typedef struct {
     /* The first round's one Hold asked its counter to answer the Reserve
      * (hf_hold_t.answer_reserve): until its result is in, requests wait. */
     bool counter_answers;
+    hf_id_t api_key_id; /* the creating Reserve's, stamped on each ledger event */
 } hf_reservation_state_t;
 
 typedef struct {

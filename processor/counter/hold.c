@@ -64,6 +64,7 @@ static int answer_reserve(stage_ctx_t *ctx, const hf_hold_t *h)
     e->lines[0].qty = h->qty;
     e->expires_at_ms = h->expires_at_ms;
     e->at_ms = stage_now_ms(ctx);
+    snprintf(e->api_key_id, sizeof e->api_key_id, "%s", h->api_key_id);
     return stage_emit(ctx, HF_T_LEDGER, h->reservation_id, id_len, &rec);
 }
 

@@ -37,6 +37,7 @@ int gw_emit_ledger(stage_ctx_t *ctx, const hf_reservation_state_t *rs, hf_ledger
     snprintf(e->payment_id, sizeof e->payment_id, "%s", rs->payment_id);
     e->expires_at_ms = rs->expires_at_ms;
     e->at_ms = stage_now_ms(ctx);
+    snprintf(e->api_key_id, sizeof e->api_key_id, "%s", rs->api_key_id);
     return stage_emit(ctx, HF_T_LEDGER, rs->reservation_id, strlen(rs->reservation_id), &rec);
 }
 
@@ -64,6 +65,7 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_ho
         snprintf(c->idempotency_key, sizeof c->idempotency_key, "%s", rs->idempotency_key);
         snprintf(c->reply_to, sizeof c->reply_to, "%s", rs->reply_to);
         c->expires_at_ms = rs->expires_at_ms;
+        snprintf(c->api_key_id, sizeof c->api_key_id, "%s", rs->api_key_id);
     }
     return emit_command(ctx, h, &rec);
 }

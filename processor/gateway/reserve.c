@@ -27,6 +27,7 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     rs->request_hash = hash;
     snprintf(rs->reply_to, sizeof rs->reply_to, "%s", r->reply_to);
     snprintf(rs->campaign, sizeof rs->campaign, "%s", r->campaign);
+    snprintf(rs->api_key_id, sizeof rs->api_key_id, "%s", r->api_key_id);
     int64_t now = stage_now_ms(ctx), ttl_ms = gw_ttl_ms(env, r);
     rs->created_at_ms = now;
     rs->expires_at_ms = now + ttl_ms;

@@ -99,6 +99,8 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         }
     }
     json_decref(body);
-    if (ok)
+    if (ok) {
+        snprintf(r->api_key_id, sizeof r->api_key_id, "%s", call->key_id);
         http_forward(ctx, call, resp, &rec, 201);
+    }
 }

@@ -116,7 +116,8 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
         if (!http_route_match(routes[i].path, path, &call))
             continue;
         if (strcmp(routes[i].method, method) == 0) {
-            routes[i].fn(ctx, &call, resp);
+            if (api_auth(ctx, &call, routes[i].scope, resp))
+                routes[i].fn(ctx, &call, resp);
             return;
         }
         size_t n = strlen(allow);
@@ -611,6 +612,8 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
                  cfg->http_inflight_max, cfg->http_connections_max);
         return HF_ERR_CONFIG;
     }
+    if (api_auth_check_config(cfg, errstr, errstr_size) != HF_OK)
+        return HF_ERR_CONFIG;
     webhook_secrets_t secrets;
     int err = api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
     if (!err)
@@ -673,6 +676,8 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
                               cfg->reservation_retention_ms, &ctx->status, errstr, errstr_size);
     if (!err)
         err = http_bridge_new(&bo, &ctx->bridge, errstr, errstr_size);
+    if (!err)
+        err = api_auth_start(ctx, errstr, errstr_size);
     if (!err && view_wait_ready(ctx->view, HTTP_VIEW_WAIT_MS) != HF_OK)
         log_warn("http", "routing view not current after %d ms; serving, /readyz says 503",
                  HTTP_VIEW_WAIT_MS);
@@ -703,8 +708,9 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
 
 void http_api_reload(http_api_t *api)
 {
-    /* What SIGHUP re-reads: the listeners' TLS files (API keys land here too). */
+    /* What SIGHUP re-reads, each part on its own: a failed one keeps what it had. */
     http_api_reload_tls(api);
+    api_auth_reload(&api->ctx);
 }
 
 bool http_api_broken(http_api_t *api)
@@ -721,5 +727,6 @@ void http_api_stop(http_api_t *api)
     http_bridge_destroy(api->ctx.bridge);
     http_status_destroy(api->ctx.status);
     view_destroy(api->ctx.view);
+    api_auth_stop(&api->ctx);
     free(api);
 }

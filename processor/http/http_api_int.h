@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api_keys.h"
 #include "config.h"
 #include "http_bridge.h"
 #include "http_status.h"
@@ -29,8 +30,10 @@ typedef struct {
     httpd_t *server;
     char reply_topic[HF_TOPIC_LEN_MAX + 1];
     webhook_secrets_t webhook_secrets; /* none: webhooks answered 503 */
+    api_keys_t *keys;                  /* NULL: no keys file, the checkout routes are open */
     /* Counters exported as metrics (http_api.c). */
     _Atomic uint64_t requests, overloaded, timeouts, bad_signatures, invalid;
+    _Atomic uint64_t unauthorized, forbidden, rate_limited; /* api_auth.c */
 } http_ctx_t;
 
 /* One routed request: the path's {params} in order. */
@@ -38,6 +41,7 @@ typedef struct {
     const httpd_req_t *req;
     const char *params[HTTP_PARAMS_MAX];
     char param_buf[HTTP_PARAMS_MAX][HF_ID_LEN_MAX * 3 + 1];
+    char key_id[HF_API_KEY_ID_LEN_MAX + 1]; /* the caller's API key (api_auth); "": none */
 } http_call_t;
 
 typedef void (*http_route_fn)(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
@@ -72,6 +76,23 @@ void api_readyz(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
  * when one is refused (too short, blanks) or there are too many. */
 int api_webhook_secrets(const hf_config_t *cfg, webhook_secrets_t *out, char *errstr,
                         size_t errstr_size);
+
+/* ---- API keys (api_auth.c, on api_keys.h) */
+
+/* Whether the call may go on to the route's handler: true for HTTP_SCOPE_NONE, with
+ * no keys file, or for a known key with the scope and a token (its id then in
+ * call->key_id); else false after answering 401 (+ WWW-Authenticate), 403 or 429
+ * (+ Retry-After), counted. */
+bool api_auth(http_ctx_t *ctx, http_call_t *call, http_scope_t scope, httpd_resp_t *resp);
+/* Reads http_api_keys_file (when set) into ctx->keys and registers the metrics;
+ * HF_ERR_CONFIG naming the file and line. Without a file it warns that the
+ * checkout routes are open. */
+int api_auth_start(http_ctx_t *ctx, char *errstr, size_t errstr_size);
+/* SIGHUP: reads the keys file again; a bad file keeps the keys in use (logged). */
+void api_auth_reload(http_ctx_t *ctx);
+/* Whether http_api_keys_file reads (HF_ERR_CONFIG naming the line when not). */
+int api_auth_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_size);
+void api_auth_stop(http_ctx_t *ctx);
 
 /* ---- shared helpers (http_api.c) */
 

@@ -128,6 +128,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, const httpd_resp_t
         MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
     if (resp->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
+    if (resp->header_name && resp->header_value)
+        MHD_add_response_header(r, resp->header_name, resp->header_value);
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ok;

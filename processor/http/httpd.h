@@ -26,6 +26,8 @@ typedef struct {
     int retry_after_s;        /* > 0: a Retry-After header */
     const char *location;     /* non-NULL: a Location header */
     const char *allow;        /* non-NULL: an Allow header (a 405's methods) */
+    const char *header_name;  /* non-NULL: one more header (a 401's WWW-Authenticate) */
+    const char *header_value; /* its value; both must outlive the handler call */
     char *body_owned;         /* malloc'd body (then body is ignored), freed after sending */
 } httpd_resp_t;
 

@@ -157,6 +157,15 @@ COMMIT_NEWER = (
 )
 
 
+# The writers before api_key_id (the HTTP front's API key id) was added to Hold,
+# Reserve, ReservationState and LedgerEvent. Must equal hold_v3, reserve_v1,
+# reservation_state_v6 and ledger_event_v1 in schemas/codec_history.c.
+HOLD_V3 = '{"type":"record","name":"Hold","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"attempt","type":"int"},{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"},{"name":"issued_at_ms","type":"long","default":0},{"name":"answer_reserve","type":"boolean","default":false},{"name":"idempotency_key","type":"string","default":""},{"name":"reply_to","type":"string","default":""},{"name":"expires_at_ms","type":"long","default":0}]}'
+RESERVE_V1 = '{"type":"record","name":"Reserve","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"ship_to","type":{"type":"record","name":"Geo","fields":[{"name":"lat","type":"double"},{"name":"lon","type":"double"}]}},{"name":"ttl_ms","type":"long","default":0},{"name":"campaign","type":"string","default":""},{"name":"reply_to","type":"string","default":""},{"name":"sent_at_ms","type":"long"}]}'
+RESERVATION_STATE_V6 = '{"type":"record","name":"ReservationState","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name":"status","type":{"type":"enum","name":"ReservationStatus","symbols":["PENDING","HELD","COMMITTED","RELEASED","EXPIRED","REJECTED"]}},{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"ship_to","type":{"type":"record","name":"Geo","fields":[{"name":"lat","type":"double"},{"name":"lon","type":"double"}]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"HoldRef","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"},{"name":"attempt","type":"int"},{"name":"status","type":{"type":"enum","name":"HoldRefStatus","symbols":["HOLD_SENT","HELD","REFUSED","RELEASE_SENT"]}},{"name":"available_seen","type":"long","default":0},{"name":"escrow","type":"boolean","default":false}]}}},{"name":"next_attempt","type":"int"},{"name":"reroutes","type":"int"},{"name":"request_hash","type":"long"},{"name":"reply_to","type":"string"},{"name":"campaign","type":"string","default":""},{"name":"payment_id","type":"string","default":""},{"name":"reason","type":"string","default":""},{"name":"created_at_ms","type":"long"},{"name":"expires_at_ms","type":"long"},{"name":"hold_deadline_ms","type":"long"},{"name":"result_deadline_ms","type":"long"},{"name":"result_retries","type":"int"},{"name":"updated_at_ms","type":"long"},{"name":"rebook","type":{"type":"enum","name":"Rebook","symbols":["NONE","PENDING","COMMITTED","REFUNDED"]},"default":"NONE"},{"name":"rebook_idempotency_key","type":"string","default":""},{"name":"rebook_request_hash","type":"long","default":0},{"name":"rebook_reply_to","type":"string","default":""},{"name":"reserve_replied","type":"boolean","default":false},{"name":"reserve_reply","type":{"type":"record","name":"Reply","fields":[{"name":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name":"outcome","type":{"type":"enum","name":"ReplyOutcome","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_FOUND","BUSY"]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"expires_at_ms","type":"long","default":0},{"name":"message","type":"string","default":""},{"name":"replied_at_ms","type":"long"}]},"default":{"reservation_id":"","idempotency_key":"","outcome":"HELD","allocations":[],"expires_at_ms":0,"message":"","replied_at_ms":0}},{"name":"counter_answers","type":"boolean","default":false}]}'
+LEDGER_EVENT_V1 = '{"type":"record","name":"LedgerEvent","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"kind","type":{"type":"enum","name":"LedgerKind","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED","LATE_PAYMENT"]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}},"default":[]},{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}},"default":[]},{"name":"reason","type":"string","default":""},{"name":"payment_id","type":"string","default":""},{"name":"expires_at_ms","type":"long","default":0},{"name":"at_ms","type":"long"}]}'
+
+
 def fingerprint(text):
     """CRC-64-AVRO as the uint64 the C codec returns (the wire bytes are LE)."""
     schema = avro.schema.parse(text)
@@ -201,12 +210,13 @@ def main():
 
     hold = {"reservation_id": "r-1", "attempt": 2, "warehouse_id": "w1", "sku": "sku-1",
             "qty": 5, "issued_at_ms": 1700000000000, "answer_reserve": True,
-            "idempotency_key": "cart-1", "reply_to": "", "expires_at_ms": 1700000900000}
+            "idempotency_key": "cart-1", "reply_to": "", "expires_at_ms": 1700000900000,
+            "api_key_id": "checkout-web"}
     print(c_hex("py_hold", single_object(*schemas["Hold"], hold)))
     reserve = {"reservation_id": "res-\u00e9\u4e2d", "idempotency_key": "k-9",
                "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": -1000000}],
                "ship_to": {"lat": 52.52, "lon": -13.405}, "ttl_ms": 900000,
-               "campaign": "", "reply_to": "t", "sent_at_ms": -1}
+               "campaign": "", "reply_to": "t", "sent_at_ms": -1, "api_key_id": "checkout-web"}
     print(c_hex("py_reserve", single_object(*schemas["Reserve"], reserve)))
     dead = {"source_topic": "holdfast.requests", "source_partition": 3,
             "source_offset": 123456789012, "stage": "gateway", "reason": "bad",
@@ -267,6 +277,14 @@ def main():
     print(c_hex("py_commit_older", single_object(*fingerprint(COMMIT_OLDER), older)))
     print(c_hex("py_commit_newer",
                 single_object(*fingerprint(COMMIT_NEWER), dict(commit, channel="app"))))
+    print("/* before api_key_id */")
+    for name, text in (("Hold v3", HOLD_V3), ("Reserve v1", RESERVE_V1),
+                       ("ReservationState v6", RESERVATION_STATE_V6),
+                       ("LedgerEvent v1", LEDGER_EVENT_V1)):
+        print("/* %s */ 0x%016xULL" % (name, fingerprint(text)[1]))
+    reserve_v1 = dict(reserve)
+    del reserve_v1["api_key_id"]
+    print(c_hex("py_reserve_v1", single_object(*fingerprint(RESERVE_V1), reserve_v1)))
     return 0
 
 

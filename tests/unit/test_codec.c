@@ -78,31 +78,44 @@ static const ref_fp_t schema_fps[] = {
     {"DeadLetter", 0x3be022772e3486ceULL},
     {"EscrowState", 0x4ba5ff45f339e924ULL},
     {"Extend", 0x34572e46f905c65eULL},
-    {"Hold", 0xaa6aed2cebec7b0cULL},
+    {"Hold", 0xb0ce575e8be92026ULL},
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
-    {"LedgerEvent", 0x0de3d4200eb86d00ULL},
+    {"LedgerEvent", 0xdf9c100ab6f23ea1ULL},
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},
-    {"ReservationState", 0xe461cd862a0ef45aULL},
-    {"Reserve", 0xd16e922aada1fc96ULL},
+    {"ReservationState", 0xdf43fe7a4fc5cbddULL},
+    {"Reserve", 0xf804c57479f55130ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"SkuState", 0xf70d82b445863bc4ULL},
     {"StockFeed", 0x5bd9e052d14672b6ULL},
     {"StockLevel", 0x3ba347634bb26293ULL},
 };
 static const uint64_t hold_v1_fp = 0x8a8618e03f2846d4ULL;
+/* The writers before api_key_id (fingerprints.py, "before api_key_id"). */
+static const uint64_t hold_v3_fp = 0xaa6aed2cebec7b0cULL;
+static const uint64_t reserve_v1_fp = 0xd16e922aada1fc96ULL;
+static const uint64_t reservation_state_v6_fp = 0xe461cd862a0ef45aULL;
+static const uint64_t ledger_event_v1_fp = 0x0de3d4200eb86d00ULL;
 
 static const uint8_t py_hold[] = {
-    0xc3, 0x01, 0x0c, 0x7b, 0xec, 0xeb, 0x2c, 0xed, 0x6a, 0xaa, 0x06, 0x72, 0x2d, 0x31, 0x04, 0x04,
-    0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62, 0x01,
-    0x0c, 0x63, 0x61, 0x72, 0x74, 0x2d, 0x31, 0x00, 0xc0, 0x8e, 0x99, 0xff, 0xf9, 0x62};
+    0xc3, 0x01, 0x26, 0x20, 0xe9, 0x8b, 0x5e, 0x57, 0xce, 0xb0, 0x06, 0x72, 0x2d, 0x31, 0x04,
+    0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9,
+    0x62, 0x01, 0x0c, 0x63, 0x61, 0x72, 0x74, 0x2d, 0x31, 0x00, 0xc0, 0x8e, 0x99, 0xff, 0xf9,
+    0x62, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74, 0x2d, 0x77, 0x65, 0x62};
 /* The same Hold as Python wrote it with Hold v2 (before answer_reserve). */
 static const uint8_t py_hold_v2[] = {
     0xc3, 0x01, 0xda, 0x8e, 0x5f, 0x23, 0x34, 0x9c, 0x10, 0x54, 0x06, 0x72, 0x2d, 0x31, 0x04, 0x04,
     0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
 static const uint8_t py_reserve[] = {
+    0xc3, 0x01, 0x30, 0x51, 0xf5, 0x79, 0x74, 0xc5, 0x04, 0xf8, 0x12, 0x72, 0x65, 0x73,
+    0x2d, 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02,
+    0x02, 0x42, 0xff, 0x88, 0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40,
+    0x8f, 0xc2, 0xf5, 0x28, 0x5c, 0xcf, 0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74,
+    0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74, 0x2d, 0x77, 0x65, 0x62};
+/* The same Reserve as Python wrote it with Reserve v1 (before api_key_id). */
+static const uint8_t py_reserve_v1[] = {
     0xc3, 0x01, 0x96, 0xfc, 0xa1, 0xad, 0x2a, 0x92, 0x6e, 0xd1, 0x12, 0x72, 0x65, 0x73, 0x2d,
     0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02, 0x02, 0x42,
     0xff, 0x88, 0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40, 0x8f, 0xc2, 0xf5,
@@ -189,6 +202,7 @@ static void py_hold_record(hf_record_t *r)
     r->u.hold.answer_reserve = true;
     strcpy(r->u.hold.idempotency_key, "cart-1");
     r->u.hold.expires_at_ms = 1700000900000LL;
+    strcpy(r->u.hold.api_key_id, "checkout-web");
 }
 
 static void py_reserve_record(hf_record_t *r)
@@ -208,6 +222,7 @@ static void py_reserve_record(hf_record_t *r)
     v->ttl_ms = 900000;
     strcpy(v->reply_to, "t");
     v->sent_at_ms = -1;
+    strcpy(v->api_key_id, "checkout-web");
 }
 
 static void py_dead_letter_record(hf_record_t *r)
@@ -333,6 +348,7 @@ static void wire_hold_tail(wire_t *w)
     wire_string(w, "");  /* idempotency_key */
     wire_string(w, "");  /* reply_to */
     wire_long(w, 0);     /* expires_at_ms */
+    wire_string(w, "");  /* api_key_id */
 }
 
 static void wire_hold(wire_t *w, const char *reservation_id, const char *sku)
@@ -484,7 +500,8 @@ static void test_canonical_form_of_hold_drops_docs_and_defaults(void **state)
         "{\"name\":\"answer_reserve\",\"type\":\"boolean\"},"
         "{\"name\":\"idempotency_key\",\"type\":\"string\"},"
         "{\"name\":\"reply_to\",\"type\":\"string\"},"
-        "{\"name\":\"expires_at_ms\",\"type\":\"long\"}]}");
+        "{\"name\":\"expires_at_ms\",\"type\":\"long\"},"
+        "{\"name\":\"api_key_id\",\"type\":\"string\"}]}");
 }
 
 /* ---- round trips */
@@ -589,6 +606,7 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
     want.u.hold.answer_reserve = false; /* and the fields after it: theirs */
     memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
     want.u.hold.expires_at_ms = 0;
+    memset(want.u.hold.api_key_id, 0, sizeof want.u.hold.api_key_id);
     assert_int_equal(got.type, HF_REC_HOLD);
     assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 
@@ -598,7 +616,8 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
     assert_string_equal(json, "{\"type\":\"Hold\",\"reservation_id\":\"r-1\",\"attempt\":2,"
                               "\"warehouse_id\":\"w1\",\"sku\":\"sku-1\",\"qty\":5,"
                               "\"issued_at_ms\":0,\"answer_reserve\":false,"
-                              "\"idempotency_key\":\"\",\"reply_to\":\"\",\"expires_at_ms\":0}");
+                              "\"idempotency_key\":\"\",\"reply_to\":\"\",\"expires_at_ms\":0,"
+                              "\"api_key_id\":\"\"}");
     free(json);
 }
 
@@ -613,6 +632,7 @@ static void test_older_hold_without_answer_reserve_is_answered_by_the_gateway(vo
     want.u.hold.answer_reserve = false;
     memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
     want.u.hold.expires_at_ms = 0;
+    memset(want.u.hold.api_key_id, 0, sizeof want.u.hold.api_key_id);
     assert_int_equal(got.type, HF_REC_HOLD);
     assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 }
@@ -665,6 +685,23 @@ static void assert_history_entry(hf_rec_type_t rec_type, uint64_t fp)
     }
     fail_msg("no history entry of %s has fingerprint 0x%016llx", hf_rec_type_name(rec_type),
              (unsigned long long)fp);
+}
+
+/* Records written before the HTTP front's API key id travelled with them (Reserve
+ * v1, Hold v3, ReservationState v6, LedgerEvent v1) read as made by no key. */
+static void test_records_before_api_key_id_read_as_made_by_no_key(void **state)
+{
+    static hf_record_t got, want;
+    assert_history_entry(HF_REC_HOLD, hold_v3_fp);
+    assert_history_entry(HF_REC_RESERVE, reserve_v1_fp);
+    assert_history_entry(HF_REC_RESERVATION_STATE, reservation_state_v6_fp);
+    assert_history_entry(HF_REC_LEDGER_EVENT, ledger_event_v1_fp);
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_reserve_v1, sizeof py_reserve_v1, &got);
+    py_reserve_record(&want);
+    memset(want.u.reserve.api_key_id, 0, sizeof want.u.reserve.api_key_id);
+    assert_int_equal(got.type, HF_REC_RESERVE);
+    assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
 }
 
 static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void **state)
@@ -773,7 +810,7 @@ static void test_older_int_statuses_read_as_the_enums(void **state)
     static hf_record_t again;
     size_t len = 0;
     assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
-    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xe461cd862a0ef45aULL);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xdf43fe7a4fc5cbddULL);
     decode_ok(buf, len, &again);
     assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
                         sizeof again.u.reservation_state);
@@ -980,6 +1017,7 @@ static void test_decode_rejects_arrays_beyond_their_bound(void **state)
     wire_string(&w, ""); /* campaign */
     wire_string(&w, ""); /* reply_to */
     wire_long(&w, 0);    /* sent_at_ms */
+    wire_string(&w, ""); /* api_key_id */
     expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Reserve.lines");
 }
 
@@ -1230,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_our_bytes_equal_the_bytes_python_wrote),
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
         cmocka_unit_test(test_older_hold_without_answer_reserve_is_answered_by_the_gateway),
+        cmocka_unit_test(test_records_before_api_key_id_read_as_made_by_no_key),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),

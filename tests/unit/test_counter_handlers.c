@@ -1849,6 +1849,7 @@ static hf_record_t answering_hold(const char *rid, const char *reply_to, int64_t
     snprintf(r.u.hold.idempotency_key, sizeof r.u.hold.idempotency_key, "cart-%s", rid);
     snprintf(r.u.hold.reply_to, sizeof r.u.hold.reply_to, "%s", reply_to);
     r.u.hold.expires_at_ms = 1700000900000LL;
+    snprintf(r.u.hold.api_key_id, sizeof r.u.hold.api_key_id, "key-%s", rid);
     return r;
 }
 
@@ -1893,6 +1894,7 @@ test_a_hold_that_answers_its_reserve_emits_held_and_the_ledger_event_with_it(voi
     assert_int_equal(held.lines_count, 1);
     assert_int_equal(held.lines[0].qty, 3);
     assert_int_equal(held.expires_at_ms, 1700000900000LL);
+    assert_string_equal(held.api_key_id, "key-a1"); /* who reserved, from the Hold */
     assert_int_equal(result.outcome, HF_OUTCOME_OK);
     expect_counter(fx, "W1", "S1", 10, 3, 0, 0);
 }

@@ -2618,6 +2618,37 @@ static size_t reserve_answered_by_counter(stage_ctx_t *fx, const char *rid, int6
     return from;
 }
 
+/* The API key a Reserve came with (Reserve.api_key_id, set by the HTTP front)
+ * stays with the reservation: it names each of its ledger events, the gateway's
+ * HELD and COMMITTED alike, and travels on a Hold that asks its counter to
+ * answer (the counter's HELD event copies it from there). */
+static void test_the_reserves_api_key_id_names_each_ledger_event_and_rides_the_hold(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_record_t r = reserve_rec("ak1", "k", "SKU-A", 2, 60000);
+    snprintf(r.u.reserve.api_key_id, sizeof r.u.reserve.api_key_id, "checkout-web");
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    assert_string_equal(load_rs(fx, "ak1").api_key_id, "checkout-web");
+    assert_string_equal(last_ledger(fx, "ak1", HF_LEDGER_HELD).api_key_id, "checkout-web");
+    hf_record_t c = commit_rec("ak1", "c1", "pay-1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    assert_string_equal(last_ledger(fx, "ak1", HF_LEDGER_COMMITTED).api_key_id, "checkout-web");
+    /* A Reserve without a key: an empty one, not a neighbour's. */
+    reserve_held(fx, "ak0", "SKU-A", 1, 60000);
+    assert_string_equal(last_ledger(fx, "ak0", HF_LEDGER_HELD).api_key_id, "");
+
+    fx->user->env.counter_answers = true;
+    size_t from = fx->emits_count;
+    r = reserve_rec("ak2", "k", "SKU-A", 1, 60000);
+    snprintf(r.u.reserve.api_key_id, sizeof r.u.reserve.api_key_id, "storefront");
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    hf_hold_t h = nth_hold(fx, from, 0);
+    assert_true(h.answer_reserve);
+    assert_string_equal(h.api_key_id, "storefront");
+}
+
 static void
 test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent(void **state)
 {
@@ -2863,6 +2894,7 @@ int main(void)
         T(test_release_of_held_gives_the_holds_back_with_a_released_ledger_event),
         T(test_the_prologue_checks_key_then_reply_to_then_body_then_the_reservation),
         T(test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent),
+        T(test_the_reserves_api_key_id_names_each_ledger_event_and_rides_the_hold),
         T(test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it),
         T(test_requests_parked_before_the_counters_answer_are_applied_in_order),
         T(test_past_the_parking_slots_a_commit_is_told_busy_and_its_retry_commits),
