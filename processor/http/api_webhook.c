@@ -43,7 +43,6 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (ctx->webhook_secrets.secrets_count == 0) {
         http_error(ctx, resp, 503, "not_configured",
                    "payment webhooks are off: set webhook_secrets (or HOLDFAST_WEBHOOK_SECRETS)");
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     }
     size_t len = 0;
@@ -54,7 +53,6 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         hf_wall_ms() / 1000, ctx->cfg->webhook_tolerance_s, why, sizeof why);
     if (v == WEBHOOK_SIG_INTERNAL) {
         http_error(ctx, resp, 503, "internal", "%s", why);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     }
     if (v != WEBHOOK_SIG_OK) {
@@ -97,12 +95,19 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_decref(body);
     if (!ok)
         return;
-    http_forward(ctx, call, resp, &rec, 200);
+    static _Thread_local hf_record_t reply;
+    reply.type = HF_REC_REPLY;
+    if (!http_send(ctx, call, resp, &rec, &reply.u.reply))
+        return;
     /* A provider retries every non-2xx for days and may turn the endpoint off.
      * Once the pipeline has answered for good (a conflicting payment, a late one
      * the ledger records as LATE_PAYMENT, an unknown reservation), retrying
-     * cannot change the answer: 200, with the outcome in the body. Only what a
-     * retry may change stays an error: 503 (busy, slow) and 422 (a bad event). */
-    if (resp->status == 404 || resp->status == 409 || resp->status == 410)
-        resp->status = 200;
+     * cannot change the answer: 200 with the Reply, the outcome in it. Only what
+     * a retry may change stays a problem: 503 (busy, slow) and 422 (a bad event). */
+    int status = http_status_for(HF_REC_COMMIT, reply.u.reply.outcome, 200);
+    if (status == 404 || status == 409 || status == 410)
+        status = 200;
+    if (status == 503)
+        atomic_fetch_add(&ctx->overloaded, 1);
+    http_answer_reply(ctx, resp, status, &reply.u.reply);
 }
