@@ -1,13 +1,13 @@
 /* POST /v1/reservations: a checkout starts. The JSON body becomes a Reserve:
  *   {"reservation_id": "r-1", "lines": [{"sku": "SKU-1", "qty": 2}],
  *    "ship_to": {"lat": 40.7, "lon": -74.0}, "ttl_ms": 600000, "campaign": "flash"}
- * reservation_id defaults to the Idempotency-Key header and the key to the
- * reservation_id (one of them is needed); ship_to, ttl_ms and campaign are
- * optional. Everything the gateway would refuse as invalid and the front can
- * see (a SKU in two lines, ttl_ms outside 0 or [HF_TTL_MIN_MS, HF_TTL_MAX_MS])
- * is refused here, 422 invalid_field; 201 with the allocations when held; the
- * gateway's own answers are problems: 422 rejected_invalid (an unknown SKU),
- * 409 insufficient. */
+ * reservation_id is required (the reservation's name: so the document can say
+ * which bodies are whole); the Idempotency-Key header defaults to it; ship_to,
+ * ttl_ms and campaign are optional. What the gateway would refuse as invalid
+ * and the front can see (a SKU in two lines, ttl_ms neither 0 nor in
+ * [HF_TTL_MIN_MS, HF_TTL_MAX_MS]) is refused here, 422 invalid_field. 201 with
+ * the allocations when held; the gateway's refusals are problems: 422
+ * rejected_invalid (an unknown SKU), 409 insufficient. */
 #include <string.h>
 
 #include "hf_limits.h"
@@ -86,11 +86,10 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         return;
     static const char *const members[] = {"reservation_id", "lines",    "ship_to",
                                           "ttl_ms",         "campaign", NULL};
-    const char *header_key = httpd_header(call->req, "Idempotency-Key");
     json_t *ttl = json_object_get(body, "ttl_ms");
     bool ok =
         http_only_members(ctx, resp, body, members) &&
-        http_take_string(ctx, resp, body, "reservation_id", header_key, r->reservation_id,
+        http_take_string(ctx, resp, body, "reservation_id", NULL, r->reservation_id,
                          sizeof r->reservation_id) &&
         http_path_safe_id(ctx, resp, "reservation_id", r->reservation_id) &&
         http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,

@@ -60,7 +60,7 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         http_error(ctx, resp, 401, webhook_sig_result_name(v), "%s", why);
         return;
     }
-    json_t *body = http_body_object(ctx, call, resp);
+    json_t *body = http_body_event(ctx, call, resp);
     if (!body)
         return;
     hf_record_t rec = {.type = HF_REC_COMMIT};

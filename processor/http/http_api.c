@@ -197,7 +197,8 @@ void http_problem_send(http_ctx_t *ctx, httpd_resp_t *resp, json_t *problem)
     if (status == 422)
         atomic_fetch_add(&ctx->invalid, 1);
     if (status == 503 && resp->retry_after_s <= 0)
-        resp->status = status;
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+    resp->status = status;
     resp->content_type = HTTP_PROBLEM_CONTENT_TYPE;
     resp->body_owned = json_dumps(problem, JSON_COMPACT);
     json_decref(problem);
@@ -278,12 +279,13 @@ void http_answer_reply(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf
     http_problem_send(ctx, resp, problem);
 }
 
-json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+static json_t *body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
+                           size_t flags)
 {
     size_t len = 0;
     const char *body = httpd_body(call->req, &len);
     json_error_t jerr;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | flags, &jerr);
     if (!o) {
         http_error(ctx, resp, 422, "invalid_json", "the body is not JSON: %s (line %d, column %d)",
                    jerr.text, jerr.line, jerr.column);
@@ -295,6 +297,16 @@ json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t 
         return NULL;
     }
     return o;
+}
+
+json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    return body_object(ctx, call, resp, 0);
+}
+
+json_t *http_body_event(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    return body_object(ctx, call, resp, JSON_DECODE_INT_AS_REAL);
 }
 
 /* Whether s is printable ASCII (blanks allowed when blank_ok) without '|'. */
@@ -372,9 +384,12 @@ bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t
                           const char *fallback, char *dst, size_t dst_size)
 {
     const char *k = httpd_header(call->req, "Idempotency-Key");
+    /* A fallback is a body member http_take_string checked already; blanks are
+     * refused only in the header, where HTTP trims them. */
+    bool from_header = k != NULL;
     if (!k)
         k = fallback;
-    if (!k || !k[0] || strlen(k) >= dst_size || !text_ok(k, false)) {
+    if (!k || !k[0] || strlen(k) >= dst_size || (from_header && !text_ok(k, false))) {
         http_error(ctx, resp, 422, "invalid_idempotency_key",
                    "the Idempotency-Key header is %s: send 1..%zu printable ASCII characters "
                    "without '|' or blanks, the same on every retry",

@@ -120,6 +120,10 @@ void http_answer_reply(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf
 /* The request body as a JSON object, or NULL after answering 422 (not JSON, not
  * an object). The caller decrefs. */
 json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
+/* http_body_object for a provider's event, of which only strings are read: its
+ * numbers, whatever their size, are decoded as reals rather than refused (a
+ * provider's extra members must not make an event 422). */
+json_t *http_body_event(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
 
 /* Copies a string member (or the fallback when absent and fallback != NULL) into
  * dst; false after answering 422 (missing, not a string, empty, too long, or a
@@ -145,9 +149,9 @@ bool http_path_id(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
                   size_t dst_size);
 
 /* The Idempotency-Key header, else fallback (NULL: required); false after 422.
- * A key is 1..dst_size-1 printable ASCII characters other than '|' and blank
- * (the gateway refuses '|' and control characters; a header cannot carry the
- * others reliably). */
+ * A header key is 1..dst_size-1 printable ASCII characters other than '|' and
+ * blank (the gateway refuses '|' and control characters; HTTP trims blanks); a
+ * fallback is a body member http_take_string already checked. */
 bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
                           const char *fallback, char *dst, size_t dst_size);
 
