@@ -89,9 +89,8 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_t *ttl = json_object_get(body, "ttl_ms");
     bool ok =
         http_only_members(ctx, resp, body, members) &&
-        http_take_string(ctx, resp, body, "reservation_id", NULL, r->reservation_id,
-                         sizeof r->reservation_id) &&
-        http_path_safe_id(ctx, resp, "reservation_id", r->reservation_id) &&
+        http_take_id(ctx, resp, body, "reservation_id", r->reservation_id,
+                     sizeof r->reservation_id) &&
         http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
                              sizeof r->idempotency_key) &&
         take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&

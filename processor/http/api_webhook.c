@@ -88,9 +88,8 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         ok = false;
     }
     ok = ok &&
-         http_take_string(ctx, resp, data, "reservation_id", NULL, c->reservation_id,
-                          sizeof c->reservation_id) &&
-         http_path_safe_id(ctx, resp, "data.reservation_id", c->reservation_id) &&
+         http_take_id(ctx, resp, data, "reservation_id", c->reservation_id,
+                      sizeof c->reservation_id) &&
          http_take_string(ctx, resp, data, "payment_id", NULL, c->payment_id, sizeof c->payment_id);
     json_decref(body);
     if (!ok)

@@ -340,6 +340,27 @@ bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const ch
     return true;
 }
 
+bool http_take_id(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name, char *dst,
+                  size_t dst_size)
+{
+    hf_assert(dst_size > HF_ID_LEN_MAX);
+    json_t *v = json_object_get(obj, name);
+    if (!json_is_string(v)) {
+        http_error(ctx, resp, 422, "invalid_field", "'%s' must be a string (a reservation id)",
+                   name);
+        return false;
+    }
+    const char *id = json_string_value(v);
+    if (strlen(id) != json_string_length(v)) { /* a NUL inside */
+        http_error(ctx, resp, 422, "invalid_id", "'%s' must not contain NUL characters", name);
+        return false;
+    }
+    if (!http_path_safe_id(ctx, resp, name, id))
+        return false;
+    snprintf(dst, dst_size, "%s", id);
+    return true;
+}
+
 bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *const *allowed)
 {
     const char *key;

@@ -131,6 +131,12 @@ json_t *http_body_event(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *
  * keeps the document's maxLength, in characters, the bytes the server counts). */
 bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name,
                       const char *fallback, char *dst, size_t dst_size);
+/* Copies the reservation id member name into dst (dst_size > HF_ID_LEN_MAX);
+ * false after answering 422: invalid_field when it is missing or not a string,
+ * invalid_id when http_path_safe_id refuses it. */
+bool http_take_id(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name, char *dst,
+                  size_t dst_size);
+
 /* Fails (422) when obj has a member not in allowed (NULL-terminated): a typo
  * must not be silently ignored. */
 bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj,
