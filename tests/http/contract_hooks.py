@@ -10,6 +10,12 @@ read of a valid SKU reads a seeded one. Lines and SKUs that are invalid on purpo
 Schemathesis re-validates a case a before_call hook changed, so a case stays
 positive or negative as its final request is.
 
+In the stateful phase each reserve gets a reservation_id of its own (a valid one
+gains a "~<n>" suffix): a reserve under an id already used is answered with that
+id's first answer (idempotency), so the links would lead to a reservation long
+committed or released, and the sequences would test little but 409s. The other
+phases keep the ids as generated, retries and conflicts included.
+
 A payment webhook is signed as a provider signs it (HOLDFAST_CONTRACT_WEBHOOK_SECRET,
 docs/HTTP.md), so that the event's handling is tested, not only the signature
 check. It is a Schemathesis auth provider, so that the ignored_auth check still
@@ -18,6 +24,7 @@ probes the route without a signature and with a wrong one, and expects 401.
 
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
@@ -27,6 +34,8 @@ import schemathesis
 
 SKUS = [f"SKU-{i:05d}" for i in range(int(os.environ.get("HOLDFAST_CONTRACT_SKUS", "40")))]
 # docs/openapi.json: Text64 (a line's sku) and the availability path's sku.
+RESERVATION_ID = re.compile(r'^(?!\.\.?$)[!"$&-.0->@-{}~]{1,64}$')
+FRESH = itertools.count(1)
 LINE_SKU = re.compile(r"^[ -{}~]{1,64}$")
 PATH_SKU = re.compile(r"^(?!\.\.?$)[ -.0-{}~]{1,64}$")
 
@@ -53,6 +62,10 @@ class WebhookSignature:
         case.headers["Holdfast-Signature"] = f"t={t},v1={mac}"
 
 
+def in_phase(case, name):
+    return case.meta is not None and case.meta.phase.name == name  # a StrEnum
+
+
 def operation_id(case):
     return case.operation.definition.raw.get("operationId")
 
@@ -60,6 +73,11 @@ def operation_id(case):
 @schemathesis.hook
 def before_call(context, case, kwargs):
     op = operation_id(case)
+    if op == "reserve" and isinstance(case.body, dict) and in_phase(case, "stateful"):
+        rid = case.body.get("reservation_id")
+        if isinstance(rid, str) and RESERVATION_ID.match(rid):
+            suffix = f"~{next(FRESH)}"
+            case.body["reservation_id"] = rid[: 64 - len(suffix)] + suffix
     if op == "reserve" and isinstance(case.body, dict) and isinstance(case.body.get("lines"), list):
         for i, line in enumerate(case.body["lines"]):
             if isinstance(line, dict) and isinstance(line.get("sku"), str) and LINE_SKU.match(line["sku"]):

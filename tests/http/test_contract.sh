@@ -13,7 +13,8 @@
 # usage: bash tests/http/test_contract.sh   (make test-http-contract; needs build/holdfast,
 #        build/hfctl, build/hfbench, a broker at HOLDFAST_BOOTSTRAP, python3 with venv)
 # env:   HOLDFAST_CONTRACT_VENV (default .cache/schemathesis-$version),
-#        HOLDFAST_CONTRACT_SECONDS (default 60), HOLDFAST_CONTRACT_SEED (default 41)
+#        HOLDFAST_CONTRACT_SECONDS (default 60), HOLDFAST_CONTRACT_SEED (default 41),
+#        HOLDFAST_CONTRACT_KEEP=1 keeps the logs and reports (junit, ndjson) of a passing run
 set -uo pipefail
 
 SCHEMATHESIS_VERSION=4.32.5 # PyPI; a new version is a deliberate change (its checks grow)
@@ -49,8 +50,10 @@ stop_pid() {
 cleanup() {
   stop_pid "$front_pid"
   stop_pid "$run_pid"
-  if [ "$ok" = 1 ]; then
+  if [ "$ok" = 1 ] && [ "${HOLDFAST_CONTRACT_KEEP:-0}" != 1 ]; then
     rm -rf "$work"
+  elif [ "$ok" = 1 ]; then
+    echo "contract: logs and Schemathesis reports kept in $work"
   else
     for f in "$work"/*.log; do
       [ -s "$f" ] || continue
@@ -83,7 +86,7 @@ echo "== prefix $prefix, logs in $work"
   >"$work/run.log" 2>&1 &
 run_pid=$!
 # Deep stock, so that most holds succeed and the stateful phase can go on with them.
-"$HFBENCH" seed --skus $skus --stock 100000 >"$work/seed.log" 2>&1 ||
+"$HFBENCH" seed --skus $skus --stock 1000000 >"$work/seed.log" 2>&1 ||
   die "hfbench seed: $(tail -n 3 "$work/seed.log")"
 secret=whsec_contract_$(openssl rand -hex 16 2>/dev/null || echo 0123456789abcdef0123)
 echo '{}' >"$work/front.json"
@@ -115,7 +118,7 @@ echo "== pipeline and front (port $port) ready in $SECONDS s"
 began=$SECONDS
 PYTHONPATH="$root/tests/http${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=contract_hooks \
   HOLDFAST_CONTRACT_SKUS=$skus HOLDFAST_CONTRACT_WEBHOOK_SECRET=$secret \
-  "$venv/bin/schemathesis" run docs/openapi.json \
+  "$venv/bin/schemathesis" --config-file tests/http/schemathesis.toml run docs/openapi.json \
   --url "http://127.0.0.1:$port" \
   --checks all \
   --phases examples,coverage,fuzzing,stateful \
@@ -127,7 +130,7 @@ PYTHONPATH="$root/tests/http${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=cont
   --generation-database none \
   --generation-allow-x00 false \
   --no-color --output-sanitize false \
-  --report junit --report-dir "$work/report" \
+  --report junit,ndjson --report-dir "$work/report" \
   >"$work/schemathesis.out" 2>&1
 rc=$?
 elapsed=$((SECONDS - began))
