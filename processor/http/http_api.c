@@ -134,7 +134,7 @@ static const struct {
     {"overloaded", "The front has too many requests in flight"},
     {"timeout", "The pipeline did not answer in time"},
     {"unavailable", "The front cannot send to the pipeline"},
-    {"conflict", "The idempotency key is in use by another request"},
+    {"conflict", "The request conflicts with an earlier one or with the reservation"},
     {"encode", "The answer could not be encoded"},
     {"store", "The front's reservation store failed"},
     {"not_current", "The front's reservation store is behind the ledger"},
@@ -266,7 +266,8 @@ void http_answer_reply(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf
         resp->status = status;
         return;
     }
-    /* The reply's members as extensions; "message" is the detail already. */
+    /* The reply's members as extensions (outcome first, for a reader's eye);
+     * none of them overwrites a problem member. */
     json_object_set(problem, "outcome", json_object_get(fields, "outcome"));
     const char *key;
     json_t *v;

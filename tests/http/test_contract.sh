@@ -112,13 +112,16 @@ echo "== pipeline and front (port $port) ready in $SECONDS s"
 
 # ---- Schemathesis: every check, every phase; a fixed seed; about a minute.
 # No U+0000 in generated strings: the document says bodies hold none (jansson refuses
-# it in member names whatever the flags; 422 invalid_json). One worker: the stateful phase's sequences stay in order, and the pipeline of a
-# 2-core machine is never so loaded that it sheds (503 is a server error to the
-# not_a_server_error check, rightly: the front must not shed at this rate).
+# it in member names whatever the flags: 422 invalid_json). One worker: the stateful
+# phase's sequences stay in order, and the pipeline of a 2-core machine is never so
+# loaded that it sheds (503 is a server error to the not_a_server_error check,
+# rightly: the front must not shed at this rate). Run from $work, where Schemathesis
+# keeps its .schemathesis/ cache.
 began=$SECONDS
-PYTHONPATH="$root/tests/http${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=contract_hooks \
+(cd "$work" && PYTHONPATH="$root/tests/http${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=contract_hooks \
   HOLDFAST_CONTRACT_SKUS=$skus HOLDFAST_CONTRACT_WEBHOOK_SECRET=$secret \
-  "$venv/bin/schemathesis" --config-file tests/http/schemathesis.toml run docs/openapi.json \
+  "$venv/bin/schemathesis" --config-file "$root/tests/http/schemathesis.toml" \
+  run "$root/docs/openapi.json" \
   --url "http://127.0.0.1:$port" \
   --checks all \
   --phases examples,coverage,fuzzing,stateful \
@@ -131,7 +134,7 @@ PYTHONPATH="$root/tests/http${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=cont
   --generation-allow-x00 false \
   --no-color --output-sanitize false \
   --report junit,ndjson --report-dir "$work/report" \
-  >"$work/schemathesis.out" 2>&1
+  >"$work/schemathesis.out" 2>&1)
 rc=$?
 elapsed=$((SECONDS - began))
 cat "$work/schemathesis.out"
