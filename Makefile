@@ -371,11 +371,19 @@ test-http-auth: deps-check release
 test-https: deps-check release
 	@bash tests/http/test_https.sh
 
+# docs/openapi.json as a tested contract (tests/http/test_contract.sh): Schemathesis,
+# pinned, in a venv under .cache/, with every check and phase (stateful along the
+# document's links) against a real pipeline and front; a fixed seed, about a minute.
+.PHONY: test-http-contract
+test-http-contract: deps-check release
+	@bash tests/http/test_contract.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
-test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https test-http-auth test-secure test-docker \
+test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https \
+            test-http-auth test-http-contract test-secure test-docker \
             test-faults-quick test-bench-pipeline
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60

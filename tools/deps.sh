@@ -11,7 +11,7 @@ declare -A why=(
   [clang]="libFuzzer harnesses and sanitizer builds"
   [lint]="make format-check and make lint (valgrind: the callgrind client header bench_gateway_cpu.c includes, and make bench-gateway-cpu)"
   [kafka]="run the local Kafka broker from Maven Central jars"
-  [python]="test and tooling scripts"
+  [python]="test and tooling scripts; python3-venv: the pinned Schemathesis of make test-http-contract"
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
   [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
 )
@@ -20,7 +20,7 @@ declare -A pkgs=(
   [clang]="clang-14 libclang-rt-14-dev"
   [lint]="clang-format-14 clang-tidy-14 cppcheck valgrind"
   [kafka]="openjdk-17-jre-headless maven"
-  [python]="python3 python3-yaml"
+  [python]="python3 python3-yaml python3-venv"
   [plot]="gnuplot-nox"
   [http]="wrk curl openssl"
 )

@@ -12,8 +12,15 @@ void api_availability(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *re
     static _Thread_local hf_record_t rec;
     rec.type = HF_REC_AVAILABILITY;
     const char *sku = call->params[0];
-    if (strlen(sku) > HF_SKU_LEN_MAX) {
-        http_error(ctx, resp, 422, "invalid_sku", "SKUs are at most %d bytes", HF_SKU_LEN_MAX);
+    size_t len = strlen(sku);
+    bool ok = len <= HF_SKU_LEN_MAX && strcmp(sku, ".") != 0 && strcmp(sku, "..") != 0;
+    for (const unsigned char *p = (const unsigned char *)sku; ok && *p; p++)
+        ok = *p >= 0x20 && *p < 0x7f && *p != '|' && *p != '/';
+    if (!ok) {
+        http_error(ctx, resp, 422, "invalid_sku",
+                   "a SKU is 1..%d printable ASCII characters without '|' (and, to be read "
+                   "here, without '/' and not '.' or '..': it is a path segment)",
+                   HF_SKU_LEN_MAX);
         return;
     }
     if (view_get(ctx->view, sku, &rec.u.availability) != HF_OK) {

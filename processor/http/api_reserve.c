@@ -1,10 +1,13 @@
 /* POST /v1/reservations: a checkout starts. The JSON body becomes a Reserve:
  *   {"reservation_id": "r-1", "lines": [{"sku": "SKU-1", "qty": 2}],
  *    "ship_to": {"lat": 40.7, "lon": -74.0}, "ttl_ms": 600000, "campaign": "flash"}
- * reservation_id defaults to the Idempotency-Key header and the key to the
- * reservation_id (one of them is needed); ship_to, ttl_ms and campaign are
- * optional. 201 with the allocations when held; the gateway's own checks answer
- * 422 (REJECTED_INVALID) or 409 (REJECTED_INSUFFICIENT). */
+ * reservation_id is required (the reservation's name: so the document can say
+ * which bodies are whole); the Idempotency-Key header defaults to it; ship_to,
+ * ttl_ms and campaign are optional. What the gateway would refuse as invalid
+ * and the front can see (a SKU in two lines, ttl_ms neither 0 nor in
+ * [HF_TTL_MIN_MS, HF_TTL_MAX_MS]) is refused here, 422 invalid_field. 201 with
+ * the allocations when held; the gateway's refusals are problems: 422
+ * rejected_invalid (an unknown SKU), 409 insufficient. */
 #include <string.h>
 
 #include "hf_limits.h"
@@ -40,6 +43,13 @@ static bool take_lines(http_ctx_t *ctx, httpd_resp_t *resp, json_t *body, hf_res
             return false;
         }
         dst->qty = json_integer_value(q);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->lines[j].sku, dst->sku) == 0) {
+                http_error(ctx, resp, 422, "invalid_field",
+                           "lines[%zu] and lines[%zu] both hold SKU '%s': merge them into one line",
+                           j, i, dst->sku);
+                return false;
+            }
     }
     r->lines_count = (int32_t)json_array_size(lines);
     return true;
@@ -76,23 +86,22 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         return;
     static const char *const members[] = {"reservation_id", "lines",    "ship_to",
                                           "ttl_ms",         "campaign", NULL};
-    const char *header_key = httpd_header(call->req, "Idempotency-Key");
     json_t *ttl = json_object_get(body, "ttl_ms");
     bool ok =
         http_only_members(ctx, resp, body, members) &&
-        http_take_string(ctx, resp, body, "reservation_id", header_key, r->reservation_id,
-                         sizeof r->reservation_id) &&
-        http_path_safe_id(ctx, resp, "reservation_id", r->reservation_id) &&
+        http_take_id(ctx, resp, body, "reservation_id", r->reservation_id,
+                     sizeof r->reservation_id) &&
         http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
                              sizeof r->idempotency_key) &&
         take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&
         (!json_object_get(body, "campaign") ||
          http_take_string(ctx, resp, body, "campaign", NULL, r->campaign, sizeof r->campaign));
     if (ok && ttl) {
-        if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
-            json_integer_value(ttl) > HF_TTL_MAX_MS) {
-            http_error(ctx, resp, 422, "invalid_field", "'ttl_ms' must be an integer in 1..%lld",
-                       (long long)HF_TTL_MAX_MS);
+        json_int_t ttl_ms = json_is_integer(ttl) ? json_integer_value(ttl) : -1;
+        if (ttl_ms != 0 && (ttl_ms < HF_TTL_MIN_MS || ttl_ms > HF_TTL_MAX_MS)) {
+            http_error(ctx, resp, 422, "invalid_field",
+                       "'ttl_ms' must be 0 (the default hold time) or an integer in %lld..%lld",
+                       (long long)HF_TTL_MIN_MS, (long long)HF_TTL_MAX_MS);
             ok = false;
         } else {
             r->ttl_ms = json_integer_value(ttl);

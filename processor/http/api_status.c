@@ -12,12 +12,9 @@ void api_status(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
     static _Thread_local hf_record_t rec;
     rec.type = HF_REC_LEDGER_EVENT;
-    const char *rid = call->params[0];
-    if (strlen(rid) > HF_ID_LEN_MAX) {
-        http_error(ctx, resp, 422, "invalid_id", "reservation ids are at most %d bytes",
-                   HF_ID_LEN_MAX);
+    char rid[HF_ID_LEN_MAX + 1];
+    if (!http_path_id(ctx, call, resp, rid, sizeof rid))
         return;
-    }
     int err = http_status_get(ctx->status, rid, HTTP_STATUS_WAIT_MS, &rec.u.ledger_event);
     int64_t stale_ms = http_status_staleness_ms(ctx->status);
     if (err == HF_ERR_NOTFOUND && (stale_ms < 0 || stale_ms > ctx->cfg->view_stale_max_ms)) {
@@ -25,7 +22,6 @@ void api_status(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         http_error(ctx, resp, 503, "not_current",
                    "the reservation store is %s the ledger; ask again",
                    stale_ms < 0 ? "still catching up with" : "behind");
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     }
     if (err == HF_ERR_NOTFOUND) {

@@ -43,7 +43,6 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (ctx->webhook_secrets.secrets_count == 0) {
         http_error(ctx, resp, 503, "not_configured",
                    "payment webhooks are off: set webhook_secrets (or HOLDFAST_WEBHOOK_SECRETS)");
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     }
     size_t len = 0;
@@ -54,7 +53,6 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         hf_wall_ms() / 1000, ctx->cfg->webhook_tolerance_s, why, sizeof why);
     if (v == WEBHOOK_SIG_INTERNAL) {
         http_error(ctx, resp, 503, "internal", "%s", why);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
         return;
     }
     if (v != WEBHOOK_SIG_OK) {
@@ -62,7 +60,7 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         http_error(ctx, resp, 401, webhook_sig_result_name(v), "%s", why);
         return;
     }
-    json_t *body = http_body_object(ctx, call, resp);
+    json_t *body = http_body_event(ctx, call, resp);
     if (!body)
         return;
     hf_record_t rec = {.type = HF_REC_COMMIT};
@@ -90,19 +88,25 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         ok = false;
     }
     ok = ok &&
-         http_take_string(ctx, resp, data, "reservation_id", NULL, c->reservation_id,
-                          sizeof c->reservation_id) &&
-         http_path_safe_id(ctx, resp, "data.reservation_id", c->reservation_id) &&
+         http_take_id(ctx, resp, data, "reservation_id", c->reservation_id,
+                      sizeof c->reservation_id) &&
          http_take_string(ctx, resp, data, "payment_id", NULL, c->payment_id, sizeof c->payment_id);
     json_decref(body);
     if (!ok)
         return;
-    http_forward(ctx, call, resp, &rec, 200);
+    static _Thread_local hf_record_t reply;
+    reply.type = HF_REC_REPLY;
+    if (!http_send(ctx, call, resp, &rec, &reply.u.reply))
+        return;
     /* A provider retries every non-2xx for days and may turn the endpoint off.
      * Once the pipeline has answered for good (a conflicting payment, a late one
      * the ledger records as LATE_PAYMENT, an unknown reservation), retrying
-     * cannot change the answer: 200, with the outcome in the body. Only what a
-     * retry may change stays an error: 503 (busy, slow) and 422 (a bad event). */
-    if (resp->status == 404 || resp->status == 409 || resp->status == 410)
-        resp->status = 200;
+     * cannot change the answer: 200 with the Reply, the outcome in it. Only what
+     * a retry may change stays a problem: 503 (busy, slow) and 422 (a bad event). */
+    int status = http_status_for(HF_REC_COMMIT, reply.u.reply.outcome, 200);
+    if (status == 404 || status == 409 || status == 410)
+        status = 200;
+    if (status == 503)
+        atomic_fetch_add(&ctx->overloaded, 1);
+    http_answer_reply(ctx, resp, status, &reply.u.reply);
 }

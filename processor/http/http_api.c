@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "hf_assert.h"
 #include "hf_clock.h"
 #include "hf_limits.h"
 #include "http_api_int.h"
@@ -134,31 +135,177 @@ static void on_http(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
 
 /* ---- shared helpers */
 
+/* Each problem code's fixed title (RFC 9457: the same for every occurrence). */
+static const struct {
+    const char *code;
+    const char *title;
+} problem_titles[] = {
+    {"invalid_json", "The body is not a JSON object"},
+    {"invalid_field", "A field is missing, of the wrong type or out of range"},
+    {"unknown_field", "The body has a field this route does not take"},
+    {"invalid_id", "The id cannot name a reservation"},
+    {"invalid_idempotency_key", "The Idempotency-Key is missing or malformed"},
+    {"invalid_sku", "The SKU cannot name a stocked item"},
+    {"not_found", "No such resource"},
+    {"no_route", "No such route"},
+    {"method_not_allowed", "The route does not serve this method"},
+    {"body_too_large", "The body is over http_body_max_bytes"},
+    {"overloaded", "The front has too many requests in flight"},
+    {"timeout", "The pipeline did not answer in time"},
+    {"unavailable", "The front cannot send to the pipeline"},
+    {"conflict", "The request conflicts with an earlier one or with the reservation"},
+    {"encode", "The answer could not be encoded"},
+    {"store", "The front's reservation store failed"},
+    {"not_current", "The front's reservation store is behind the ledger"},
+    {"not_ready", "The front is not ready"},
+    {"not_configured", "Payment webhooks are not configured"},
+    {"internal", "The front failed inside"},
+    {"missing", "The webhook signature is missing"},
+    {"malformed", "The webhook signature is malformed"},
+    {"stale", "The webhook signature is too old"},
+    {"future", "The webhook signature is from the future"},
+    {"mismatch", "The webhook signature does not match"},
+    {"insufficient", "Not enough stock"},
+    {"rejected_invalid", "The pipeline refused the request as invalid"},
+    {"busy", "The pipeline is shedding load"},
+    {"expired", "The reservation has expired"},
+    {"wrong_state", "The reservation is in another state"},
+};
+#define PROBLEM_TITLES_COUNT (sizeof problem_titles / sizeof problem_titles[0])
+
+const char *http_problem_title(const char *code, int status)
+{
+    for (size_t i = 0; i < PROBLEM_TITLES_COUNT; i++)
+        if (strcmp(problem_titles[i].code, code) == 0)
+            return problem_titles[i].title;
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 409:
+        return "Conflict";
+    case 422:
+        return "Unprocessable Content";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status >= 500 ? "Internal Server Error" : "Client Error";
+    }
+}
+
+json_t *http_problem_new(int status, const char *code, const char *detail)
+{
+    hf_assert(status >= 400 && status <= 599);
+    char type[sizeof HTTP_PROBLEM_TYPE_PREFIX + 64];
+    snprintf(type, sizeof type, "%s%s", HTTP_PROBLEM_TYPE_PREFIX, code);
+    char text[HTTP_PROBLEM_DETAIL_MAX];
+    snprintf(text, sizeof text, "%s", detail);
+    for (char *c = text; *c; c++) /* echoed paths may be any bytes; JSON wants UTF-8 */
+        if ((unsigned char)*c >= 0x7f || (unsigned char)*c < 0x20)
+            *c = '?';
+    return json_pack("{s:s,s:s,s:i,s:s,s:s}", "type", type, "title",
+                     http_problem_title(code, status), "status", status, "detail", text, "code",
+                     code);
+}
+
+void http_problem_send(http_ctx_t *ctx, httpd_resp_t *resp, json_t *problem)
+{
+    int status = (int)json_integer_value(json_object_get(problem, "status"));
+    hf_assert(status >= 400 && status <= 599);
+    if (status == 422)
+        atomic_fetch_add(&ctx->invalid, 1);
+    if (status == 503 && resp->retry_after_s <= 0)
+        resp->retry_after_s = ctx->cfg->http_retry_after_s;
+    resp->status = status;
+    resp->content_type = HTTP_PROBLEM_CONTENT_TYPE;
+    resp->body_owned = json_dumps(problem, JSON_COMPACT);
+    json_decref(problem);
+}
+
 void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code, const char *fmt,
                 ...)
 {
-    char msg[512];
+    char detail[HTTP_PROBLEM_DETAIL_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    for (char *c = msg; *c; c++) /* echoed paths may be any bytes; JSON wants UTF-8 */
-        if ((unsigned char)*c >= 0x80 || (unsigned char)*c < 0x20)
-            *c = '?';
-    if (status == 422)
-        atomic_fetch_add(&ctx->invalid, 1);
-    json_t *o = json_pack("{s:s,s:s}", "error", code, "message", msg);
-    resp->status = status;
-    resp->body_owned = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
+    json_t *problem = http_problem_new(status, code, detail);
+    if (!problem) { /* out of memory: the status alone still says it */
+        resp->status = status;
+        return;
+    }
+    http_problem_send(ctx, resp, problem);
 }
 
-json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+const char *http_outcome_code(hf_reply_outcome_t outcome)
+{
+    switch (outcome) {
+    case HF_REPLY_REJECTED_INSUFFICIENT:
+        return "insufficient";
+    case HF_REPLY_CONFLICT:
+        return "conflict";
+    case HF_REPLY_REJECTED_INVALID:
+        return "rejected_invalid";
+    case HF_REPLY_NOT_FOUND:
+        return "not_found";
+    case HF_REPLY_BUSY:
+        return "busy";
+    case HF_REPLY_EXPIRED:
+        return "expired";
+    case HF_REPLY_HELD:
+    case HF_REPLY_COMMITTED:
+    case HF_REPLY_RELEASED:
+    case HF_REPLY__COUNT:
+        break;
+    }
+    return "wrong_state";
+}
+
+void http_answer_reply(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf_reply_t *reply)
+{
+    char *json = client_reply_json(reply);
+    if (!json) {
+        http_error(ctx, resp, 500, "encode", "the reply could not be written as JSON");
+        return;
+    }
+    if (status < 400) {
+        resp->status = status;
+        resp->body_owned = json;
+        return;
+    }
+    json_t *fields = json_loads(json, 0, NULL);
+    free(json);
+    const char *detail = reply->message[0] ? reply->message : hf_reply_outcome_name(reply->outcome);
+    json_t *problem = http_problem_new(status, http_outcome_code(reply->outcome), detail);
+    if (!fields || !problem) {
+        json_decref(fields);
+        json_decref(problem);
+        resp->status = status;
+        return;
+    }
+    /* The reply's members as extensions (outcome first, for a reader's eye);
+     * none of them overwrites a problem member. */
+    json_object_set(problem, "outcome", json_object_get(fields, "outcome"));
+    const char *key;
+    json_t *v;
+    json_object_foreach(fields, key, v)
+    {
+        if (!json_object_get(problem, key))
+            json_object_set(problem, key, v);
+    }
+    json_decref(fields);
+    http_problem_send(ctx, resp, problem);
+}
+
+static json_t *body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
+                           size_t flags)
 {
     size_t len = 0;
     const char *body = httpd_body(call->req, &len);
     json_error_t jerr;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | flags, &jerr);
     if (!o) {
         http_error(ctx, resp, 422, "invalid_json", "the body is not JSON: %s (line %d, column %d)",
                    jerr.text, jerr.line, jerr.column);
@@ -172,6 +319,25 @@ json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t 
     return o;
 }
 
+json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    return body_object(ctx, call, resp, 0);
+}
+
+json_t *http_body_event(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
+{
+    return body_object(ctx, call, resp, JSON_DECODE_INT_AS_REAL);
+}
+
+/* Whether s is printable ASCII (blanks allowed when blank_ok) without '|'. */
+static bool text_ok(const char *s, bool blank_ok)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < (blank_ok ? 0x20 : 0x21) || *p > 0x7e || *p == '|')
+            return false;
+    return true;
+}
+
 bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name,
                       const char *fallback, char *dst, size_t dst_size)
 {
@@ -181,12 +347,37 @@ bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const ch
         return true;
     }
     if (!v || !json_is_string(v) || json_string_length(v) == 0 ||
-        json_string_length(v) >= dst_size) {
+        json_string_length(v) >= dst_size ||
+        strlen(json_string_value(v)) != json_string_length(v) ||
+        !text_ok(json_string_value(v), true)) {
         http_error(ctx, resp, 422, "invalid_field",
-                   "'%s' must be a non-empty string of at most %zu bytes", name, dst_size - 1);
+                   "'%s' must be a string of 1..%zu printable ASCII characters without '|' (it "
+                   "separates holdfast's state keys)",
+                   name, dst_size - 1);
         return false;
     }
     snprintf(dst, dst_size, "%s", json_string_value(v));
+    return true;
+}
+
+bool http_take_id(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name, char *dst,
+                  size_t dst_size)
+{
+    hf_assert(dst_size > HF_ID_LEN_MAX);
+    json_t *v = json_object_get(obj, name);
+    if (!json_is_string(v)) {
+        http_error(ctx, resp, 422, "invalid_field", "'%s' must be a string (a reservation id)",
+                   name);
+        return false;
+    }
+    const char *id = json_string_value(v);
+    if (strlen(id) != json_string_length(v)) { /* a NUL inside */
+        http_error(ctx, resp, 422, "invalid_id", "'%s' must not contain NUL characters", name);
+        return false;
+    }
+    if (!http_path_safe_id(ctx, resp, name, id))
+        return false;
+    snprintf(dst, dst_size, "%s", id);
     return true;
 }
 
@@ -209,21 +400,16 @@ bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const c
 
 bool http_path_safe_id(http_ctx_t *ctx, httpd_resp_t *resp, const char *what, const char *id)
 {
-    if (strlen(id) > HF_ID_LEN_MAX) {
-        http_error(ctx, resp, 422, "invalid_id", "'%s' is longer than %d bytes", what,
-                   HF_ID_LEN_MAX);
-        return false;
-    }
-    for (const char *p = id; *p; p++)
-        if (strchr("/?#%| ", *p) || (unsigned char)*p < 0x20 || *p == 0x7f) {
-            http_error(ctx, resp, 422, "invalid_id",
-                       "'%s' must not contain '/', '?', '#', '%%', '|', blanks or control "
-                       "characters (it is a path segment of /v1/reservations/{id}, and '|' "
-                       "separates holdfast's state keys)",
-                       what);
-            return false;
-        }
-    return true;
+    size_t len = strlen(id);
+    bool ok = len >= 1 && len <= HF_ID_LEN_MAX && text_ok(id, false) && !strpbrk(id, "/?#%") &&
+              strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
+    if (!ok)
+        http_error(ctx, resp, 422, "invalid_id",
+                   "'%s' must be 1..%d printable ASCII characters without '/', '?', '#', '%%', "
+                   "'|' or blanks, and not '.' or '..' (it is a path segment of "
+                   "/v1/reservations/{id}, and '|' separates holdfast's state keys)",
+                   what, HF_ID_LEN_MAX);
+    return ok;
 }
 
 bool http_path_id(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, char *dst,
@@ -239,12 +425,16 @@ bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t
                           const char *fallback, char *dst, size_t dst_size)
 {
     const char *k = httpd_header(call->req, "Idempotency-Key");
+    /* A fallback is a body member http_take_string checked already; blanks are
+     * refused only in the header, where HTTP trims them. */
+    bool from_header = k != NULL;
     if (!k)
         k = fallback;
-    if (!k || !k[0] || strlen(k) >= dst_size) {
+    if (!k || !k[0] || strlen(k) >= dst_size || (from_header && !text_ok(k, false))) {
         http_error(ctx, resp, 422, "invalid_idempotency_key",
-                   "the Idempotency-Key header is %s: send 1..%zu bytes, the same on every retry",
-                   k ? "too long or empty" : "required here", dst_size - 1);
+                   "the Idempotency-Key header is %s: send 1..%zu printable ASCII characters "
+                   "without '|' or blanks, the same on every retry",
+                   k ? "malformed" : "required here", dst_size - 1);
         return false;
     }
     snprintf(dst, dst_size, "%s", k);
@@ -292,10 +482,9 @@ void http_record_json(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf_
     resp->body_owned = json;
 }
 
-void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
-                  int success_status)
+bool http_send(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
+               hf_reply_t *reply)
 {
-    static _Thread_local hf_record_t reply;
     char errstr[256];
     /* A valid W3C traceparent goes on as a child span of this hop (the front is
      * one); an invalid one is dropped, as every hop drops it. */
@@ -308,41 +497,43 @@ void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, 
         trace_format(&child, tp_buf);
         tp = tp_buf;
     }
-    reply.type = HF_REC_REPLY;
-    switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms, &reply.u.reply,
-                             errstr, sizeof errstr)) {
+    switch (http_bridge_call(ctx->bridge, req, tp, ctx->cfg->http_reply_timeout_ms, reply, errstr,
+                             sizeof errstr)) {
     case HTTP_BRIDGE_ANSWERED:
-        break;
+        return true;
     case HTTP_BRIDGE_FULL:
         atomic_fetch_add(&ctx->overloaded, 1);
         http_error(ctx, resp, 503, "overloaded", "%s; retry with the same Idempotency-Key", errstr);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
-        return;
+        return false;
     case HTTP_BRIDGE_TIMEOUT:
         atomic_fetch_add(&ctx->timeouts, 1);
         http_error(ctx, resp, 503, "timeout",
                    "%s; the request may still be applied: retry with the same Idempotency-Key "
                    "for its answer",
                    errstr);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
-        return;
+        return false;
     case HTTP_BRIDGE_FAILED:
         http_error(ctx, resp, 503, "unavailable", "cannot send to the pipeline: %s", errstr);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
-        return;
+        return false;
     case HTTP_BRIDGE_CONFLICT:
         http_error(ctx, resp, 409, "conflict", "%s", errstr);
+        return false;
+    }
+    http_error(ctx, resp, 500, "internal", "the bridge gave an unknown result");
+    return false;
+}
+
+void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
+                  int success_status)
+{
+    static _Thread_local hf_record_t reply;
+    reply.type = HF_REC_REPLY;
+    if (!http_send(ctx, call, resp, req, &reply.u.reply))
         return;
-    }
     int status = http_status_for(req->type, reply.u.reply.outcome, success_status);
-    if (status == 422)
-        atomic_fetch_add(&ctx->invalid, 1);
-    if (status == 503) {
+    if (status == 503)
         atomic_fetch_add(&ctx->overloaded, 1);
-        resp->retry_after_s = ctx->cfg->http_retry_after_s;
-    }
-    resp->status = status;
-    resp->body_owned = client_reply_json(&reply.u.reply);
+    http_answer_reply(ctx, resp, status, &reply.u.reply);
     if (status == 201) {
         static _Thread_local char location[sizeof "/v1/reservations/" + HF_ID_LEN_MAX];
         snprintf(location, sizeof location, "/v1/reservations/%s", reply.u.reply.reservation_id);
@@ -363,12 +554,12 @@ static double gauge_inflight(void *p)
 
 void api_metrics(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
-    (void)ctx;
     (void)call;
     size_t need = metrics_render(NULL, 0) + 1;
     char *buf = malloc(need);
     if (!buf) {
-        resp->status = 500;
+        http_error(ctx, resp, 500, "internal", "out of memory rendering %zu bytes of metrics",
+                   need);
         return;
     }
     metrics_render(buf, need);

@@ -96,41 +96,103 @@ void api_auth_stop(http_ctx_t *ctx);
 
 /* ---- shared helpers (http_api.c) */
 
-/* A JSON error body {"error": code, "message": ...}; counts 422s. */
+/* ---- the one error answer: RFC 9457 problem details
+ *
+ * Every 4xx and 5xx the front writes is application/problem+json:
+ *   {"type": "urn:holdfast:problem:<code>", "title": <the code's fixed summary>,
+ *    "status": <the HTTP status>, "detail": <this occurrence: what to do>,
+ *    "code": <code>}
+ * plus, when the pipeline decided (http_forward), its "outcome" and the rest of
+ * the Reply (reservation_id, idempotency_key, allocations, ...) as extension
+ * members. code is stable (clients branch on it); detail is for people. */
+#define HTTP_PROBLEM_CONTENT_TYPE "application/problem+json"
+#define HTTP_PROBLEM_TYPE_PREFIX  "urn:holdfast:problem:"
+/* Room for one problem's detail (a longer one is cut). */
+#define HTTP_PROBLEM_DETAIL_MAX   512
+
+/* The fixed title of a problem code ("invalid_field": "A field is missing,
+ * of the wrong type or out of range"); the status's reason phrase for a code
+ * not in the table. Never NULL. */
+const char *http_problem_title(const char *code, int status);
+
+/* A new problem object (the caller owns it); detail's bytes outside printable
+ * ASCII become '?' (it may echo a path). NULL when out of memory. */
+json_t *http_problem_new(int status, const char *code, const char *detail);
+
+/* Answers resp with problem (stolen: decref'd here), its status, the problem
+ * content type and, for a 503, Retry-After; counts 422s. */
+void http_problem_send(http_ctx_t *ctx, httpd_resp_t *resp, json_t *problem);
+
+/* http_problem_send of http_problem_new(status, code, printf(fmt, ...)). */
 void http_error(http_ctx_t *ctx, httpd_resp_t *resp, int status, const char *code, const char *fmt,
                 ...) __attribute__((format(printf, 5, 6)));
+
+/* The problem code of a pipeline's answer that is not the request's success:
+ * "insufficient", "conflict", "rejected_invalid", "not_found", "busy",
+ * "expired", or "wrong_state" (HELD, COMMITTED or RELEASED answered to another
+ * kind of request: the reservation is in that state). */
+const char *http_outcome_code(hf_reply_outcome_t outcome);
+
+/* Answers resp with a pipeline's reply under status: the Reply JSON for a 2xx,
+ * else a problem with code http_outcome_code, the reply's message as detail and
+ * the reply's members (outcome first among them) as extensions. */
+void http_answer_reply(http_ctx_t *ctx, httpd_resp_t *resp, int status, const hf_reply_t *reply);
 
 /* The request body as a JSON object, or NULL after answering 422 (not JSON, not
  * an object). The caller decrefs. */
 json_t *http_body_object(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
+/* http_body_object for a provider's event, of which only strings are read: its
+ * numbers, whatever their size, are decoded as reals rather than refused (a
+ * provider's extra members must not make an event 422). */
+json_t *http_body_event(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp);
 
 /* Copies a string member (or the fallback when absent and fallback != NULL) into
- * dst; false after answering 422 (missing, not a string, too long, empty). */
+ * dst; false after answering 422 (missing, not a string, empty, too long, or a
+ * character outside printable ASCII, or '|': the gateway's key separator; ASCII
+ * keeps the document's maxLength, in characters, the bytes the server counts). */
 bool http_take_string(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name,
                       const char *fallback, char *dst, size_t dst_size);
+/* Copies the reservation id member name into dst (dst_size > HF_ID_LEN_MAX);
+ * false after answering 422: invalid_field when it is missing or not a string,
+ * invalid_id when http_path_safe_id refuses it. */
+bool http_take_id(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj, const char *name, char *dst,
+                  size_t dst_size);
+
 /* Fails (422) when obj has a member not in allowed (NULL-terminated): a typo
  * must not be silently ignored. */
 bool http_only_members(http_ctx_t *ctx, httpd_resp_t *resp, json_t *obj,
                        const char *const *allowed);
 
-/* Whether id is a reservation id the front can serve: at most HF_ID_LEN_MAX
- * bytes, no '/', '?', '#', '%', blank or control character (libmicrohttpd
+/* Whether id is a reservation id the front can serve: 1..HF_ID_LEN_MAX
+ * printable ASCII characters, none of them '/', '?', '#', '%', blank (libmicrohttpd
  * decodes the path before routing, so such an id could be created but never
- * reached) and no '|' (the gateway's key separator: it dead-letters such a
- * request without an answer); false after answering 422. */
+ * reached) or '|' (the gateway's key separator: it dead-letters such a request
+ * without an answer), and not "." or ".." (clients remove such path segments);
+ * false after answering 422 invalid_id. */
 bool http_path_safe_id(http_ctx_t *ctx, httpd_resp_t *resp, const char *what, const char *id);
 
 /* The {id} of the path into dst after http_path_safe_id; false after 422. */
 bool http_path_id(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, char *dst,
                   size_t dst_size);
 
-/* The Idempotency-Key header, else fallback (NULL: required); false after 422. */
+/* The Idempotency-Key header, else fallback (NULL: required); false after 422.
+ * A header key is 1..dst_size-1 printable ASCII characters other than '|' and
+ * blank (the gateway refuses '|' and control characters; HTTP trims blanks); a
+ * fallback is a body member http_take_string already checked. */
 bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp,
                           const char *fallback, char *dst, size_t dst_size);
 
-/* Sends req through the bridge and answers: the Reply's JSON with a status from
- * its outcome (success_status when it is one of the request's successes), 503
- * with Retry-After when the pipeline is busy or slow, 500 when the send failed. */
+/* Sends req through the bridge and waits for its reply: true with *reply
+ * filled, false after answering resp with a problem (503 with Retry-After when
+ * the front is full, the pipeline slow or unreachable; 409 when another request
+ * under the key is in flight). */
+bool http_send(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
+               hf_reply_t *reply);
+
+/* Sends req through the bridge and answers (http_answer_reply) with a status
+ * from the reply's outcome (success_status when it is one of the request's
+ * successes); a problem 503 with Retry-After when the pipeline is full, slow or
+ * cannot be sent to, 409 when another request under the key is in flight. */
 void http_forward(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp, hf_record_t *req,
                   int success_status);
 

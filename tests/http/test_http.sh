@@ -9,10 +9,11 @@
 #                       payment for it 200 CONFLICT; one COMMITTED in the ledger
 #   webhook-forged      wrong secret, body changed, stale, future, malformed, no header: 401,
 #                       counted, nothing sent; the previous secret of a rotation passes
-#   invalid-requests    bad JSON / unknown field / qty 0 / no lines: 422 with an error body;
-#                       the gateway's own rejections 422 REJECTED_INVALID; no dead letters
+#   invalid-requests    bad JSON / unknown field / qty 0 / no lines / a SKU twice / ttl_ms 1: 422
+#                       RFC 9457 problems (application/problem+json, code); the gateway's own
+#                       rejection 422 rejected_invalid with outcome REJECTED_INVALID; no dead letters
 #   extend-idempotency  extend moves expires_at_ms; retries with the same key replay the answer
-#   errors              404 unknown id / unknown route, 405 wrong method, 413 body too large
+#   errors              404 unknown id (store, pipeline) / unknown route, 405 wrong method, 413 body too large
 #   overload            50 concurrent reserves at a front with http_inflight_max 2: 201 or 503 +
 #                       Retry-After; nothing lost (every 201 HELD in the ledger, no 503 sent)
 #   webhook-burst       one event delivered 10 times at once to that front: all 200, one answer
@@ -312,19 +313,19 @@ need "reserve r4: $code $body" is "$code" 201
 bad0=$(metric "$p1" holdfast_http_webhook_bad_signatures_total)
 ev4=$(payment_event evt-r4 r4 pay-r4)
 webhook "$p1" "$ev4" "$(tests/http/sign.sh whsec_not_the_secret_0123456789 "$ev4")"
-need "wrong secret: $code $body (expected 401 mismatch)" is "$code $(jget 'd["error"]')" "401 mismatch"
+need "wrong secret: $code $body (expected 401 mismatch)" is "$code $(jget 'd["code"]')" "401 mismatch"
 webhook "$p1" "${ev4/pay-r4/pay-XX}" "$(tests/http/sign.sh "$secret" "$ev4")"
-need "body changed after signing: $code $body (expected 401 mismatch)" is "$code $(jget 'd["error"]')" "401 mismatch"
+need "body changed after signing: $code $body (expected 401 mismatch)" is "$code $(jget 'd["code"]')" "401 mismatch"
 webhook "$p1" "$ev4" "$(tests/http/sign.sh "$secret" "$ev4" $(($(date +%s) - tolerance_s - 60)))"
 need "timestamp older than webhook_tolerance_s: $code $body (expected 401 stale)" \
-  is "$code $(jget 'd["error"]')" "401 stale"
+  is "$code $(jget 'd["code"]')" "401 stale"
 webhook "$p1" "$ev4" "$(tests/http/sign.sh "$secret" "$ev4" $(($(date +%s) + tolerance_s + 60)))"
 need "timestamp further ahead than webhook_tolerance_s: $code $body (expected 401 future)" \
-  is "$code $(jget 'd["error"]')" "401 future"
+  is "$code $(jget 'd["code"]')" "401 future"
 webhook "$p1" "$ev4" "t=soon,v1=zz"
-need "malformed header: $code $body (expected 401 malformed)" is "$code $(jget 'd["error"]')" "401 malformed"
+need "malformed header: $code $body (expected 401 malformed)" is "$code $(jget 'd["code"]')" "401 malformed"
 webhook "$p1" "$ev4" -
-need "no Holdfast-Signature header: $code $body (expected 401 missing)" is "$code $(jget 'd["error"]')" "401 missing"
+need "no Holdfast-Signature header: $code $body (expected 401 missing)" is "$code $(jget 'd["code"]')" "401 missing"
 bad1=$(metric "$p1" holdfast_http_webhook_bad_signatures_total)
 need "holdfast_http_webhook_bad_signatures_total went $bad0 -> $bad1 (expected +6)" \
   is "$((${bad1:-0} - ${bad0:-0}))" 6
@@ -341,18 +342,22 @@ need "signed with the previous secret (rotation): $code $body (expected 200 COMM
 end
 
 # ---- 5. invalid requests
-begin "invalid-requests: 422 with an error body, nothing sent, the pipeline unaffected"
+begin "invalid-requests: 422 problem details, nothing sent, the pipeline unaffected"
 inv0=$(metric "$p1" holdfast_http_invalid_total)
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-bad1' -d '{"reservation_id": "bad1", "lines": ['
-need "invalid JSON: $code $body (expected 422 invalid_json)" is "$code $(jget 'd["error"]')" "422 invalid_json"
-need "invalid JSON: no message: $body" [ -n "$(jget 'd.get("message") or ""')" ]
+need "invalid JSON: $code $body (expected 422 invalid_json)" is "$code $(jget 'd["code"]')" "422 invalid_json"
+need "invalid JSON: no detail: $body" [ -n "$(jget 'd.get("detail") or ""')" ]
+need "invalid JSON: not an RFC 9457 problem (type, title, status 422, detail, code): $body" \
+  is "$(jget '[d.get("type"), bool(d.get("title")), d.get("status")]')" '["urn:holdfast:problem:invalid_json", true, 422]'
+need "invalid JSON: Content-Type is not application/problem+json: $hdrs" \
+  grep -qix 'content-type: application/problem+json' <<<"$hdrs"
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad2","lines":[{"sku":"SKU-00003","qty":1}],"colour":"red"}'
-need "unknown field: $code $body (expected 422 unknown_field)" is "$code $(jget 'd["error"]')" "422 unknown_field"
+need "unknown field: $code $body (expected 422 unknown_field)" is "$code $(jget 'd["code"]')" "422 unknown_field"
 need "unknown field: the message does not name it: $body" grep -q colour <<<"$body"
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad3","lines":[{"sku":"SKU-00003","qty":0}]}'
-need "qty 0: $code $body (expected 422 invalid_field)" is "$code $(jget 'd["error"]')" "422 invalid_field"
+need "qty 0: $code $body (expected 422 invalid_field)" is "$code $(jget 'd["code"]')" "422 invalid_field"
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad4"}'
-need "missing lines: $code $body (expected 422 invalid_field)" is "$code $(jget 'd["error"]')" "422 invalid_field"
+need "missing lines: $code $body (expected 422 invalid_field)" is "$code $(jget 'd["code"]')" "422 invalid_field"
 http "$p1" POST /v1/reservations -d '{"lines":[{"sku":"SKU-00003","qty":1}]}'
 need "neither reservation_id nor Idempotency-Key: $code $body (expected 422)" is "$code" 422
 inv1=$(metric "$p1" holdfast_http_invalid_total)
@@ -360,19 +365,24 @@ need "holdfast_http_invalid_total went $inv0 -> $inv1 (expected at least +5)" \
   [ "$((${inv1:-0} - ${inv0:-0}))" -ge 5 ]
 # What only the gateway can judge: the answer is its REJECTED_INVALID, as 422.
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad5","lines":[{"sku":"SKU-00003","qty":1},{"sku":"SKU-00003","qty":1}]}'
-need "a SKU in two lines: $code $body (expected 422 REJECTED_INVALID)" \
-  is "$code $(jget 'd["outcome"]')" "422 REJECTED_INVALID"
+need "a SKU in two lines: $code $body (expected 422 invalid_field, refused by the front)" \
+  is "$code $(jget 'd["code"]')" "422 invalid_field"
 http "$p1" POST /v1/reservations -d '{"reservation_id":"bad6","lines":[{"sku":"NO-SUCH-SKU","qty":1}]}'
-need "an unknown SKU: $code $body (expected 422 REJECTED_INVALID)" \
-  is "$code $(jget 'd["outcome"]')" "422 REJECTED_INVALID"
+need "an unknown SKU: $code $body (expected 422 rejected_invalid, outcome REJECTED_INVALID)" \
+  is "$code $(jget 'd["code"]') $(jget 'd["outcome"]')" "422 rejected_invalid REJECTED_INVALID"
+need "an unknown SKU: the pipeline's problem lacks the Reply's members: $body" \
+  is "$(jget '[d.get("reservation_id"), d.get("status"), "replied_at_ms" in d]')" '["bad6", 422, true]'
+http "$p1" POST /v1/reservations -d '{"reservation_id":"bad7","lines":[{"sku":"SKU-00003","qty":1}],"ttl_ms":1}'
+need "ttl_ms 1 (neither 0 nor 1000..86400000): $code $body (expected 422 invalid_field, refused by the front)" \
+  is "$code $(jget 'd["code"]')" "422 invalid_field"
 inv2=$(metric "$p1" holdfast_http_invalid_total)
-need "holdfast_http_invalid_total went $inv1 -> $inv2 over the gateway's two 422s (expected +2)" \
-  [ "$((${inv2:-0} - ${inv1:-0}))" -eq 2 ]
+need "holdfast_http_invalid_total went $inv1 -> $inv2 over the front's two 422s and the gateway's one (expected +3)" \
+  [ "$((${inv2:-0} - ${inv1:-0}))" -eq 3 ]
 reserve "$p1" r5 k-r5 SKU-00003 1
 need "a valid reserve right after: $code $body (expected 201 HELD)" is "$code $(jget 'd["outcome"]')" "201 HELD"
 r5_expires=$(jget 'd["expires_at_ms"]')
 tail_topic holdfast.requests
-for r in bad1 bad2 bad3 bad4; do
+for r in bad1 bad2 bad3 bad4 bad5 bad7; do
   need "$r reached holdfast.requests ($(requests_for $r) records)" is "$(requests_for $r)" 0
 done
 tail_topic holdfast.dead-letters
@@ -391,7 +401,7 @@ http "$p1" POST /v1/reservations/r5/extend -H 'Idempotency-Key: x-r5-1' -d '{"ex
 need "extend r5 retried: $code $body (expected the first answer $extend1)" is "$code $body" "200 $extend1"
 http "$p1" POST /v1/reservations/r5/extend -d '{"extend_by_ms": 60000}'
 need "extend without an Idempotency-Key: $code $body (expected 422 invalid_idempotency_key)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_idempotency_key"
+  is "$code $(jget 'd["code"]')" "422 invalid_idempotency_key"
 reserve "$p1" r6 k-r6 SKU-00003 2
 first=$body
 need "reserve r6: $code $body" is "$code" 201
@@ -403,16 +413,21 @@ end
 
 begin "errors: 404 unknown id and route, 405 wrong method, 413 body over http_body_max_bytes"
 http "$p1" GET /v1/reservations/no-such-reservation
-need "GET unknown id: $code $body (expected 404 not_found)" is "$code $(jget 'd["error"]')" "404 not_found"
+need "GET unknown id: $code $body (expected 404 not_found)" is "$code $(jget 'd["code"]')" "404 not_found"
+http "$p1" POST /v1/reservations/no-such-reservation/commit -d '{"payment_id": "pay-x"}'
+need "commit of an unknown id: $code $body (expected 404 not_found, outcome NOT_FOUND: the pipeline's answer)" \
+  is "$code $(jget 'd["code"]') $(jget 'd["outcome"]') $(jget 'd["status"]')" "404 not_found NOT_FOUND 404"
+need "commit of an unknown id: Content-Type is not application/problem+json: $hdrs" \
+  grep -qix 'content-type: application/problem+json' <<<"$hdrs"
 http "$p1" GET /v1/availability/NO-SUCH-SKU
 need "GET availability of an unknown SKU: $code $body (expected 404)" is "$code" 404
 http "$p1" GET /v1/nothing-here
-need "unknown route: $code $body (expected 404 no_route)" is "$code $(jget 'd["error"]')" "404 no_route"
+need "unknown route: $code $body (expected 404 no_route)" is "$code $(jget 'd["code"]')" "404 no_route"
 http "$p1" POST /v1/reservations/r5/cancel -d '{}'
 need "unknown action: $code $body (expected 404)" is "$code" 404
 http "$p1" DELETE /v1/reservations/r5
 need "DELETE a reservation: $code $body (expected 405 method_not_allowed)" \
-  is "$code $(jget 'd["error"]')" "405 method_not_allowed"
+  is "$code $(jget 'd["code"]')" "405 method_not_allowed"
 need "DELETE a reservation: no 'Allow: GET' header (RFC 9110 15.5.6): $hdrs" grep -qix 'Allow: GET' <<<"$hdrs"
 http "$p1" GET /v1/webhooks/payments
 need "GET the webhook: $code (expected 405)" is "$code" 405
@@ -422,11 +437,11 @@ need "HEAD /readyz: $code (expected 200, as GET)" is "$code" 200
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-slash' \
   -d '{"reservation_id": "a/b", "lines": [{"sku": "SKU-00001", "qty": 1}]}'
 need "a reservation id with '/' (unreachable as a path segment): $code $body (expected 422)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_id"
+  is "$code $(jget 'd["code"]')" "422 invalid_id"
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-pipe' \
   -d '{"reservation_id": "a|b", "lines": [{"sku": "SKU-00001", "qty": 1}]}'
 need "a reservation id with '|' (the gateway dead-letters it unanswered): $code $body (expected 422)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_id"
+  is "$code $(jget 'd["code"]')" "422 invalid_id"
 # Two different requests under one key at once: one is held, the other is a
 # conflict — never the first one's answer for the second one's lines.
 conc_pids=()
@@ -444,11 +459,11 @@ need "two different reserves under one key at once: $conc (expected one 201 and 
 long_id=$(printf 'r5%.0s' $(seq 40)) # 80 bytes: over HF_ID_LEN_MAX, its first 64 an id of its own
 http "$p1" POST "/v1/reservations/$long_id/release" -d '{}'
 need "release of an 80-byte id: $code $body (expected 422 invalid_id, never a cut id)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_id"
+  is "$code $(jget 'd["code"]')" "422 invalid_id"
 evp=$(payment_event evt-pipe 'a|b' pay-pipe)
 webhook "$p1" "$evp" "$(tests/http/sign.sh "$secret" "$evp")"
 need "a signed webhook for reservation 'a|b': $code $body (expected 422 invalid_id, not a 503 for ever)" \
-  is "$code $(jget 'd["error"]')" "422 invalid_id"
+  is "$code $(jget 'd["code"]')" "422 invalid_id"
 http "$p1" GET /metrics
 need "the front's *_total metrics are not typed counter" \
   grep -q '^# TYPE holdfast_http_requests_total counter$' <<<"$body"
@@ -491,7 +506,7 @@ for i in range(1, 51):
         doc = {}
     kind = {"201": "held"}.get(code, "other")
     if code == "503":
-        kind = "full" if doc.get("error") == "overloaded" else "shed" if doc.get("outcome") == "BUSY" else "other"
+        kind = "full" if doc.get("code") == "overloaded" else "shed" if doc.get("outcome") == "BUSY" else "other"
         if not any(l.startswith("retry-after: ") and l[13:].strip().isdigit() and int(l[13:]) > 0
                    for l in hdrs.split("\n")):
             print("WHY", f"ov{i}: 503 without a Retry-After: {hdrs!r}")
@@ -575,7 +590,7 @@ need "GET r1 with the pipeline stopped: $code in $secs s (expected 200 at once)"
 reserve "$p1" r7 k-r7 SKU-00005 1
 kill -CONT "$run_pid"
 need "reserve with the pipeline stopped: $code $body (expected 503 timeout)" \
-  is "$code $(jget 'd["error"]')" "503 timeout"
+  is "$code $(jget 'd["code"]')" "503 timeout"
 need "the 503 has no Retry-After: $hdrs" grep -qi '^retry-after: [1-9]' <<<"$hdrs"
 need "answered after $secs s, expected about http_reply_timeout_ms ($reply_timeout_ms ms) + 1.5 s slack" \
   python3 -c "import sys; t = float(sys.argv[1]); sys.exit(not ($reply_timeout_ms / 1000 - 0.1 <= t <= $reply_timeout_ms / 1000 + 1.5))" "$secs"
