@@ -170,6 +170,9 @@ static const struct {
     {"busy", "The pipeline is shedding load"},
     {"expired", "The reservation has expired"},
     {"wrong_state", "The reservation is in another state"},
+    {"unauthorized", "No valid API key"},
+    {"forbidden", "The API key lacks the route's scope"},
+    {"rate_limited", "The API key is over its rate"},
 };
 #define PROBLEM_TITLES_COUNT (sizeof problem_titles / sizeof problem_titles[0])
 

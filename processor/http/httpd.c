@@ -159,12 +159,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->method = method;
     r->path = url;
     if (r->too_large) {
-        char msg[160];
+        /* An RFC 9457 problem, as the front answers every other error. */
+        char msg[320];
         snprintf(msg, sizeof msg,
-                 "{\"error\":\"body_too_large\",\"message\":\"request bodies are limited to %zu "
-                 "bytes\"}",
+                 "{\"type\":\"urn:holdfast:problem:body_too_large\",\"title\":\"The body is "
+                 "over http_body_max_bytes\",\"status\":413,\"detail\":\"request bodies are "
+                 "limited to %zu bytes\",\"code\":\"body_too_large\"}",
                  h->o.body_max_bytes);
-        return send_resp(conn, &(httpd_resp_t){.status = 413, .body = msg, .body_len = SIZE_MAX});
+        return send_resp(conn, &(httpd_resp_t){.status = 413,
+                                               .content_type = "application/problem+json",
+                                               .body = msg,
+                                               .body_len = SIZE_MAX});
     }
     httpd_resp_t resp = {.status = 500, .body_len = SIZE_MAX};
     h->o.handler(h->o.opaque, r, &resp);

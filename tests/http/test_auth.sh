@@ -205,7 +205,7 @@ begin "no-key: 401 + WWW-Authenticate: Bearer on every checkout route; webhook a
 unauth0=$(metric holdfast_http_unauthorized_total)
 reserve_as "" refused-nokey
 need "reserve without a key: $code $body (expected 401 unauthorized)" \
-  is "$code $(jget 'd["error"]')" "401 unauthorized"
+  is "$code $(jget 'd["code"]')" "401 unauthorized"
 need "401 without 'WWW-Authenticate: Bearer ...': $hdrs" grep -qi '^www-authenticate: Bearer' <<<"$hdrs"
 http POST /v1/reservations -H 'Authorization: Basic dXNlcjpwYXNz' -d '{}'
 need "Basic credentials: $code (expected 401)" is "$code" 401
@@ -223,7 +223,7 @@ http GET /healthz
 need "/healthz needs no key: $code" is "$code" 200
 http POST /v1/webhooks/payments -d '{}'
 need "webhook without a key is judged by its signature: $code $body (expected 401 missing)" \
-  is "$code $(jget 'd["error"]')" "401 missing"
+  is "$code $(jget 'd["code"]')" "401 missing"
 unauth1=$(metric holdfast_http_unauthorized_total)
 need "holdfast_http_unauthorized_total went $unauth0 -> $unauth1 (expected +8)" \
   is "$((${unauth1:-0} - ${unauth0:-0}))" 8
@@ -233,7 +233,7 @@ end
 begin "scope: a read key reserving, committing, releasing: 403; reading: 200"
 forb0=$(metric holdfast_http_forbidden_total)
 reserve_as "$reader" refused-reader
-need "read key reserving: $code $body (expected 403 forbidden)" is "$code $(jget 'd["error"]')" "403 forbidden"
+need "read key reserving: $code $body (expected 403 forbidden)" is "$code $(jget 'd["code"]')" "403 forbidden"
 need "403 does not name the key and scope: $body" grep -q "reader.*reserve" <<<"$body"
 http POST /v1/reservations/refused-reader-c/commit -H "$(bearer "$reader")" -d '{"payment_id":"p1"}'
 need "read key committing: $code (expected 403)" is "$code" 403
@@ -302,7 +302,7 @@ done
 need "slow key (1/s, burst 2), five at once: $codes (expected 200 200, then 429s)" \
   is "${codes:0:8}" " 200 200"
 need "slow key, five at once: $limited answered 429 (expected at least 3)" [ "$limited" -ge 3 ]
-need "429 body: $limited_body (expected rate_limited)" is "$(jget 'd["error"]' "$limited_body")" rate_limited
+need "429 body: $limited_body (expected rate_limited)" is "$(jget 'd["code"]' "$limited_body")" rate_limited
 need "429 Retry-After '$retry' (expected an integer >= 1)" [ "${retry:-0}" -ge 1 ]
 for i in 1 2 3 4 5; do
   http GET /v1/availability/SKU-00001 -H "$(bearer "$reader")"

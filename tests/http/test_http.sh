@@ -470,6 +470,10 @@ need "the front's *_total metrics are not typed counter" \
 head -c $((64 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$work/big.json"
 http "$p1" POST /v1/reservations -H 'Idempotency-Key: k-big' --data-binary @"$work/big.json"
 need "a body of 64 KiB + 1: $code $body (expected 413)" is "$code" 413
+need "the 413 is a problem with code body_too_large: $body" \
+  is "$(jget 'd["status"]') $(jget 'd["code"]')" "413 body_too_large"
+need "the 413: Content-Type is not application/problem+json: $hdrs" \
+  grep -qix 'content-type: application/problem+json' <<<"$hdrs"
 http "$p1" GET /v1/reservations/r5
 need "the front still answers after the 413: $code" is "$code" 200
 end

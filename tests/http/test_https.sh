@@ -252,10 +252,10 @@ end
 begin "listeners: webhook 404 on checkout, checkout routes 404 on webhook, ops routes only on ops"
 req "$c1" POST /v1/webhooks/payments -H "Holdfast-Signature: $(tests/http/sign.sh "$secret" "$ev1")" -d "$ev1"
 need "webhook on the checkout listener: $code $body (expected 404 no_route)" \
-  is "$code $(jget 'd["error"]')" "404 no_route"
+  is "$code $(jget 'd["code"]')" "404 no_route"
 reserve "$w1" r2 SKU-00001
 need "reserve on the webhook listener: $code $body (expected 404 no_route)" \
-  is "$code $(jget 'd["error"]')" "404 no_route"
+  is "$code $(jget 'd["code"]')" "404 no_route"
 for path in /metrics /healthz /readyz; do
   req "$c1" GET "$path"
   need "GET $path on the checkout listener: $code (expected 404)" is "$code" 404
