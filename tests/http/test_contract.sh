@@ -33,19 +33,13 @@ prefix="hc$$-$(($(date +%s%3N) % 100000))."
 export HOLDFAST_TOPIC_PREFIX=$prefix HOLDFAST_APP_ID=${prefix}app
 work=$(mktemp -d /tmp/hf-contract.XXXXXX)
 run_pid= front_pid= ok=0
+suite=contract
+# shellcheck source=tests/http/lib.sh
+source "$root/tests/http/lib.sh"
 
 die() {
   echo "FAIL: contract: $*"
   exit 1
-}
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
 }
 cleanup() {
   stop_pid "$front_pid"
@@ -77,37 +71,14 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VE
 fi
 
 # ---- the pipeline, stock, the front
-for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do [ -x "$b" ] || die "$b is missing: run 'make release'"; done
-(exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
-  die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
+require_setup curl openssl python3
 echo "== prefix $prefix, logs in $work"
-"$HFCTL" topics apply >"$work/topics.log" 2>&1 || die "hfctl topics apply: $(tail -n 3 "$work/topics.log")"
-"$HOLDFAST" run --stages counter,aggregator,gateway --instance c1 --state-dir "$work/state-run" \
-  >"$work/run.log" 2>&1 &
-run_pid=$!
 # Deep stock, so that most holds succeed and the stateful phase can go on with them.
-"$HFBENCH" seed --skus $skus --stock 1000000 >"$work/seed.log" 2>&1 ||
-  die "hfbench seed: $(tail -n 3 "$work/seed.log")"
-secret=whsec_contract_$(openssl rand -hex 16 2>/dev/null || echo 0123456789abcdef0123)
-echo '{}' >"$work/front.json"
-HOLDFAST_WEBHOOK_SECRETS=$secret "$HOLDFAST" http --port 0 --instance contract \
-  --state-dir "$work/state-front" --config "$work/front.json" >"$work/front.log" 2>&1 &
-front_pid=$!
-port=
-for _ in $(seq 300); do
-  port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/front.log" | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 "$front_pid" 2>/dev/null || die "holdfast http exited: $(tail -n 5 "$work/front.log")"
-  sleep 0.1
-done
-[ -n "$port" ] || die "holdfast http not listening after 30 s"
-ready=
-for _ in $(seq 150); do
-  ready=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")
-  [ "$ready" = 200 ] && break
-  sleep 0.2
-done
-[ "$ready" = 200 ] || die "holdfast http: /readyz $ready after 30 s"
+start_pipeline $skus 1000000
+secret=whsec_contract_$(openssl rand -hex 16)
+webhook_secrets=$secret
+start_front front '{}'
+front_pid=$pid
 echo "== pipeline and front (port $port) ready in $SECONDS s"
 
 # ---- Schemathesis: every check, every phase; a fixed seed; about a minute.

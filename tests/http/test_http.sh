@@ -45,57 +45,15 @@ secret=whsec_test_$(openssl rand -hex 16)
 secret_previous=whsec_prev_$(openssl rand -hex 16) # a rotation under way: both pass
 tolerance_s=300 # webhook_tolerance_s, the default
 reply_timeout_ms=2000 # http_reply_timeout_ms, the default
-checks=0 failures=0
 run_pid= f1_pid= f2_pid= f3_pid=
-
-# ---- reporting: a check is begin NAME, any number of need WHAT CMD..., end.
-begin() { cur=$1 why=() began=$SECONDS; }
-need() {
-  local what=$1; shift
-  "$@" || why+=("$what")
-}
-end() {
-  checks=$((checks + 1))
-  if [ ${#why[@]} = 0 ]; then
-    echo "PASS: $cur ($((SECONDS - began)) s)"
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $cur ($((SECONDS - began)) s)"
-    printf '        - %s\n' "${why[@]}"
-  fi
-}
-die() {
-  echo "FAIL: setup: $*"
-  failures=$((failures + 1))
-  exit 1
-}
-
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -CONT "$pid" 2>/dev/null
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
-}
+suite=http
+webhook_secrets=$secret,$secret_previous
+# shellcheck source=tests/http/lib.sh
+source "$root/tests/http/lib.sh"
 cleanup() {
   local rc=$?
-  stop_pid "$f3_pid"
-  stop_pid "$f2_pid"
-  stop_pid "$f1_pid"
-  stop_pid "$run_pid"
-  if [ "$failures" != 0 ] || [ "$rc" != 0 ]; then
-    for f in "$work"/*.log; do
-      [ -s "$f" ] || continue
-      echo "---- $f (last 30 lines)"
-      tail -n 30 "$f"
-    done
-    echo "http: logs kept in $work (prefix $prefix)"
-  else
-    rm -rf "$work"
-  fi
+  stop_pids=("$run_pid" "$f1_pid" "$f2_pid" "$f3_pid") # the fronts restarted under the same names
+  lib_cleanup "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -114,21 +72,6 @@ http() {
   body=$(cat "$work/body" 2>/dev/null)
   hdrs=$(tr -d '\r' <"$work/hdrs")
 }
-# jget EXPR [JSON]: EXPR (python, the document is d) over JSON (default $body).
-jget() {
-  python3 -c 'import json, sys
-try:
-    d = json.loads(sys.argv[2])
-except ValueError:
-    print("<not json>"); sys.exit(0)
-try:
-    v = eval(sys.argv[1], {"d": d})
-except Exception as e:
-    v = "<%s>" % type(e).__name__
-print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "${2-$body}"
-}
-is() { [ "$1" = "$2" ]; }
-lacks() { ! grep -q "$@"; } # lacks PATTERN FILE
 # reserve PORT RID KEY SKU QTY: POST /v1/reservations.
 reserve() {
   http "$1" POST /v1/reservations -H "Idempotency-Key: $3" \
@@ -206,39 +149,10 @@ print(sum(json.loads(l)["value"].get("reservation_id") == sys.argv[2] for l in o
 EOF
 }
 
-# start_front NAME CONFIG_JSON: a `holdfast http` on a free port; sets $port, $pid.
-start_front() {
-  local name=$1
-  printf '%s\n' "$2" >"$work/$name.json"
-  HOLDFAST_WEBHOOK_SECRETS=$secret,$secret_previous "$HOLDFAST" http --port 0 --instance "$name" \
-    --state-dir "$work/state-$name" --config "$work/$name.json" >"$work/$name.log" 2>&1 &
-  pid=$! port=
-  for _ in $(seq 300); do
-    port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/$name.log" | grep -o '[0-9]*$')
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || die "holdfast http $name exited: $(tail -n 5 "$work/$name.log")"
-    sleep 0.1
-  done
-  [ -n "$port" ] || die "holdfast http $name not listening after 30 s"
-  for _ in $(seq 150); do
-    http "$port" GET /readyz
-    [ "$code" = 200 ] && return 0
-    sleep 0.2
-  done
-  die "holdfast http $name: /readyz $code after 30 s: $body"
-}
-
 # ---- setup: topics, the pipeline, stock, the front
-for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do [ -x "$b" ] || die "$b is missing: run 'make release'"; done
-for t in curl openssl python3; do command -v $t >/dev/null || die "$t is needed"; done
-(exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
-  die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
+require_setup curl openssl python3
 echo "== prefix $prefix, logs in $work"
-"$HFCTL" topics apply >"$work/topics.out" 2>&1 || die "hfctl topics apply: $(tail -n 3 "$work/topics.out")"
-"$HOLDFAST" run --stages counter,aggregator,gateway --instance p1 --state-dir "$work/state-run" \
-  >"$work/run.log" 2>&1 &
-run_pid=$!
-"$HFBENCH" seed --skus 6 --stock 50 >"$work/seed.log" 2>&1 || die "hfbench seed: $(tail -n 3 "$work/seed.log")"
+start_pipeline 6 50
 start_front f1 '{}'
 p1=$port f1_pid=$pid
 echo "== pipeline and front f1 (port $p1) ready in $SECONDS s"
