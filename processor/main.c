@@ -517,8 +517,12 @@ static int serve_http(const hf_config_t *cfg)
     if (!err)
         err = http_api_check_config(cfg, errstr, sizeof errstr);
     if (err) {
-        fprintf(stderr, "holdfast: %s\n", errstr);
-        return 2;
+        /* A bad setting is exit 2; a file that cannot be read, or no memory, is 1. */
+        if (err == HF_ERR_CONFIG)
+            fprintf(stderr, "holdfast: %s\n", errstr);
+        else
+            log_error("main", "%s", errstr);
+        return err == HF_ERR_CONFIG ? 2 : 1;
     }
     err = kafka_client_config_load(cfg->kafka_config_file, cfg->kafka_overrides, errstr,
                                    sizeof errstr);

@@ -101,13 +101,14 @@ int api_auth_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
     api_keys_t *keys = NULL;
     int err = api_keys_load(cfg->http_api_keys_file, &defaults, &keys, errstr, errstr_size);
     api_keys_destroy(keys);
-    /* Unreadable is a bad setting too: the start must fail naming it. */
+    /* The start fails naming the setting; the error stays what it is (a bad file
+     * is HF_ERR_CONFIG, an unreadable one HF_ERR_IO, no memory HF_ERR_NOMEM), so
+     * that the exit code tells a bad setting from a failure. */
     if (err) {
-        size_t n = strlen(errstr);
+        size_t n = strnlen(errstr, errstr_size - 1);
         snprintf(errstr + n, errstr_size - n, " (http_api_keys_file)");
-        return HF_ERR_CONFIG;
     }
-    return HF_OK;
+    return err;
 }
 
 static double counter_u64(void *p)
@@ -125,9 +126,10 @@ int api_auth_start(http_ctx_t *ctx, char *errstr, size_t errstr_size)
     const hf_config_t *cfg = ctx->cfg;
     if (cfg->http_api_keys_file[0]) {
         api_keys_rate_t defaults = defaults_of(cfg);
-        if (api_keys_load(cfg->http_api_keys_file, &defaults, &ctx->keys, errstr, errstr_size) !=
-            HF_OK)
-            return HF_ERR_CONFIG;
+        int err =
+            api_keys_load(cfg->http_api_keys_file, &defaults, &ctx->keys, errstr, errstr_size);
+        if (err)
+            return err;
         log_info("http", "API keys: %zu from %s; the checkout routes need one",
                  api_keys_count(ctx->keys), cfg->http_api_keys_file);
     } else

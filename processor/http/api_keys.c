@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "hf_assert.h"
 
 #define MILLI 1000 /* a token is 1000 millitokens: whole-ms refills stay exact */
@@ -43,7 +44,7 @@ struct api_keys {
     pthread_mutex_t mu;
     key_table_t *table; /* guarded by mu */
     api_keys_rate_t defaults;
-    char path[4096];
+    char path[HF_CONFIG_STR_MAX]; /* as config.h's http_api_keys_file */
 };
 
 static const struct {
@@ -221,6 +222,7 @@ static int file_read(const char *path, char **out, char *errstr, size_t errstr_s
     char *buf = malloc(HF_API_KEYS_FILE_BYTES_MAX + 2);
     if (!buf) {
         fclose(fp);
+        snprintf(errstr, errstr_size, "API keys file %s: out of memory for its text", path);
         return HF_ERR_NOMEM;
     }
     size_t n = fread(buf, 1, HF_API_KEYS_FILE_BYTES_MAX + 1, fp);
@@ -235,6 +237,18 @@ static int file_read(const char *path, char **out, char *errstr, size_t errstr_s
     buf[n] = '\0';
     if (memchr(buf, '\0', n)) {
         snprintf(errstr, errstr_size, "API keys file %s: holds a NUL byte (not a text file)", path);
+        free(buf);
+        return HF_ERR_CONFIG;
+    }
+    /* A file caught while being written in place may end inside a line and still
+     * parse: a key lost, or a line cut before its newline or inside its scopes or
+     * rate. A complete file ends with '\n' (one cut just after a '\n' still looks
+     * complete: only writing a new file and renaming it rules that out). */
+    if (n > 0 && buf[n - 1] != '\n') {
+        snprintf(errstr, errstr_size,
+                 "API keys file %s: ends without a newline: written in place? write a new file "
+                 "and rename it over this one",
+                 path);
         free(buf);
         return HF_ERR_CONFIG;
     }
@@ -292,6 +306,7 @@ static int table_load(const char *path, const api_keys_rate_t *defaults, key_tab
     key_table_t *t = calloc(1, sizeof *t);
     if (!t) {
         free(text);
+        snprintf(errstr, errstr_size, "API keys file %s: out of memory for its keys", path);
         return HF_ERR_NOMEM;
     }
     err = table_parse(path, text, defaults, t, errstr, errstr_size);
@@ -311,23 +326,35 @@ int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t 
 {
     hf_assert(defaults->rate_per_s >= 1 && defaults->rate_per_s <= HF_API_KEY_RATE_PER_S_MAX);
     hf_assert(defaults->burst >= 1 && defaults->burst <= HF_API_KEY_BURST_MAX);
+    hf_assert(errstr_size > 0);
+    errstr[0] = '\0';
     if (strlen(path) >= sizeof((api_keys_t *)0)->path) {
-        snprintf(errstr, errstr_size, "API keys file path is too long");
+        snprintf(errstr, errstr_size, "API keys file path is longer than %d bytes",
+                 HF_CONFIG_STR_MAX - 1);
         return HF_ERR_CONFIG;
     }
     api_keys_t *keys = calloc(1, sizeof *keys);
-    if (!keys)
+    if (!keys) {
+        snprintf(errstr, errstr_size, "API keys file %s: out of memory for the key store", path);
         return HF_ERR_NOMEM;
+    }
     keys->defaults = *defaults;
     snprintf(keys->path, sizeof keys->path, "%s", path);
     int err = table_load(path, defaults, &keys->table, errstr, errstr_size);
-    if (err) {
-        free(keys);
-        return err;
+    if (err)
+        goto fail;
+    int rc = pthread_mutex_init(&keys->mu, NULL);
+    if (rc != 0) {
+        snprintf(errstr, errstr_size, "API keys: cannot make the store's mutex: %s", strerror(rc));
+        err = HF_ERR_NOMEM; /* pthread_mutex_init fails for want of memory (ENOMEM, EAGAIN) */
+        goto fail;
     }
-    pthread_mutex_init(&keys->mu, NULL);
     *out = keys;
     return HF_OK;
+fail:
+    free(keys->table);
+    free(keys);
+    return err;
 }
 
 /* A key listed before and after a reload keeps the tokens it has (a SIGHUP must
@@ -348,6 +375,8 @@ static void buckets_carry(const key_table_t *old, key_table_t *t)
 
 int api_keys_reload(api_keys_t *keys, char *errstr, size_t errstr_size)
 {
+    hf_assert(errstr_size > 0);
+    errstr[0] = '\0';
     key_table_t *t = NULL;
     int err = table_load(keys->path, &keys->defaults, &t, errstr, errstr_size);
     if (err)
@@ -442,10 +471,15 @@ api_keys_verdict_t api_keys_check(api_keys_t *keys, const char *authorization, a
         verdict = API_KEYS_UNKNOWN;
     else {
         snprintf(who->key_id, sizeof who->key_id, "%s", key->id);
-        if (!bucket_take(key, now_ms, &who->retry_after_s))
-            verdict = API_KEYS_LIMITED;
-        else if (!(key->scopes & (unsigned)scope))
+        /* The scope first: a key that may never call the route hears 403 whatever
+         * its bucket holds (a 429 would tell it to retry). The 403 still takes a
+         * token when there is one, so a key's refused calls count against its rate. */
+        bool took = bucket_take(key, now_ms, &who->retry_after_s);
+        if (!(key->scopes & (unsigned)scope)) {
             verdict = API_KEYS_FORBIDDEN;
+            who->retry_after_s = 0;
+        } else if (!took)
+            verdict = API_KEYS_LIMITED;
     }
     pthread_mutex_unlock(&keys->mu);
     return verdict;

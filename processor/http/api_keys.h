@@ -9,7 +9,9 @@
  *     ID  SHA256-HEX  SCOPES  [RATE_PER_S [BURST]]
  * ID is 1..64 of [A-Za-z0-9._-]; SHA256-HEX the 64 hex digits of the secret's
  * SHA-256; SCOPES a comma list of reserve, commit, release, read; RATE_PER_S and
- * BURST integers (or '-': the configured default). Bounds in hf_limits.h.
+ * BURST integers (or '-': the configured default). Bounds in hf_limits.h. A
+ * non-empty file must end with '\n': one that does not was caught half written
+ * and is refused whole (write a new file and rename it over the old one).
  *
  * Thread safety: api_keys_check may run on any number of threads at once, also
  * while api_keys_reload swaps the table (one mutex; the critical section is a
@@ -54,8 +56,10 @@ typedef struct {
 } api_keys_who_t;
 
 /* Reads path into a new key set. HF_ERR_CONFIG with the file and line in errstr
- * (a bad line, a duplicate id or secret, too many keys or lines, too long a line);
- * HF_ERR_IO when it cannot be read. The caller owns *out (api_keys_destroy). */
+ * (a bad line, a duplicate id or secret, too many keys or lines, too long a line,
+ * no final newline); HF_ERR_IO when it cannot be read; HF_ERR_NOMEM. Every error
+ * writes errstr (and errstr is "" on success). The caller owns *out
+ * (api_keys_destroy). */
 int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t **out, char *errstr,
                   size_t errstr_size) HF_MUST_CHECK;
 
@@ -65,8 +69,11 @@ int api_keys_load(const char *path, const api_keys_rate_t *defaults, api_keys_t 
 int api_keys_reload(api_keys_t *keys, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* The verdict on an Authorization header (NULL: none) for a route needing scope, at
- * now_ms (a monotonic clock). Every request of a recognised key takes a token, a
- * refused (403) one too, so that no key can call without limit. */
+ * now_ms (a monotonic clock). The scope is decided before the rate: a key without
+ * the scope is FORBIDDEN even with an empty bucket, and LIMITED is only ever the
+ * answer to a call the key may make. Every request of a recognised key takes a
+ * token when there is one, a FORBIDDEN one too, so that refused calls count
+ * against the key's rate. */
 api_keys_verdict_t api_keys_check(api_keys_t *keys, const char *authorization, api_scope_t scope,
                                   int64_t now_ms, api_keys_who_t *who);
 

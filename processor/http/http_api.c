@@ -806,10 +806,11 @@ int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_si
                  cfg->http_inflight_max, cfg->http_connections_max);
         return HF_ERR_CONFIG;
     }
-    if (api_auth_check_config(cfg, errstr, errstr_size) != HF_OK)
-        return HF_ERR_CONFIG;
+    int err = api_auth_check_config(cfg, errstr, errstr_size);
+    if (err)
+        return err;
     webhook_secrets_t secrets;
-    int err = api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
+    err = api_webhook_secrets(cfg, &secrets, errstr, errstr_size);
     if (!err)
         err = check_bind("http_webhook_bind", cfg->http_webhook_bind, errstr, errstr_size);
     if (!err)

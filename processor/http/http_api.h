@@ -18,7 +18,9 @@
 typedef struct http_api http_api_t;
 
 /* Checks the HTTP settings of cfg (HF_ERR_CONFIG naming the key), without
- * Kafka: `holdfast http` exits 2 on a bad one before connecting. */
+ * Kafka: `holdfast http` exits 2 on a bad one before connecting. A keys file
+ * that cannot be read is HF_ERR_IO, no memory HF_ERR_NOMEM (exit 1), both
+ * naming the setting too. */
 int http_api_check_config(const hf_config_t *cfg, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
 /* Starts the views, the bridge and the server; *bound_port the port served. */

@@ -8,17 +8,24 @@
 #                     WWW-Authenticate: Bearer, on every checkout route; the webhook
 #                     and the ops routes need no key
 #   scope             a read key reserving, committing, releasing: 403; reading: 200
-#   reserve           a reserve key: 201 HELD; GET shows its id (api_key_id)
+#   reserve           a reserve key: 201 HELD; GET shows its id (api_key_id); another
+#                     key with the release scope releases it (no ownership check)
 #   revoke            a key removed from the file is refused (401) after SIGHUP; a bad
-#                     file on SIGHUP keeps the keys in use and logs the line
-#   rate-limit        a key over its rate (1/s, burst 2; five at once): 429 + Retry-After >= 1,
-#                     while another key is unaffected; a token back after a second
+#                     file on SIGHUP keeps the keys in use and logs the line; so does a
+#                     file caught half written (no final newline)
+#   rate-limit        a key over its rate (1/s, burst 2; five reserves at once): 201 201,
+#                     then 429 + Retry-After >= 1, while another key is unaffected; a
+#                     token back after a second
 #   metrics           holdfast_http_{unauthorized,forbidden,rate_limited}_total count
 #                     the refusals; holdfast_http_api_keys the keys in use
-#   nothing-sent      holdfast.requests holds no record of any refused request, and
-#                     exactly one of each allowed one; the Reserve and the ledger's HELD
-#                     event name the key that reserved (api_key_id)
-# About 20 s. Logs under a temp dir, printed (and kept) on failure.
+#   nothing-sent      holdfast.requests holds no record of any refused request (every
+#                     one, 401, 403 and 429, has a refused-* id), and exactly one of each
+#                     allowed one (the rate-limited key's too); the Reserve and the ledger's HELD
+#                     event name the key that reserved (api_key_id), and so does the
+#                     RELEASED event of a reservation another key released
+#   reconcile         hfctl reconcile --quiescent 1 PASS (one api_key_id on every ledger
+#                     event of a reservation, among the rest)
+# About 30 s. Logs under a temp dir, printed (and kept) on failure.
 #
 # usage: bash tests/http/test_auth.sh   (make test-http-auth; needs build/holdfast,
 #        build/hfctl, build/hfbench, a broker at HOLDFAST_BOOTSTRAP, curl, openssl, python3)
@@ -178,7 +185,7 @@ run_pid=$!
 "$HFBENCH" seed --skus 3 --stock 50 >"$work/seed.log" 2>&1 || die "hfbench seed: $(tail -n 3 "$work/seed.log")"
 buyer=$(new_key buyer reserve,commit,release,read)
 reader=$(new_key reader read)
-slow=$(new_key slow read 1 2)
+slow=$(new_key slow reserve,read 1 2)
 leaver=$(new_key leaver reserve,read)
 write_keys buyer reader slow leaver
 printf '{"http_api_keys_file": "%s"}\n' "$work/keys.txt" >"$work/f1.json"
@@ -207,18 +214,25 @@ reserve_as "" refused-nokey
 need "reserve without a key: $code $body (expected 401 unauthorized)" \
   is "$code $(jget 'd["code"]')" "401 unauthorized"
 need "401 without 'WWW-Authenticate: Bearer ...': $hdrs" grep -qi '^www-authenticate: Bearer' <<<"$hdrs"
-http POST /v1/reservations -H 'Authorization: Basic dXNlcjpwYXNz' -d '{}'
+http POST /v1/reservations -H 'Authorization: Basic dXNlcjpwYXNz' \
+  -d '{"reservation_id":"refused-basic","lines":[{"sku":"SKU-00001","qty":1}]}'
 need "Basic credentials: $code (expected 401)" is "$code" 401
 need "garbled: no error=\"invalid_token\" in WWW-Authenticate: $(header www-authenticate)" \
   grep -q 'invalid_token' <<<"$(header www-authenticate)"
 reserve_as "hf_not_a_key_anyone_was_given_0000" refused-unknown
 need "unknown secret: $code $body (expected 401)" is "$code" 401
-for route in "GET /v1/reservations/r-any" "POST /v1/reservations/r-any/commit" \
-  "POST /v1/reservations/r-any/release" "POST /v1/reservations/r-any/extend" \
-  "GET /v1/availability/SKU-00001"; do
-  if [ "${route% *}" = GET ]; then http GET "${route#* }"; else http POST "${route#* }" -d '{}'; fi
-  need "$route without a key: $code (expected 401)" is "$code" 401
-done
+# refused-* ids and bodies the routes would take: were the key not checked, these
+# would reach holdfast.requests, where the nothing-sent check looks for them.
+http GET /v1/reservations/refused-nokey-get
+need "GET /v1/reservations/{id} without a key: $code (expected 401)" is "$code" 401
+http POST /v1/reservations/refused-nokey-c/commit -d '{"payment_id":"p-refused"}'
+need "commit without a key: $code (expected 401)" is "$code" 401
+http POST /v1/reservations/refused-nokey-r/release -d '{"reason":"abandoned"}'
+need "release without a key: $code (expected 401)" is "$code" 401
+http POST /v1/reservations/refused-nokey-x/extend -H 'Idempotency-Key: x-refused' -d '{"extend_by_ms":60000}'
+need "extend without a key: $code (expected 401)" is "$code" 401
+http GET /v1/availability/SKU-00001
+need "GET /v1/availability/{sku} without a key: $code (expected 401)" is "$code" 401
 http GET /healthz
 need "/healthz needs no key: $code" is "$code" 200
 http POST /v1/webhooks/payments -d '{}'
@@ -247,7 +261,7 @@ need "holdfast_http_forbidden_total went $forb0 -> $forb1 (expected +3)" \
 end
 
 # ---- 3. a reserve key
-begin "reserve: a reserve key 201 HELD; GET by a read key 200"
+begin "reserve: a reserve key 201 HELD; GET by a read key 200; another key releases it (no ownership)"
 reserve_as "$buyer" ok-buyer
 need "buyer reserving: $code $body (expected 201 HELD)" is "$code $(jget 'd["outcome"]')" "201 HELD"
 reserve_as "$leaver" ok-leaver
@@ -260,6 +274,13 @@ done
 need "GET ok-buyer with the read key: $code $body (expected 200)" is "$code" 200
 need "GET ok-buyer: api_key_id $(jget 'd.get("api_key_id")') (expected buyer, who reserved it)" \
   is "$(jget 'd.get("api_key_id")')" buyer
+# Scopes name routes, not reservations (docs/HTTP.md, "No ownership"): the buyer key
+# releases what the leaver key reserved; the ledger still names leaver (nothing-sent).
+reserve_as "$leaver" ok-handoff
+need "leaver reserving ok-handoff: $code $body (expected 201 HELD)" is "$code $(jget 'd["outcome"]')" "201 HELD"
+http POST /v1/reservations/ok-handoff/release -H "$(bearer "$buyer")" -d '{"reason":"abandoned"}'
+need "buyer releasing leaver's ok-handoff: $code $body (expected 200 RELEASED)" \
+  is "$code $(jget 'd["outcome"]')" "200 RELEASED"
 end
 
 # ---- 4. revoke with SIGHUP; a bad file keeps the keys
@@ -279,6 +300,12 @@ reserve_as "$buyer" ok-buyer-3
 need "buyer after a bad file's reload: $code $body (expected 201)" is "$code" 201
 reserve_as "$leaver" refused-revoked-2
 need "revoked key after a bad file's reload: $code (expected 401)" is "$code" 401
+# Caught half written, cut just before a newline: it would parse with fewer keys (slow
+# gone). Refused whole; the 3 keys stay (the gauge below).
+head -n 3 "$work/keys.good" | head -c -1 >"$work/keys.txt"
+sighup_until "keys in use stay" || why+=("no 'keys in use stay' in the log after a half-written file's SIGHUP")
+need "the log does not say the file ends without a newline: $(grep 'keys in use stay' "$work/f1.log" | tail -n 1)" \
+  grep -q "ends without a newline" <<<"$(grep 'keys in use stay' "$work/f1.log" | tail -n 1)"
 mv "$work/keys.good" "$work/keys.txt"
 http GET /metrics
 need "holdfast_http_api_keys: $(awk '$1 == "holdfast_http_api_keys" { print $2 }' <<<"$body") (expected 3)" \
@@ -288,20 +315,23 @@ end
 # ---- 5. rate limit
 begin "rate-limit: a key over its rate 429 + Retry-After; another key unaffected; a token back after 1 s"
 rl0=$(metric holdfast_http_rate_limited_total)
-# Five at once: the burst of 2 passes, then the bucket is empty (a token comes back
-# after a second, so a slow machine may let one more through, never all).
+# Five reserves at once: the burst of 2 passes, then the bucket is empty (a token
+# comes back after a second: the two reserves take tens of ms). The refused ones
+# have refused-* ids: nothing-sent proves they never reached holdfast.requests, and
+# that ok-slow-1 and -2 did.
 codes= limited=0 retry= limited_body=
-for _ in 1 2 3 4 5; do
-  http GET /v1/availability/SKU-00001 -H "$(bearer "$slow")"
+for i in 1 2 3 4 5; do
+  if [ "$i" -le 2 ]; then rid=ok-slow-$i; else rid=refused-limited-$i; fi
+  reserve_as "$slow" "$rid"
   codes="$codes $code"
   if [ "$code" = 429 ]; then
     limited=$((limited + 1))
     [ -n "$retry" ] || { retry=$(header retry-after) limited_body=$body; }
   fi
 done
-need "slow key (1/s, burst 2), five at once: $codes (expected 200 200, then 429s)" \
-  is "${codes:0:8}" " 200 200"
-need "slow key, five at once: $limited answered 429 (expected at least 3)" [ "$limited" -ge 3 ]
+need "slow key (1/s, burst 2), five reserves at once: $codes (expected 201 201 429 429 429)" \
+  is "$codes" " 201 201 429 429 429"
+need "slow key, five at once: $limited answered 429 (expected 3)" is "$limited" 3
 need "429 body: $limited_body (expected rate_limited)" is "$(jget 'd["code"]' "$limited_body")" rate_limited
 need "429 Retry-After '$retry' (expected an integer >= 1)" [ "${retry:-0}" -ge 1 ]
 for i in 1 2 3 4 5; do
@@ -309,8 +339,8 @@ for i in 1 2 3 4 5; do
   need "reader while slow is limited, request $i: $code (expected 200)" is "$code" 200
 done
 sleep "${retry:-1}"
-http GET /v1/availability/SKU-00001 -H "$(bearer "$slow")"
-need "slow key after Retry-After: $code (expected 200)" is "$code" 200
+reserve_as "$slow" ok-slow-after
+need "slow key reserving after Retry-After: $code $body (expected 201)" is "$code" 201
 rl1=$(metric holdfast_http_rate_limited_total)
 need "holdfast_http_rate_limited_total went $rl0 -> $rl1 (expected +$limited)" \
   is "$((${rl1:-0} - ${rl0:-0}))" "$limited"
@@ -322,18 +352,39 @@ sleep 0.5 # a request, had one been sent, is on the topic in tens of ms
 tail_topic holdfast.requests
 n=$(records_like holdfast.requests.jsonl 'v.get("reservation_id", "").startswith("refused-")')
 need "holdfast.requests holds $n records of refused requests (expected 0)" is "$n" 0
-for rid in ok-buyer ok-leaver ok-buyer-2 ok-buyer-3; do
+for rid in ok-buyer ok-leaver ok-buyer-2 ok-buyer-3 ok-slow-1 ok-slow-2 ok-slow-after; do
   n=$(records_like holdfast.requests.jsonl "v.get('reservation_id') == '$rid'")
   need "holdfast.requests holds $n records for $rid (expected 1)" is "$n" 1
 done
 n=$(records_like holdfast.requests.jsonl "v.get('reservation_id') == 'ok-buyer' and v.get('api_key_id') == 'buyer'")
 need "the Reserve of ok-buyer does not carry api_key_id 'buyer'" is "$n" 1
 tail_topic holdfast.ledger
-for pair in ok-buyer:buyer ok-leaver:leaver; do
+for pair in ok-buyer:buyer ok-leaver:leaver ok-handoff:leaver ok-slow-1:slow; do
   n=$(records_like holdfast.ledger.jsonl \
     "v.get('reservation_id') == '${pair%:*}' and v.get('kind') == 'HELD' and v.get('api_key_id') == '${pair#*:}'")
   need "the ledger's HELD of ${pair%:*} does not name key '${pair#*:}' ($n)" is "$n" 1
 done
+n=$(records_like holdfast.requests.jsonl "v.get('reservation_id') == 'ok-handoff'")
+need "holdfast.requests holds $n records for ok-handoff (expected 2: the Reserve, the Release)" is "$n" 2
+n=$(records_like holdfast.ledger.jsonl \
+  "v.get('reservation_id') == 'ok-handoff' and v.get('kind') == 'RELEASED' and v.get('api_key_id') == 'leaver'")
+need "the ledger's RELEASED of ok-handoff does not name leaver, who reserved it ($n; buyer released it)" is "$n" 1
+end
+
+# ---- 7. the run reconciles
+begin "reconcile: hfctl reconcile --quiescent 1 PASS (one api_key_id per reservation among the rest)"
+for attempt in 1 2 3; do
+  rc=0
+  timeout 120 "$HFCTL" reconcile --quiescent 1 --violations 20 >"$work/verdict.json" 2>"$work/reconcile.log" || rc=$?
+  [ "$rc" = 0 ] && break
+  # A violation of recorded history never goes away; one about the end state may be
+  # a replay taken while the last replies were being written.
+  grep -q '"scope":"record"' "$work/verdict.json" && break
+  sleep 3
+done
+need "reconcile exit $rc: $(head -c 800 "$work/verdict.json") $(cat "$work/reconcile.log")" is "$rc" 0
+need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 1 (ok-handoff)" \
+  is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 1
 end
 
 echo "== $checks checks, $failures failed ($SECONDS s)"

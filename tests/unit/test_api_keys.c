@@ -2,8 +2,10 @@
  * keys file parser (a good file, each kind of bad line named by its number, the
  * bounds), the lookup of a presented secret by its SHA-256 (a vector made with
  * sha256sum, as docs/HTTP.md tells operators to), the scope check, the token
- * bucket on an injected clock, and a reload that revokes a key, keeps the keys
- * in use when the new file is bad, and does not refill a bucket. */
+ * bucket on an injected clock, the scope decided before the rate, a reload that
+ * revokes a key, keeps the keys in use when the new file is bad or half written,
+ * and does not refill a bucket, and the errors' kinds and texts as the start
+ * sees them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,7 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "http/api_keys.h"
+#include "http/http_api.h"
 
 /* printf %s hf_live_checkout_0123456789abcdef | sha256sum */
 #define SECRET_A "hf_live_checkout_0123456789abcdef"
@@ -326,6 +330,126 @@ static void test_retry_after_counts_whole_seconds_to_the_next_token(void **state
     api_keys_destroy(keys);
 }
 
+static void test_a_file_without_a_final_newline_is_refused(void **state)
+{
+    (void)state;
+    static const char want[] = "ends without a newline: written in place? write a new file and "
+                               "rename it over this one";
+    expect_refused("k " HASH_A " read", want);
+    expect_refused("k " HASH_A " read\n# the end", want);
+    expect_refused("k " HASH_A " read\r", want);
+    /* Empty, or ending in "\n" or "\r\n": complete. */
+    api_keys_t *keys = load_ok("");
+    assert_int_equal(api_keys_count(keys), 0);
+    api_keys_destroy(keys);
+    keys = load_ok("k " HASH_A " read\r\n");
+    assert_int_equal(api_keys_count(keys), 1);
+    api_keys_destroy(keys);
+}
+
+/* A keys file being written in place when SIGHUP comes, cut just before a line's
+ * '\n': it would parse, with a key missing and another one's scopes cut short.
+ * The reload refuses it and every key in use stays as it was. */
+static void test_reload_of_a_half_written_file_keeps_the_keys(void **state)
+{
+    (void)state;
+    char text[512] = "";
+    add_line(text, sizeof text, "a", SECRET_A, "read,reserve", "");
+    add_line(text, sizeof text, "b", SECRET_B, "read", "");
+    api_keys_t *keys = load_ok(text);
+    char *cut = strstr(text, "read,reserve");
+    assert_non_null(cut);
+    cut[strlen("read")] = '\0'; /* "a <hash> read": a good line, a scope short */
+    write_file(text);           /* as it is: no newline added */
+    char errstr[512];
+    assert_int_equal(api_keys_reload(keys, errstr, sizeof errstr), HF_ERR_CONFIG);
+    if (!strstr(errstr, "ends without a newline") || !strstr(errstr, path))
+        fail_msg("errstr '%s' does not name the file and the missing newline", errstr);
+    assert_int_equal(api_keys_count(keys), 2);
+    api_keys_who_t who;
+    assert_int_equal(check(keys, SECRET_A, API_SCOPE_RESERVE, T0_MS, &who), API_KEYS_ALLOWED);
+    assert_int_equal(check(keys, SECRET_B, API_SCOPE_READ, T0_MS, &who), API_KEYS_ALLOWED);
+    /* The same file finished (its '\n' written) is good. */
+    size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, "\n");
+    write_file(text); /* as it is: no newline added */
+    assert_int_equal(api_keys_reload(keys, errstr, sizeof errstr), HF_OK);
+    assert_string_equal(errstr, "");
+    assert_int_equal(api_keys_count(keys), 1);
+    assert_int_equal(check(keys, SECRET_A, API_SCOPE_RESERVE, T0_MS, &who), API_KEYS_FORBIDDEN);
+    assert_int_equal(check(keys, SECRET_B, API_SCOPE_READ, T0_MS, &who), API_KEYS_UNKNOWN);
+    api_keys_destroy(keys);
+}
+
+/* errstr is written on every path: "" on success, the reason on a failure, never
+ * what the caller's buffer held before. */
+static void test_errstr_is_always_written(void **state)
+{
+    (void)state;
+    char errstr[64];
+    memset(errstr, 'Z', sizeof errstr); /* no NUL anywhere: a read of it would run off */
+    api_keys_t *keys = NULL;
+    write_file("k " HASH_A " read\n");
+    assert_int_equal(api_keys_load(path, &defaults, &keys, errstr, sizeof errstr), HF_OK);
+    assert_string_equal(errstr, "");
+    memset(errstr, 'Z', sizeof errstr);
+    assert_int_equal(api_keys_reload(keys, errstr, sizeof errstr), HF_OK);
+    assert_string_equal(errstr, "");
+    api_keys_destroy(keys);
+    char longer[HF_CONFIG_STR_MAX + 8];
+    memset(longer, 'p', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    memset(errstr, 'Z', sizeof errstr);
+    keys = NULL;
+    assert_int_equal(api_keys_load(longer, &defaults, &keys, errstr, sizeof errstr), HF_ERR_CONFIG);
+    assert_null(keys);
+    assert_non_null(memchr(errstr, '\0', sizeof errstr));
+    assert_non_null(strstr(errstr, "path is longer than"));
+}
+
+/* As `holdfast http` starts: the setting named, and the error's kind kept, so that
+ * a bad file exits 2 and an unreadable one 1 (not a bad setting's 2 for every
+ * failure). */
+static void test_start_check_keeps_the_kind_of_error_and_names_the_setting(void **state)
+{
+    (void)state;
+    static hf_config_t cfg;
+    config_defaults(&cfg);
+    char errstr[512];
+    snprintf(cfg.http_api_keys_file, sizeof cfg.http_api_keys_file, "/nonexistent/keys.txt");
+    assert_int_equal(http_api_check_config(&cfg, errstr, sizeof errstr), HF_ERR_IO);
+    if (!strstr(errstr, "/nonexistent/keys.txt") || !strstr(errstr, "(http_api_keys_file)"))
+        fail_msg("errstr '%s' does not name the file and the setting", errstr);
+    snprintf(cfg.http_api_keys_file, sizeof cfg.http_api_keys_file, "%s", path);
+    write_file("k 123 read\n");
+    assert_int_equal(http_api_check_config(&cfg, errstr, sizeof errstr), HF_ERR_CONFIG);
+    if (!strstr(errstr, "line 1") || !strstr(errstr, "(http_api_keys_file)"))
+        fail_msg("errstr '%s' does not name the line and the setting", errstr);
+    write_file("k " HASH_A " read\n");
+    assert_int_equal(http_api_check_config(&cfg, errstr, sizeof errstr), HF_OK);
+}
+
+/* A key that lacks the route's scope hears 403 whatever its bucket holds: a 429
+ * would tell it to retry a call it may never make. */
+static void test_scope_is_decided_before_the_rate(void **state)
+{
+    (void)state;
+    char text[512] = "";
+    add_line(text, sizeof text, "reader", SECRET_B, "read", "1 1");
+    api_keys_t *keys = load_ok(text);
+    api_keys_who_t who;
+    assert_int_equal(check(keys, SECRET_B, API_SCOPE_READ, T0_MS, &who), API_KEYS_ALLOWED);
+    /* The bucket is empty now. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(check(keys, SECRET_B, API_SCOPE_RESERVE, T0_MS, &who), API_KEYS_FORBIDDEN);
+        assert_string_equal(who.key_id, "reader");
+        assert_int_equal(who.retry_after_s, 0);
+    }
+    assert_int_equal(check(keys, SECRET_B, API_SCOPE_READ, T0_MS, &who), API_KEYS_LIMITED);
+    assert_int_equal(who.retry_after_s, 1);
+    api_keys_destroy(keys);
+}
+
 static void test_a_forbidden_request_takes_a_token(void **state)
 {
     (void)state;
@@ -453,6 +577,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_after_counts_whole_seconds_to_the_next_token,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_forbidden_request_takes_a_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scope_is_decided_before_the_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_file_without_a_final_newline_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reload_of_a_half_written_file_keeps_the_keys, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_errstr_is_always_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_start_check_keeps_the_kind_of_error_and_names_the_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_revokes_keeps_old_on_error_and_keeps_buckets,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_checks_on_many_threads_while_reloading, setup,

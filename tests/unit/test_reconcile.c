@@ -148,6 +148,7 @@ static void done(reconcile_t *rc)
 }
 /* committed_total of the next CounterState counter_state() writes. */
 static int64_t committed_total_next;
+static const char *ledger_api_key = ""; /* the api_key_id ledger_ex writes */
 
 static rc_pos_t at(const char *topic)
 {
@@ -164,6 +165,7 @@ static reconcile_t *fresh(void)
     history_start(&lim, 0);
     offset_next = 0;
     committed_total_next = 0;
+    ledger_api_key = "";
     return rc;
 }
 
@@ -263,6 +265,7 @@ static void ledger_ex(reconcile_t *rc, const char *rid, hf_ledger_kind_t kind, i
     e.allocations_count = allocs;
     e.expires_at_ms = expires_at_ms;
     e.at_ms = at_ms;
+    snprintf(e.api_key_id, sizeof e.api_key_id, "%s", ledger_api_key);
     rc_pos_t pos = at(T_LEDGER);
     assert_int_equal(rec_ledger(rc, &pos, &e), HF_OK);
 }
@@ -699,6 +702,37 @@ static void test_allocations_must_sum_to_the_requested_lines(void **state)
     ledger_ex(rc, "over", HF_LEDGER_HELD, 6, 3, 3, 0, 0);
     ledger_ex(rc, "ok", HF_LEDGER_COMMITTED, 6, 1, 5, 0, 0);
     assert_only(rc, RC_K_LEDGER_ALLOCATIONS, 3);
+    done(rc);
+}
+
+/* Every event of a reservation names the key that reserved it: a later event
+ * naming another key, or none, is a FAIL; another reservation may have another
+ * key, and a reservation made without one stays without. */
+static void test_a_ledger_event_naming_another_key_than_the_reservation_is_reported(void **state)
+{
+    reconcile_t *rc = fresh();
+    ledger_api_key = "buyer";
+    ledger(rc, "kept", HF_LEDGER_HELD, 2);
+    ledger(rc, "kept", HF_LEDGER_COMMITTED, 2);
+    ledger(rc, "swapped", HF_LEDGER_HELD, 2);
+    ledger(rc, "lost", HF_LEDGER_HELD, 2);
+    ledger_api_key = "ops"; /* the key that released it, not the one that reserved */
+    ledger(rc, "swapped", HF_LEDGER_RELEASED, 2);
+    ledger(rc, "by-ops", HF_LEDGER_HELD, 2);
+    ledger(rc, "by-ops", HF_LEDGER_RELEASED, 2);
+    ledger_api_key = "";
+    ledger(rc, "lost", HF_LEDGER_COMMITTED, 2);
+    ledger(rc, "keyless", HF_LEDGER_HELD, 2);
+    ledger(rc, "keyless", HF_LEDGER_RELEASED, 2);
+    assert_only(rc, RC_K_LEDGER_API_KEY, 2);
+    assert_int_equal(reconcile_verdict(rc, false), RC_FAIL);
+    const rc_violation_t *v = NULL;
+    assert_int_equal(reconcile_violations_shown(rc, &v), 2);
+    assert_string_equal(v[0].key, "swapped");
+    assert_non_null(strstr(v[0].detail, "RELEASED names api_key_id 'ops'"));
+    assert_string_equal(v[1].key, "lost");
+    assert_non_null(strstr(v[1].detail, "COMMITTED names api_key_id ''"));
+    assert_string_equal(rc_kind_name(RC_K_LEDGER_API_KEY), "ledger_api_key_changed");
     done(rc);
 }
 
@@ -1450,6 +1484,7 @@ int main(void)
         cmocka_unit_test(test_a_hold_applied_twice_is_reported),
         cmocka_unit_test(test_two_terminal_ledger_events_are_reported),
         cmocka_unit_test(test_illegal_ledger_transitions_are_reported),
+        cmocka_unit_test(test_a_ledger_event_naming_another_key_than_the_reservation_is_reported),
         cmocka_unit_test(test_allocations_must_sum_to_the_requested_lines),
         cmocka_unit_test(test_an_idempotency_key_with_two_outcomes_is_reported),
         cmocka_unit_test(test_a_reply_naming_other_allocations_than_the_ledger_is_reported),

@@ -74,7 +74,8 @@ typedef enum { RC_SCOPE_RECORD = 0, RC_SCOPE_SNAPSHOT, RC_SCOPE_QUIESCENT } rc_s
     X(ALLOTMENTS_BEYOND_STOCK, "allotments_beyond_stock_on_hand", 9, RC_SCOPE_SNAPSHOT)            \
     X(ESCROW_HELD_BEYOND_ALLOTMENT, "escrow_held_beyond_allotment", 9, RC_SCOPE_QUIESCENT)         \
     X(ESCROW_STATE_INVALID, "escrow_state_invalid", 9, RC_SCOPE_RECORD)                            \
-    X(ESCROW_STATE_VS_ALLOTMENT, "escrow_state_vs_allotment", 9, RC_SCOPE_QUIESCENT)
+    X(ESCROW_STATE_VS_ALLOTMENT, "escrow_state_vs_allotment", 9, RC_SCOPE_QUIESCENT)               \
+    X(LEDGER_API_KEY, "ledger_api_key_changed", 4, RC_SCOPE_RECORD)
 
 typedef enum {
 #define RC_KIND_ENUM(id, name, check, scope) RC_K_##id,

@@ -432,6 +432,11 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
+uint32_t rc_str_hash32(const char *s)
+{
+    return (uint32_t)mix64(str_hash(s));
+}
+
 uint64_t rc_level_digest(int64_t version, int64_t on_hand, int64_t reserved, int64_t safety,
                          int64_t shortfall, int64_t allotted, int64_t escrow_balance)
 {

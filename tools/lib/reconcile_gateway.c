@@ -1,5 +1,6 @@
 /* The gateway side of the reconciler: invariants 3 (one terminal ledger event
- * per reservation, the legal graph, allocations summing to the lines),
+ * per reservation, the legal graph, allocations summing to the lines, one
+ * api_key_id on every event of a reservation: the key that reserved it),
  * 4a (no idempotency key with two outcomes), 5 (expiry within the lag bound)
  * and 7 (what the ledger holds is what the counters reserve).
  *
@@ -163,6 +164,22 @@ static void on_event(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
     r->kinds_seen |= KIND_BIT(e->kind);
 }
 
+/* Every event of a reservation names the key that reserved it (the gateway
+ * keeps it with the reservation; the counter's HELD copies the Hold's): another
+ * key on a later event is a writer that lost or swapped it. "" (no key, or
+ * written before the field) must stay "" too. */
+static void check_api_key(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event_t *e,
+                          rc_res_t *r, bool first)
+{
+    uint32_t h = rc_str_hash32(e->api_key_id);
+    if (first)
+        r->api_key_hash = h;
+    else if (h != r->api_key_hash)
+        rc_violation(rc, RC_K_LEDGER_API_KEY, e->reservation_id, pos,
+                     "%s names api_key_id '%s', not the key of the reservation's first event",
+                     hf_ledger_kind_name(e->kind), e->api_key_id);
+}
+
 /* What the HELD event holds at each pair: at the counter (a Hold) or, escrow,
  * in an allotment of the reservation's gateway partition (judged at the end). */
 static int held_per_pair(reconcile_t *rc, const hf_ledger_event_t *e)
@@ -214,6 +231,7 @@ int reconcile_ledger(reconcile_t *rc, const rc_pos_t *pos, const hf_ledger_event
         r->sale_offset = -1;
     }
     bool was_sold = r->sold;
+    check_api_key(rc, pos, e, r, added);
     on_event(rc, pos, e, r);
     if (!was_sold && r->sold) {
         r->sale_partition = pos->partition;

@@ -140,6 +140,7 @@ typedef struct {
     bool rebooked;
     bool sold;             /* COMMITTED, or re-reserved for a late payment */
     bool reversed;         /* that sale undone by a revoked hold (shortfall, refund) */
+    uint32_t api_key_hash; /* rc_str_hash32 of the first event's api_key_id */
     int64_t expires_at_ms; /* of the EXPIRED event */
     int64_t open_units;    /* at the counters (summed over the shards' ends) */
     int64_t escrow_units;  /* held in allotments (summed over the shards' ends) */
@@ -242,6 +243,10 @@ int rc_pair_get(reconcile_t *rc, const char *warehouse_id, const char *sku,
 /* "rid|attempt|w|sku" into out. */
 size_t rc_hold_key(char *out, const char *reservation_id, int32_t attempt, const char *warehouse_id,
                    const char *sku);
+
+/* A 32-bit digest of a string: what a table keeps to compare a field of many
+ * records with the first one's (a differing one slips through 1 time in 2^32). */
+uint32_t rc_str_hash32(const char *s);
 
 /* Order-independent digest of allocations (warehouse, sku, qty). */
 uint64_t rc_allocations_digest(const hf_allocation_t *a, int32_t count);
