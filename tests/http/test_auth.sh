@@ -42,60 +42,14 @@ prefix="ha$$-$(($(date +%s%3N) % 100000))."
 export HOLDFAST_TOPIC_PREFIX=$prefix HOLDFAST_APP_ID=${prefix}app
 work=$(mktemp -d /tmp/hf-auth.XXXXXX)
 secret=whsec_test_$(openssl rand -hex 16)
-checks=0 failures=0
 run_pid= f1_pid=
+suite=auth
+webhook_secrets=$secret
+# shellcheck source=tests/http/lib.sh
+source "$root/tests/http/lib.sh"
+lib_traps
 
-# ---- reporting: a check is begin NAME, any number of need WHAT CMD..., end.
-begin() { cur=$1 why=() began=$SECONDS; }
-need() {
-  local what=$1
-  shift
-  "$@" || why+=("$what")
-}
-end() {
-  checks=$((checks + 1))
-  if [ ${#why[@]} = 0 ]; then
-    echo "PASS: $cur ($((SECONDS - began)) s)"
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $cur ($((SECONDS - began)) s)"
-    printf '        - %s\n' "${why[@]}"
-  fi
-}
-die() {
-  echo "FAIL: setup: $*"
-  failures=$((failures + 1))
-  exit 1
-}
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
-}
-cleanup() {
-  local rc=$?
-  stop_pid "$f1_pid"
-  stop_pid "$run_pid"
-  if [ "$failures" != 0 ] || [ "$rc" != 0 ]; then
-    for f in "$work"/*.log; do
-      [ -s "$f" ] || continue
-      echo "---- $f (last 30 lines)"
-      tail -n 30 "$f"
-    done
-    echo "auth: logs kept in $work (prefix $prefix)"
-  else
-    rm -rf "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# ---- HTTP and JSON helpers (as in test_http.sh)
+# ---- HTTP and JSON helpers (lib.sh has the shared ones)
 
 # http METHOD PATH [CURL ARGS...] against the front: $code, $body, $hdrs (no CRs).
 http() {
@@ -108,19 +62,6 @@ http() {
   body=$(cat "$work/body" 2>/dev/null)
   hdrs=$(tr -d '\r' <"$work/hdrs")
 }
-jget() {
-  python3 -c 'import json, sys
-try:
-    d = json.loads(sys.argv[2])
-except ValueError:
-    print("<not json>"); sys.exit(0)
-try:
-    v = eval(sys.argv[1], {"d": d})
-except Exception as e:
-    v = "<%s>" % type(e).__name__
-print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "${2-$body}"
-}
-is() { [ "$1" = "$2" ]; }
 header() { sed -n "s/^$1: *//ip" <<<"$hdrs" | head -n 1; } # header NAME: its value in $hdrs
 bearer() { printf 'Authorization: Bearer %s' "$1"; }
 # reserve_as SECRET RID: POST /v1/reservations with that key ("": none).
@@ -173,38 +114,17 @@ sighup_until() {
 }
 
 # ---- setup: topics, the pipeline, stock, keys, the front
-for b in "$HOLDFAST" "$HFCTL" "$HFBENCH"; do [ -x "$b" ] || die "$b is missing: run 'make release'"; done
-for t in curl openssl python3; do command -v $t >/dev/null || die "$t is needed"; done
-(exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
-  die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
+require_setup curl openssl python3
 echo "== prefix $prefix, logs in $work"
-"$HFCTL" topics apply >"$work/topics.out" 2>&1 || die "hfctl topics apply: $(tail -n 3 "$work/topics.out")"
-"$HOLDFAST" run --stages counter,aggregator,gateway --instance p1 --state-dir "$work/state-run" \
-  >"$work/run.log" 2>&1 &
-run_pid=$!
-"$HFBENCH" seed --skus 3 --stock 50 >"$work/seed.log" 2>&1 || die "hfbench seed: $(tail -n 3 "$work/seed.log")"
+start_pipeline 3 50
 buyer=$(new_key buyer reserve,commit,release,read)
 reader=$(new_key reader read)
 slow=$(new_key slow reserve,read 1 2)
 leaver=$(new_key leaver reserve,read)
 write_keys buyer reader slow leaver
-printf '{"http_api_keys_file": "%s"}\n' "$work/keys.txt" >"$work/f1.json"
-HOLDFAST_WEBHOOK_SECRETS=$secret "$HOLDFAST" http --port 0 --instance f1 \
-  --state-dir "$work/state-f1" --config "$work/f1.json" >"$work/f1.log" 2>&1 &
-f1_pid=$! port=
-for _ in $(seq 300); do
-  port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/f1.log" | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 "$f1_pid" 2>/dev/null || die "holdfast http exited: $(tail -n 5 "$work/f1.log")"
-  sleep 0.1
-done
-[ -n "$port" ] || die "holdfast http not listening after 30 s"
-for _ in $(seq 150); do
-  http GET /readyz
-  [ "$code" = 200 ] && break
-  sleep 0.2
-done
-[ "$code" = 200 ] || die "/readyz $code after 30 s: $body"
+start_front f1 "{\"http_api_keys_file\": \"$work/keys.txt\"}"
+f1_pid=$pid
+stop_pids+=("$f1_pid")
 echo "== pipeline and front (port $port) ready in $SECONDS s"
 
 # ---- 1. no key, a garbled one, an unknown one
