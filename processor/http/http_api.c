@@ -695,6 +695,16 @@ static int check_tls(const hf_config_t *cfg, char *errstr, size_t errstr_size)
                  "needs TLS (set http_tls_cert_file and http_tls_key_file)");
         return HF_ERR_CONFIG;
     }
+    if (cfg->http_tls_client_ca_file[0] && cfg->http_ops_port < 0) {
+        /* Prometheus and the supervisor's probes present no client certificate:
+         * their handshakes would fail. */
+        snprintf(errstr, errstr_size,
+                 "http_tls_client_ca_file asks every client of the checkout listener for a "
+                 "certificate, and /metrics /healthz /readyz are served there (http_ops_port "
+                 "-1): health checks and Prometheus present none. Set http_ops_port to give "
+                 "them their own listener (plain HTTP on http_ops_bind, 127.0.0.1 by default)");
+        return HF_ERR_CONFIG;
+    }
     int err =
         check_tls_pair("http_tls_cert_file", cfg->http_tls_cert_file, "http_tls_key_file",
                        cfg->http_tls_key_file, cfg->http_tls_client_ca_file, errstr, errstr_size);
@@ -735,12 +745,15 @@ static int start_listeners(http_api_t *api, const hf_config_t *cfg, int *bound_p
                            .tag = (int)plan[l].serves_mask,
                            .tls_cert_file = plan[l].tls_cert_file,
                            .tls_key_file = plan[l].tls_key_file,
-                           .tls_client_ca_file = plan[l].tls_client_ca_file};
+                           .tls_client_ca_file = plan[l].tls_client_ca_file,
+                           .tls_refused = &api->ctx.tls_refused};
         int port = 0;
         int err = httpd_start(&ho, &api->servers[l], &port, errstr, errstr_size);
         if (err)
             return err;
-        char served[96] = "", tls[320] = "";
+        /* served: the kinds joined, at most all three. */
+        char served[sizeof "checkout routes, payment webhook, /metrics /healthz /readyz"] = "";
+        char tls[HTTPD_TLS_DESCRIBE_BYTES] = "";
         for (int k = 0; k < HTTP_L_COUNT; k++)
             if (plan[l].serves_mask & (1u << k)) {
                 size_t n = strlen(served);
@@ -767,7 +780,7 @@ static void http_api_reload_tls(http_api_t *api)
         if (!server || !httpd_tls(server))
             continue;
         tls_listeners++;
-        char errstr[512], tls[320];
+        char errstr[512], tls[HTTPD_TLS_DESCRIBE_BYTES];
         if (httpd_reload_tls(server, errstr, sizeof errstr) != HF_OK) {
             httpd_tls_describe(server, tls, sizeof tls);
             log_error("http",
@@ -782,6 +795,24 @@ static void http_api_reload_tls(http_api_t *api)
     }
     if (tls_listeners == 0)
         log_info("http", "SIGHUP: no listener serves TLS, no certificate to reload");
+}
+
+/* The ops routes on the checkout listener, beyond this host: they answer
+ * whoever reaches the checkout routes, without a key. Allowed (the default
+ * http_ops_port -1 keeps one listener), but said at start. */
+static void warn_public_ops(const hf_config_t *cfg)
+{
+    struct in_addr a;
+    if (cfg->http_ops_port >= 0 || inet_pton(AF_INET, cfg->http_bind, &a) != 1)
+        return;
+    if ((ntohl(a.s_addr) >> 24) == 127) /* 127.0.0.0/8: this host only */
+        return;
+    log_warn("http",
+             "http_ops_port is -1: /metrics /healthz /readyz are served on the checkout listener "
+             "(http_bind %s), reachable wherever the checkout routes are and without an API "
+             "key. Set http_ops_port (and http_ops_bind, 127.0.0.1 by default) to give them "
+             "their own listener",
+             cfg->http_bind);
 }
 
 /* ---- start and stop */
@@ -889,8 +920,12 @@ int http_api_start(const hf_config_t *cfg, const kafka_conf_t *kconf, http_api_t
         metrics_counter_read("holdfast_http_webhook_bad_signatures_total",
                              "Payment webhooks refused 401 (signature)", gauge_u64,
                              &ctx->bad_signatures);
+        metrics_counter_read("holdfast_http_tls_refused_total",
+                             "TLS handshakes refused for their client certificate (mutual TLS)",
+                             gauge_u64, &ctx->tls_refused);
         metrics_gauge("holdfast_http_inflight", "Requests waiting for the pipeline", gauge_inflight,
                       ctx);
+        warn_public_ops(cfg);
         err = start_listeners(api, cfg, bound_port, errstr, errstr_size);
     }
     if (err) {

@@ -34,6 +34,7 @@ typedef struct {
     /* Counters exported as metrics (http_api.c). */
     _Atomic uint64_t requests, overloaded, timeouts, bad_signatures, invalid;
     _Atomic uint64_t unauthorized, forbidden, rate_limited; /* api_auth.c */
+    _Atomic uint64_t tls_refused; /* client certificates refused (httpd.c counts) */
 } http_ctx_t;
 
 /* One routed request: the path's {params} in order. */

@@ -10,12 +10,14 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hf_assert.h"
+#include "hf_clock.h"
 #include "hf_limits.h"
 #include "log.h"
 #include "tls_creds.h"
@@ -27,6 +29,29 @@
  * size, which has room for both. */
 #define HTTPD_THREAD_STACK_BYTES HF_TASK_STACK_BYTES
 
+/* TLS 1.2 and 1.3 only: GnuTLS's NORMAL would still take 1.0 and 1.1 from a
+ * client that asks (deprecated by RFC 8996). */
+#define HTTPD_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* A refused handshake, or a libmicrohttpd error (one per failed handshake or
+ * broken connection), is logged at most once per this, with the count since
+ * the last line: any peer can cause them, and must not flood the log. */
+#define HTTPD_PEER_LOG_MS 10000
+
+/* An RFC 9457 problem for a body over the bound: its fixed text and the
+ * decimal digits of a size_t. */
+#define HTTPD_PROBLEM_413_BYTES 320
+
+/* Why a client certificate was refused (tls_creds_verify_client). */
+#define HTTPD_TLS_WHY_BYTES 256
+
+/* A log line's rate limit: hf_mono_ms of the last line (0: none yet) and how
+ * many events since it. */
+typedef struct {
+    _Atomic int64_t logged_at_ms;
+    _Atomic uint64_t unlogged;
+} httpd_log_limit_t;
+
 struct httpd {
     struct MHD_Daemon *d;
     httpd_opts_t o;
@@ -35,7 +60,10 @@ struct httpd {
      * tls_mu guards creds (read with a reference taken, swapped by a reload). */
     char *tls_cert_file, *tls_key_file, *tls_client_ca_file;
     pthread_mutex_t tls_mu;
+    bool tls_mu_ready; /* tls_mu initialised: tls_teardown destroys it */
     tls_creds_t *creds;
+    /* The rate limits of refused handshakes' lines and libmicrohttpd's. */
+    httpd_log_limit_t refused_log, mhd_log;
 };
 
 /* A TLS connection's own state (libmicrohttpd's socket context): the
@@ -160,7 +188,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->path = url;
     if (r->too_large) {
         /* An RFC 9457 problem, as the front answers every other error. */
-        char msg[320];
+        char msg[HTTPD_PROBLEM_413_BYTES];
         snprintf(msg, sizeof msg,
                  "{\"type\":\"urn:holdfast:problem:body_too_large\",\"title\":\"The body is "
                  "over http_body_max_bytes\",\"status\":413,\"detail\":\"request bodies are "
@@ -192,19 +220,45 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Counts an event; true when its line is to be logged now, with *n the events
+ * since the last line (this one included): the first after a quiet spell of
+ * HTTPD_PEER_LOG_MS, the others only counted into the next line. */
+static bool log_limit_pass(httpd_log_limit_t *l, uint64_t *n)
+{
+    atomic_fetch_add(&l->unlogged, 1);
+    int64_t now_ms = hf_mono_ms();
+    int64_t last_ms = atomic_load(&l->logged_at_ms);
+    if (last_ms != 0 && now_ms - last_ms < HTTPD_PEER_LOG_MS)
+        return false;
+    /* One thread wins the line; the others' events wait for the next. */
+    if (!atomic_compare_exchange_strong(&l->logged_at_ms, &last_ms, now_ms ? now_ms : 1))
+        return false;
+    *n = atomic_exchange(&l->unlogged, 0);
+    return true;
+}
+
 /* fmt is libmicrohttpd's printf format (the attribute lets the compilers check
  * the vsnprintf below as one). */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    const httpd_t *h = cls;
+    httpd_t *h = cls;
+    uint64_t count = 0;
+    if (!log_limit_pass(&h->mhd_log, &count))
+        return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
-    log_warn(h->name, "libmicrohttpd: %s", line);
+    if (count > 1)
+        log_warn(h->name,
+                 "libmicrohttpd: %s (and %llu more of its messages since the last such line; at "
+                 "most one line per %d s)",
+                 line, (unsigned long long)(count - 1), HTTPD_PEER_LOG_MS / 1000);
+    else
+        log_warn(h->name, "libmicrohttpd: %s", line);
 }
 
 /* ---- TLS */
@@ -243,6 +297,20 @@ static int on_tls_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn
     return 0;
 }
 
+/* Counts a handshake refused for its client certificate and logs it, rate
+ * limited (log_limit_pass). */
+static void tls_refused(httpd_t *h, const char *why)
+{
+    if (h->o.tls_refused)
+        atomic_fetch_add(h->o.tls_refused, 1);
+    uint64_t n = 0;
+    if (log_limit_pass(&h->refused_log, &n))
+        log_warn(h->name,
+                 "TLS handshake refused: %s (%llu refused since the last such line; at most one "
+                 "line per %d s)",
+                 why, (unsigned long long)n, HTTPD_PEER_LOG_MS / 1000);
+}
+
 /* Mutual TLS: called by GnuTLS once the client's certificate is in; non-zero
  * ends the handshake. */
 static int on_tls_verify_client(gnutls_session_t session)
@@ -250,9 +318,9 @@ static int on_tls_verify_client(gnutls_session_t session)
     httpd_conn_t *c = conn_of_session(session);
     if (!c || !c->creds)
         return -1;
-    char why[256];
+    char why[HTTPD_TLS_WHY_BYTES];
     if (tls_creds_verify_client(c->creds, session, why, sizeof why) != HF_OK) {
-        log_warn(c->h->name, "TLS handshake refused: %s", why);
+        tls_refused(c->h, why);
         return -1;
     }
     return 0;
@@ -296,17 +364,26 @@ static char *dup_or_null(const char *s)
 /* Copies the TLS file names and loads the first generation. */
 static int tls_setup(httpd_t *h, const httpd_opts_t *o, char *errstr, size_t errstr_size)
 {
-    if (pthread_mutex_init(&h->tls_mu, NULL) != 0)
+    int rc = pthread_mutex_init(&h->tls_mu, NULL);
+    if (rc != 0) {
+        snprintf(errstr, errstr_size, "%s: cannot initialise the TLS lock: %s", h->name,
+                 strerror(rc));
         return HF_ERR_NOMEM;
+    }
+    h->tls_mu_ready = true;
     if (!o->tls_cert_file || !o->tls_cert_file[0])
         return HF_OK;
+    if (!o->tls_key_file || !o->tls_key_file[0]) {
+        snprintf(errstr, errstr_size, "%s: a TLS certificate needs its key file", h->name);
+        return HF_ERR_CONFIG;
+    }
     h->tls_cert_file = dup_or_null(o->tls_cert_file);
     h->tls_key_file = dup_or_null(o->tls_key_file);
     h->tls_client_ca_file = dup_or_null(o->tls_client_ca_file);
     if (!h->tls_cert_file || !h->tls_key_file ||
         (o->tls_client_ca_file && o->tls_client_ca_file[0] && !h->tls_client_ca_file)) {
-        snprintf(errstr, errstr_size, "%s: a TLS certificate needs its key file", h->name);
-        return HF_ERR_CONFIG;
+        snprintf(errstr, errstr_size, "%s: out of memory copying the TLS file names", h->name);
+        return HF_ERR_NOMEM;
     }
     return tls_creds_load(h->tls_cert_file, h->tls_key_file, h->tls_client_ca_file, &h->creds,
                           errstr, errstr_size);
@@ -318,7 +395,8 @@ static void tls_teardown(httpd_t *h)
     free(h->tls_cert_file);
     free(h->tls_key_file);
     free(h->tls_client_ca_file);
-    pthread_mutex_destroy(&h->tls_mu);
+    if (h->tls_mu_ready)
+        pthread_mutex_destroy(&h->tls_mu);
 }
 
 int httpd_tls_check_files(const char *cert_file, const char *key_file, const char *client_ca_file,
@@ -351,6 +429,12 @@ int httpd_reload_tls(httpd_t *h, char *errstr, size_t errstr_size)
     tls_creds_unref(old); /* freed once the last connection that started with it closes */
     return HF_OK;
 }
+
+_Static_assert(sizeof "sha256  serial  until , client certificates required" +
+                       TLS_CREDS_FINGERPRINT_BYTES + TLS_CREDS_SERIAL_BYTES +
+                       TLS_CREDS_NOT_AFTER_BYTES <=
+                   HTTPD_TLS_DESCRIBE_BYTES,
+               "httpd_tls_describe's line fits HTTPD_TLS_DESCRIBE_BYTES");
 
 void httpd_tls_describe(httpd_t *h, char *dst, size_t dst_size)
 {
@@ -390,21 +474,22 @@ int httpd_start(const httpd_opts_t *o, httpd_t **out, int *bound_port, char *err
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    /* Plain: the certificate options end the list at once. */
-    enum MHD_OPTION tls_opt = MHD_OPTION_END, notify_opt = MHD_OPTION_END;
+    /* Plain: the TLS options (priorities, certificate callback, connection
+     * notice) are not read, the first of them ends the list. */
+    enum MHD_OPTION tls_opt = MHD_OPTION_END;
     if (httpd_tls(h)) {
         flags |= MHD_USE_TLS;
-        tls_opt = MHD_OPTION_HTTPS_CERT_CALLBACK;
-        notify_opt = MHD_OPTION_NOTIFY_CONNECTION;
+        tls_opt = MHD_OPTION_HTTPS_PRIORITIES;
     }
     /* The logger first: libmicrohttpd warns (on stderr) about one given later. */
-    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)o->connections_max, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)o->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                            h, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_THREAD_STACK_BYTES,
-                            tls_opt, on_tls_cert, notify_opt, on_connection, h, MHD_OPTION_END);
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)o->connections_max, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)HTTPD_THREAD_STACK_BYTES, tls_opt, HTTPD_TLS_PRIORITIES,
+        MHD_OPTION_HTTPS_CERT_CALLBACK, on_tls_cert, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_END);
     if (!h->d) {
         snprintf(errstr, errstr_size,
                  "%s: cannot listen on %s:%d (in use, or not an address of this host?)", h->name,

@@ -49,6 +49,9 @@ typedef struct {
     const char *tls_cert_file;
     const char *tls_key_file;
     const char *tls_client_ca_file;
+    /* NULL, or a counter (the caller's, outliving the server) of the handshakes
+     * refused for their client certificate, for a metric. */
+    _Atomic uint64_t *tls_refused;
 } httpd_opts_t;
 
 /* Starts serving; *bound_port is the port listened on. */
@@ -68,6 +71,8 @@ bool httpd_tls(const httpd_t *h);
  * dropped. On failure (HF_ERR_CONFIG, errstr says what to fix) h keeps serving
  * the previous ones. HF_OK and nothing done on a plain listener. */
 int httpd_reload_tls(httpd_t *h, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* Room for httpd_tls_describe's line (httpd.c checks it against the parts). */
+#define HTTPD_TLS_DESCRIBE_BYTES 320
 /* What h serves now, for logs: "sha256 AB:CD:... serial 01 until 2027-01-31
  * 12:00 UTC[, client certificates required]"; "" on a plain listener. */
 void httpd_tls_describe(httpd_t *h, char *dst, size_t dst_size);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <gnutls/x509.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,9 @@ struct tls_creds {
     unsigned int chain_count;
     gnutls_privkey_t key;
     gnutls_x509_trust_list_t client_ca; /* NULL: no client certificate asked */
-    char fingerprint[32 * 3];           /* "AB:CD:...", 32 bytes of SHA-256 */
-    char serial[2 * 20 + 1];            /* X.509 serials are at most 20 bytes */
-    char not_after[32];
+    char fingerprint[TLS_CREDS_FINGERPRINT_BYTES];
+    char serial[TLS_CREDS_SERIAL_BYTES];
+    char not_after[TLS_CREDS_NOT_AFTER_BYTES];
 };
 
 /* Reads a whole file (at most HF_TLS_FILE_BYTES_MAX) into a GnuTLS datum the
@@ -135,6 +136,7 @@ static int load_chain_and_key(tls_creds_t *c, const char *cert_file, const char 
     rc = gnutls_privkey_init(&c->key);
     if (rc == 0)
         rc = gnutls_privkey_import_x509_raw(c->key, &pem, GNUTLS_X509_FMT_PEM, NULL, 0);
+    gnutls_memset(pem.data, 0, pem.size); /* the key's secret, not left in freed memory */
     gnutls_free(pem.data);
     if (rc < 0) {
         snprintf(errstr, errstr_size,
@@ -249,9 +251,15 @@ int tls_creds_verify_client(const tls_creds_t *c, gnutls_session_t session, char
         imported++;
         rc = gnutls_x509_crt_import(crts[i], &raw[i], GNUTLS_X509_FMT_DER);
     }
+    /* The leaf must be for TLS clients: an extendedKeyUsage without clientAuth
+     * (a server's certificate from the same CA) is refused; GnuTLS takes a
+     * certificate with no extendedKeyUsage at all for any purpose. */
+    gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
+                                     (unsigned char *)(uintptr_t)GNUTLS_KP_TLS_WWW_CLIENT, 0};
     unsigned int status = 0;
     if (rc == 0)
-        rc = gnutls_x509_trust_list_verify_crt(c->client_ca, crts, n, 0, &status, NULL);
+        rc = gnutls_x509_trust_list_verify_crt2(c->client_ca, crts, n, &purpose, 1, 0, &status,
+                                                NULL);
     for (unsigned int i = 0; i < imported; i++)
         gnutls_x509_crt_deinit(crts[i]);
     if (rc < 0) {

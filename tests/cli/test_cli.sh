@@ -206,6 +206,8 @@ bad_http tls-unreadable '{"http_tls_cert_file": "/nonexistent/tls.pem", "http_tl
   "'/nonexistent/tls.pem' cannot be read: No such file or directory"
 bad_http mtls-no-tls '{"http_tls_client_ca_file": "/nonexistent/ca.pem"}' \
   "http_tls_client_ca_file is set but http_tls_cert_file is not"
+bad_http mtls-ops-on-checkout '{"http_tls_cert_file": "/nonexistent/tls.pem", "http_tls_key_file": "/nonexistent/tls.key", "http_tls_client_ca_file": "/nonexistent/ca.pem", "http_webhook_port": 9001}' \
+  "Set http_ops_port to give them their own listener"
 rm -rf "$cfgdir"
 expect_exit 2 "$bin/holdfast" http --port 99999 && grep -q -- "--port '99999' must be an integer" <<<"$err" ||
   fail "holdfast http --port 99999: $err"
