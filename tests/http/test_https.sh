@@ -55,58 +55,15 @@ export HOLDFAST_TOPIC_PREFIX=$prefix HOLDFAST_APP_ID=${prefix}app
 work=$(mktemp -d /tmp/hf-https.XXXXXX)
 pki=$work/pki
 secret=whsec_test_$(openssl rand -hex 16)
-checks=0 failures=0
 run_pid= f1_pid= f2_pid= f3_pid= preopen_pid=
 load_pids=()
-
-begin() { cur=$1 why=() began=$SECONDS; }
-need() {
-  local what=$1
-  shift
-  "$@" || why+=("$what")
-}
-end() {
-  checks=$((checks + 1))
-  if [ ${#why[@]} = 0 ]; then
-    echo "PASS: $cur ($((SECONDS - began)) s)"
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $cur ($((SECONDS - began)) s)"
-    printf '        - %s\n' "${why[@]}"
-  fi
-}
-die() {
-  echo "FAIL: setup: $*"
-  failures=$((failures + 1))
-  exit 1
-}
-stop_pid() {
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
-}
+suite=https
+# shellcheck source=tests/http/lib.sh
+source "$root/tests/http/lib.sh"
 cleanup() {
   local rc=$?
-  for p in "${load_pids[@]}"; do stop_pid "$p"; done
-  stop_pid "$preopen_pid"
-  stop_pid "$f3_pid"
-  stop_pid "$f2_pid"
-  stop_pid "$f1_pid"
-  stop_pid "$run_pid"
-  if [ "$failures" != 0 ] || [ "$rc" != 0 ]; then
-    for f in "$work"/*.log; do
-      [ -s "$f" ] || continue
-      echo "---- $f (last 30 lines)"
-      tail -n 30 "$f"
-    done
-    echo "https: logs kept in $work (prefix $prefix)"
-  else
-    rm -rf "$work"
-  fi
+  stop_pids=("$run_pid" "$f1_pid" "$f2_pid" "$f3_pid" "$preopen_pid" "${load_pids[@]}")
+  lib_cleanup "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -197,19 +154,6 @@ req() {
   body=$(cat "$work/body" 2>/dev/null)
   rm -f "$work/body"
 }
-jget() {
-  python3 -c 'import json, sys
-try:
-    d = json.loads(sys.argv[2])
-except ValueError:
-    print("<not json>"); sys.exit(0)
-try:
-    v = eval(sys.argv[1], {"d": d})
-except Exception as e:
-    v = "<%s>" % type(e).__name__
-print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "${2-$body}"
-}
-is() { [ "$1" = "$2" ]; }
 fails() { ! "$@"; }
 has() { grep -q "$@"; }
 lacks_error() { ! grep -q '"level":"error"' "$1"; }
@@ -264,18 +208,12 @@ start_front() {
 }
 
 # ---- setup: certificates, topics, the pipeline, stock
-for b in "$HOLDFAST" "$FRONT" "$HFCTL" "$HFBENCH"; do [ -x "$b" ] || die "$b is missing: run 'make release'"; done
-for t in curl openssl python3; do command -v $t >/dev/null || die "$t is needed"; done
-(exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
-  die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
+[ -x "$FRONT" ] || die "$FRONT is missing: run 'make release san'"
+require_setup curl openssl python3
 echo "== prefix $prefix, logs in $work"
 make_pki || die "openssl could not make the test certificates"
 install_cert server-a || die "cannot install server-a as the live certificate"
-"$HFCTL" topics apply >"$work/topics.out" 2>&1 || die "hfctl topics apply: $(tail -n 3 "$work/topics.out")"
-"$HOLDFAST" run --stages counter,aggregator,gateway --instance p1 --state-dir "$work/state-run" \
-  >"$work/run.log" 2>&1 &
-run_pid=$!
-"$HFBENCH" seed --skus 4 --stock 100000 >"$work/seed.log" 2>&1 || die "hfbench seed: $(tail -n 3 "$work/seed.log")"
+start_pipeline 4 100000
 start_front f1 "{\"http_tls_cert_file\": \"$pki/live.pem\", \"http_tls_key_file\": \"$pki/live.key\",
   \"http_webhook_port\": 0, \"http_ops_port\": 0}"
 f1_pid=$pid c1=$checkout w1=$webhook o1=$ops
