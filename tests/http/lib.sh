@@ -132,3 +132,21 @@ start_front() {
   done
   die "holdfast http $front: /readyz $ready after 30 s"
 }
+
+# reconcile_run: `hfctl reconcile --quiescent 1` over this run's topics, the verdict
+# in $work/verdict.json, its exit in $rc. Asked up to 3 times: a violation of
+# recorded history never goes away, but one about the end state may be a replay
+# taken while the last replies were being written.
+reconcile_run() {
+  local attempt
+  for attempt in 1 2 3; do
+    rc=0
+    timeout 120 "$HFCTL" reconcile --quiescent 1 --violations 20 >"$work/verdict.json" \
+      2>"$work/reconcile.log" || rc=$?
+    [ "$rc" = 0 ] && break
+    grep -q '"scope":"record"' "$work/verdict.json" && break
+    sleep 3
+  done
+  need "reconcile exit $rc: $(head -c 800 "$work/verdict.json") $(cat "$work/reconcile.log")" \
+    is "$rc" 0
+}

@@ -457,14 +457,7 @@ begin "reconcile: hfctl reconcile --quiescent 1 PASS"
 stop_pid "$f2_pid"
 stop_pid "$f1_pid"
 f2_pid= f1_pid=
-for attempt in 1 2 3; do
-  rc=0
-  timeout 120 "$HFCTL" reconcile --quiescent 1 --violations 20 >"$work/verdict.json" 2>"$work/reconcile.log" || rc=$?
-  [ "$rc" = 0 ] && break
-  grep -q '"scope":"record"' "$work/verdict.json" && break
-  sleep 3
-done
-need "reconcile exit $rc: $(head -c 800 "$work/verdict.json") $(cat "$work/reconcile.log")" is "$rc" 0
+reconcile_run
 need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 2 (r1, m1)" \
   is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 2
 for f in run f2; do
