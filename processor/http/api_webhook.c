@@ -69,6 +69,14 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_t *data = json_object_get(body, "data");
     json_t *type_v = json_object_get(body, "type");
     snprintf(type, sizeof type, "%s", json_is_string(type_v) ? json_string_value(type_v) : "");
+    size_t type_len = strlen(type);
+    if (type_len == WEBHOOK_TYPE_LEN_MAX) { /* cut: not inside a UTF-8 character */
+        while (type_len > 0 && ((unsigned char)type[type_len - 1] & 0xC0) == 0x80)
+            type_len--;
+        if (type_len > 0 && (unsigned char)type[type_len - 1] >= 0xC0)
+            type_len--;
+        type[type_len] = '\0';
+    }
     bool ok = http_take_string(ctx, resp, body, "id", NULL, c->idempotency_key,
                                sizeof c->idempotency_key);
     /* Any type but payment.succeeded (or none) is acknowledged and ignored: a
@@ -100,11 +108,13 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         return;
     /* A provider retries every non-2xx for days and may turn the endpoint off.
      * Once the pipeline has answered for good (a conflicting payment, a late one
-     * the ledger records as LATE_PAYMENT, an unknown reservation), retrying
-     * cannot change the answer: 200 with the Reply, the outcome in it. Only what
-     * a retry may change stays a problem: 503 (busy, slow) and 422 (a bad event). */
+     * the ledger records as LATE_PAYMENT, an unknown reservation, an event the
+     * gateway refused as invalid), retrying cannot change the answer: 200 with
+     * the Reply, the outcome in it. Only what a retry may change stays a problem:
+     * 503 (busy, slow); the front's own 4xx for an event it could not read were
+     * answered above. */
     int status = http_status_for(HF_REC_COMMIT, reply.u.reply.outcome, 200);
-    if (status == 404 || status == 409 || status == 410)
+    if (status < 500)
         status = 200;
     if (status == 503)
         atomic_fetch_add(&ctx->overloaded, 1);

@@ -82,7 +82,7 @@ except Exception as e:
 print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "${2-$body}"
 }
 is() { [ "$1" = "$2" ]; }
-lacks() { ! grep -q "$@"; } # lacks PATTERN FILE
+lacks() { [ -f "${*: -1}" ] && ! grep -q "$@"; } # lacks PATTERN FILE (FILE must exist)
 
 # require_setup TOOL...: the binaries, the tools named and a broker, or die
 # saying what to do.
@@ -111,13 +111,14 @@ start_pipeline() {
 
 # start_front NAME CONFIG_JSON: a plain-HTTP `holdfast http` on a free port, with
 # the webhook secrets in $webhook_secrets (may be empty), ready (/readyz 200);
-# sets $port and $pid. Its log is $work/NAME.log.
+# sets $port and $pid (also in stop_pids). Its log is $work/NAME.log.
 start_front() {
   local front=$1 ready=
   printf '%s\n' "$2" >"$work/$front.json"
   HOLDFAST_WEBHOOK_SECRETS=${webhook_secrets-} "$HOLDFAST" http --port 0 --instance "$front" \
     --state-dir "$work/state-$front" --config "$work/$front.json" >"$work/$front.log" 2>&1 &
   pid=$! port=
+  stop_pids+=("$pid")
   for _ in $(seq 300); do
     port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/$front.log" | grep -o '[0-9]*$')
     [ -n "$port" ] && break

@@ -121,6 +121,10 @@ buyer=$(new_key buyer reserve,commit,release,read)
 reader=$(new_key reader read)
 slow=$(new_key slow reserve,read 1 2)
 leaver=$(new_key leaver reserve,read)
+# new_key dies inside $( ): a key that is not a secret means it failed.
+for k in "$buyer" "$reader" "$slow" "$leaver"; do
+  [[ $k =~ ^[[:graph:]]{16,}$ && $k != FAIL* ]] || die "tools/api-key.sh made no key: $k"
+done
 write_keys buyer reader slow leaver
 start_front f1 "{\"http_api_keys_file\": \"$work/keys.txt\"}"
 f1_pid=$pid

@@ -50,14 +50,7 @@ suite=http
 webhook_secrets=$secret,$secret_previous
 # shellcheck source=tests/http/lib.sh
 source "$root/tests/http/lib.sh"
-cleanup() {
-  local rc=$?
-  stop_pids=("$run_pid" "$f1_pid" "$f2_pid" "$f3_pid") # the fronts restarted under the same names
-  lib_cleanup "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+lib_traps
 
 # ---- HTTP and JSON helpers
 
@@ -541,7 +534,7 @@ need "holdfast http --routes: $(cat "$work/routes.err")" [ -s "$work/routes.txt"
 if [ ! -f docs/openapi.json ]; then
   why+=("docs/openapi.json is missing")
 else
-  diff=$(python3 - docs/openapi.json "$work/routes.txt" <<'EOF'
+  diff=$(python3 - docs/openapi.json "$work/routes.txt" 2>&1 <<'EOF'
 import json, sys
 methods = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 doc = json.load(open(sys.argv[1]))
@@ -553,7 +546,7 @@ for r in sorted(served - documented):
 for r in sorted(documented - served):
     print(f"in docs/openapi.json but not served: {r}")
 EOF
-  )
+  ) || diff="the route check failed: $diff"
   need "$diff" [ -z "$diff" ]
 fi
 end

@@ -143,6 +143,20 @@ as "$work/wrong.properties" tail holdfast.replies
 [ "$rc" != 0 ] && grep -q "hfctl tail: .*the broker refused this client's SASL login: .*check sasl.mechanisms, and sasl.username and sasl.password" <<<"$out" \
   && ok "hfctl: login refused, check sasl.username and sasl.password (${SECONDS}s)" \
   || bad "wrong password (hfctl): rc $rc: $out"
+# The checkout client (hfctl reserve, hfbench) and the HTTP front meet the refusal on
+# their own paths (the reply reader; the reply topic's admin request), not hfctl tail's.
+SECONDS=0
+as "$work/wrong.properties" reserve --reservation wrong-1 --key wrong-1 --sku SKU-1 --attempts 1 --timeout-ms 5000
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "refused this client's SASL login" <<<"$out" \
+  && ok "hfctl reserve: login refused (${SECONDS}s)" \
+  || bad "wrong password (hfctl reserve): rc $rc after ${SECONDS}s: $out"
+rc=0
+SECONDS=0
+out=$(HOLDFAST_BOOTSTRAP=$(cat "$sec/bootstrap") HOLDFAST_KAFKA_CONFIG=$work/wrong.properties \
+  timeout 30 "$holdfast" http --port 0 --instance wrong-http --state-dir "$work/state-wrong-http" 2>&1) || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "refused this client's SASL login" <<<"$out" \
+  && ok "holdfast http: exit $rc in ${SECONDS}s, login refused" \
+  || bad "wrong password (holdfast http): rc $rc after ${SECONDS}s: $(grep -v '"comp":"librdkafka"' <<<"$out" | tail -5)"
 sed 's/^sasl.password=.*/sasl.password=not-the-password/' "$sec/holdfast.properties" >"$work/wrong-holdfast.properties"
 printf '{"kafka_config_file": "%s", "stages": "counter,aggregator,gateway"}\n' \
   "$work/wrong-holdfast.properties" >"$work/wrong.json"
