@@ -67,7 +67,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
-        bench-pipeline bench-hot bench-flash bench-scale test-bench-pipeline help
+        bench-pipeline bench-hot bench-flash bench-scale bench-expiry test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -274,6 +274,12 @@ bench-hot: deps-check release $(BUILD)/pipeline-topics
 .PHONY: bench-scale
 bench-scale: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/scale.py
+
+# A mass expiry (M holds lapsing within the same 60 s) while 1,000 reserves/s go on:
+# expiry lag per second and reserve p99 before and during it (tests/bench/expiry.py).
+.PHONY: bench-expiry
+bench-expiry: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/expiry.py
 
 # The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py),
 # and a front serving TLS against the plain one in the same run (front CPU per request

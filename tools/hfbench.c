@@ -92,6 +92,8 @@ typedef struct {
 typedef struct {
     uint32_t sent, replies, held, committed, released, rejected_insufficient, rejected_invalid,
         busy, other, signals;
+    uint32_t expired;             /* this run's reservations expired in the second */
+    int64_t expiry_lag_max_ms;    /* the latest of them: ledger at_ms - expires_at_ms */
     int64_t doorbuster_available; /* last seen in the second */
     int doorbuster_in_stock;      /* -1 = no record in the second */
 } second_t;
@@ -117,6 +119,12 @@ static int dup_pct_global;
 static int busy_retries_global;
 static uint64_t busy_resends;
 static int64_t ttl_ms_global; /* of the holds left to expire */
+/* Expiry lag of this run's expired reservations (the ledger's EXPIRED event:
+ * at_ms - expires_at_ms, the gateway's own clock), one per event, bounded by the
+ * reserves planned. */
+static int64_t *expiry_lag;
+static size_t expiry_lag_count, expiry_lag_cap;
+static char run_prefix[32]; /* "hb-<seed>-": this run's reservation ids */
 static char wh_ids[BENCH_WAREHOUSES_MAX][HF_WAREHOUSE_LEN_MAX + 1];
 static int wh_count;
 
@@ -383,8 +391,14 @@ static void on_side_record(const kafka_msg_t *m)
         s->doorbuster_available = rec.u.availability.total;
         s->doorbuster_in_stock = rec.u.availability.in_stock;
     } else if (rec.type == HF_REC_LEDGER_EVENT && rec.u.ledger_event.kind == HF_LEDGER_EXPIRED &&
-               strncmp(rec.u.ledger_event.reservation_id, "hb-", 3) == 0) {
+               strncmp(rec.u.ledger_event.reservation_id, run_prefix, strlen(run_prefix)) == 0) {
         expired_seen++;
+        int64_t lag_ms = rec.u.ledger_event.at_ms - rec.u.ledger_event.expires_at_ms;
+        second_t *s = sec(hf_wall_ms());
+        if (s->expired++ == 0 || lag_ms > s->expiry_lag_max_ms)
+            s->expiry_lag_max_ms = lag_ms;
+        if (expiry_lag_count < expiry_lag_cap)
+            expiry_lag[expiry_lag_count++] = lag_ms;
     }
 }
 
@@ -465,6 +479,11 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
                         json_integer(pctl(settle_lat[0], settle_count[0], 0.999)));
     json_object_set_new(json_object_get(j, "release_ms"), "p999",
                         json_integer(pctl(settle_lat[1], settle_count[1], 0.999)));
+    json_object_set_new(j, "expiry_lag_ms",
+                        json_pack("{s:I, s:I, s:I, s:I}", "count", (json_int_t)expiry_lag_count,
+                                  "p50", (json_int_t)pctl(expiry_lag, expiry_lag_count, 0.50),
+                                  "p99", (json_int_t)pctl(expiry_lag, expiry_lag_count, 0.99),
+                                  "max", (json_int_t)pctl(expiry_lag, expiry_lag_count, 1.0)));
     json_object_set_new(j, "late_payments",
                         json_pack("{s:I, s:I, s:I, s:I}", "sent", (json_int_t)late_sent,
                                   "committed", (json_int_t)late_committed, "expired",
@@ -510,14 +529,17 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
             door_available = x->doorbuster_available;
             door_in_stock = x->doorbuster_in_stock;
         }
-        json_array_append_new(
-            rows, json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:i}", "t", s,
-                            "sent", (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
-                            (json_int_t)second_p99(s), "held", (int)x->held, "committed",
-                            (int)x->committed, "released", (int)x->released, "rejected",
-                            (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
-                            (int)x->signals, "doorbuster_available", (json_int_t)door_available,
-                            "doorbuster_in_stock", door_in_stock));
+        json_t *row = json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:i}", "t", s,
+                                "sent", (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
+                                (json_int_t)second_p99(s), "held", (int)x->held, "committed",
+                                (int)x->committed, "released", (int)x->released, "rejected",
+                                (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
+                                (int)x->signals, "doorbuster_available", (json_int_t)door_available,
+                                "doorbuster_in_stock", door_in_stock);
+        json_object_set_new(row, "expired", json_integer(x->expired));
+        json_object_set_new(row, "expiry_lag_max_ms",
+                            json_integer(x->expired ? x->expiry_lag_max_ms : -1));
+        json_array_append_new(rows, row);
     }
     json_t *root = json_pack("{s:O, s:o}", "summary", summary, "per_second", rows);
     if (json_dump_file(root, o->report, JSON_INDENT(2)) != 0)
@@ -630,7 +652,9 @@ static int plan(const bench_opts_t *o, unsigned *seed)
     reqs = calloc((size_t)n, sizeof *reqs);
     lat_all = calloc((size_t)n * 2, sizeof *lat_all);
     lat_second = calloc((size_t)n * 2, sizeof *lat_second);
-    if (!reqs || !lat_all || !lat_second)
+    expiry_lag = calloc((size_t)n, sizeof *expiry_lag);
+    expiry_lag_cap = (size_t)n;
+    if (!reqs || !lat_all || !lat_second || !expiry_lag)
         return -1;
     int si = 0, bi = 0;
     for (int i = 0; i < n; i++) {
@@ -698,6 +722,7 @@ static int run_bench(const bench_opts_t *o)
     dup_pct_global = o->dup_pct;
     busy_retries_global = o->busy_retries;
     ttl_ms_global = o->ttl_ms;
+    snprintf(run_prefix, sizeof run_prefix, "hb-%u-", o->seed);
     bench_start_ms = hf_wall_ms() + 1000;
     int64_t planned_start = bench_start_ms;
     r.reqs_count = plan(o, &r.seed);
