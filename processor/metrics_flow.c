@@ -23,8 +23,8 @@ static const char *const request_names[REQ__COUNT] = {"reserve", "commit", "rele
 /* Request latency and expiry lag buckets, ms (metrics-spec.md). */
 static const int64_t latency_le_ms[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
 static const int64_t expiry_le_ms[] = {50, 100, 250, 500, 1000, 2000, 5000, 10000, 30000};
-static const metrics_buckets_t latency_buckets = {
-    latency_le_ms, sizeof latency_le_ms / sizeof latency_le_ms[0]};
+static const metrics_buckets_t latency_buckets = {latency_le_ms,
+                                                  sizeof latency_le_ms / sizeof latency_le_ms[0]};
 static const metrics_buckets_t expiry_buckets = {expiry_le_ms,
                                                  sizeof expiry_le_ms / sizeof expiry_le_ms[0]};
 _Static_assert(sizeof latency_le_ms / sizeof latency_le_ms[0] <= METRICS_HIST_BUCKETS_MAX,
@@ -55,6 +55,13 @@ static atomic_bool dropped_logged;
 static bool stage_ok(int stage)
 {
     return stage >= 0 && stage < STAGES;
+}
+
+/* A stage that observes a series it did not declare has it from then on. */
+static void observed(int stage, unsigned series)
+{
+    if (!(atomic_load_explicit(&declared[stage], memory_order_relaxed) & series))
+        atomic_fetch_or(&declared[stage], series);
 }
 
 static void drop(const char *what, long long value)
@@ -95,8 +102,7 @@ static int request_index(hf_rec_type_t request)
     }
 }
 
-void metrics_reply(int stage, hf_rec_type_t request, hf_reply_outcome_t outcome,
-                   int64_t latency_ms)
+void metrics_reply(int stage, hf_rec_type_t request, hf_reply_outcome_t outcome, int64_t latency_ms)
 {
     int r = request_index(request);
     if (!stage_ok(stage))
@@ -106,6 +112,7 @@ void metrics_reply(int stage, hf_rec_type_t request, hf_reply_outcome_t outcome,
              r < 0 ? (long long)request : (long long)outcome);
         return;
     }
+    observed(stage, METRICS_FLOW_REPLIES);
     atomic_fetch_add_explicit(&replies[stage][r][outcome], 1, memory_order_relaxed);
     if (latency_ms >= 0)
         metrics_hist_observe(&latency[stage][r], &latency_buckets, latency_ms);
@@ -113,8 +120,10 @@ void metrics_reply(int stage, hf_rec_type_t request, hf_reply_outcome_t outcome,
 
 void metrics_expiry(int stage, int64_t lag_ms)
 {
-    if (stage_ok(stage))
-        metrics_hist_observe(&expiry[stage], &expiry_buckets, lag_ms);
+    if (!stage_ok(stage))
+        return;
+    observed(stage, METRICS_FLOW_EXPIRY);
+    metrics_hist_observe(&expiry[stage], &expiry_buckets, lag_ms);
 }
 
 void metrics_records_applied(int stage, int64_t mono_ms)
@@ -168,8 +177,10 @@ void metrics_signal(int stage, hf_signal_kind_t kind)
         return;
     }
     atomic_fetch_add_explicit(&signals[kind], 1, memory_order_relaxed);
-    if (stage_ok(stage))
-        atomic_store_explicit(&signal_mono_ms[stage], hf_mono_ms(), memory_order_relaxed);
+    if (!stage_ok(stage))
+        return;
+    observed(stage, METRICS_FLOW_SIGNALS);
+    atomic_store_explicit(&signal_mono_ms[stage], hf_mono_ms(), memory_order_relaxed);
 }
 
 void metrics_signal_pending(int stage, int32_t partition, int64_t oldest_due_ms)
@@ -205,14 +216,14 @@ static void render_replies(metrics_out_t *o, const char *const *names, int stage
     for (int s = 0; s < stages; s++)
         for (int r = 0; has(s, METRICS_FLOW_REPLIES) && r < REQ__COUNT; r++)
             for (int k = 0; k < HF_REPLY__COUNT; k++)
-                metrics_out(o,
-                            "holdfast_replies_total{stage=\"%s\",request=\"%s\",outcome=\"%s\"} "
-                            "%llu\n",
-                            names[s], request_names[r],
-                            lower(hf_reply_outcome_name((hf_reply_outcome_t)k), outcome,
-                                  sizeof outcome),
-                            (unsigned long long)atomic_load_explicit(&replies[s][r][k],
-                                                                     memory_order_relaxed));
+                metrics_out(
+                    o,
+                    "holdfast_replies_total{stage=\"%s\",request=\"%s\",outcome=\"%s\"} "
+                    "%llu\n",
+                    names[s], request_names[r],
+                    lower(hf_reply_outcome_name((hf_reply_outcome_t)k), outcome, sizeof outcome),
+                    (unsigned long long)atomic_load_explicit(&replies[s][r][k],
+                                                             memory_order_relaxed));
     metrics_out(o, "# HELP holdfast_request_latency_ms From the request's timestamp on "
                    "holdfast.requests to the reply\n"
                    "# TYPE holdfast_request_latency_ms histogram\n");
@@ -274,9 +285,9 @@ static void render_ages(metrics_out_t *o, const char *const *names, int stages, 
                    "applied an input record (since its start when none)\n"
                    "# TYPE holdfast_last_record_age_seconds gauge\n");
     for (int s = 0; s < stages; s++)
-        metrics_out(o, "holdfast_last_record_age_seconds{stage=\"%s\"} %.3f\n", names[s],
-                    age_s(s, atomic_load_explicit(&applied_mono_ms[s], memory_order_relaxed),
-                          mono));
+        metrics_out(
+            o, "holdfast_last_record_age_seconds{stage=\"%s\"} %.3f\n", names[s],
+            age_s(s, atomic_load_explicit(&applied_mono_ms[s], memory_order_relaxed), mono));
     metrics_out(o, "# HELP holdfast_signals_emitted_total Availability signals the aggregator "
                    "emitted\n"
                    "# TYPE holdfast_signals_emitted_total counter\n");
@@ -290,9 +301,9 @@ static void render_ages(metrics_out_t *o, const char *const *names, int stages, 
                    "# TYPE holdfast_last_signal_age_seconds gauge\n");
     for (int s = 0; s < stages; s++)
         if (has(s, METRICS_FLOW_SIGNALS))
-            metrics_out(o, "holdfast_last_signal_age_seconds{stage=\"%s\"} %.3f\n", names[s],
-                        age_s(s, atomic_load_explicit(&signal_mono_ms[s], memory_order_relaxed),
-                              mono));
+            metrics_out(
+                o, "holdfast_last_signal_age_seconds{stage=\"%s\"} %.3f\n", names[s],
+                age_s(s, atomic_load_explicit(&signal_mono_ms[s], memory_order_relaxed), mono));
     metrics_out(o, "# HELP holdfast_signals_pending_oldest_ms Age of the oldest SKU whose signal "
                    "is due (dwell ended) but not yet emitted; 0 when none\n"
                    "# TYPE holdfast_signals_pending_oldest_ms gauge\n");
@@ -310,8 +321,8 @@ static void render_ages(metrics_out_t *o, const char *const *names, int stages, 
     }
 }
 
-void metrics_flow_render(metrics_out_t *o, const char *const *names, int stages, int64_t now_mono_ms,
-                         int64_t now_wall_ms)
+void metrics_flow_render(metrics_out_t *o, const char *const *names, int stages,
+                         int64_t now_mono_ms, int64_t now_wall_ms)
 {
     if (stages > STAGES)
         stages = STAGES;
@@ -319,9 +330,10 @@ void metrics_flow_render(metrics_out_t *o, const char *const *names, int stages,
     render_expiry(o, names, stages);
     render_lag(o, names, stages);
     render_ages(o, names, stages, now_mono_ms, now_wall_ms);
-    metrics_out(o, "# HELP holdfast_metrics_dropped_total Observations not kept: a label value "
-                   "outside its bound\n"
-                   "# TYPE holdfast_metrics_dropped_total counter\n"
-                   "holdfast_metrics_dropped_total %llu\n",
+    metrics_out(o,
+                "# HELP holdfast_metrics_dropped_total Observations not kept: a label value "
+                "outside its bound\n"
+                "# TYPE holdfast_metrics_dropped_total counter\n"
+                "holdfast_metrics_dropped_total %llu\n",
                 (unsigned long long)atomic_load(&dropped));
 }

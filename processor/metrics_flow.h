@@ -24,7 +24,8 @@
 #define METRICS_FLOW_PARTITIONS_MAX HF_PARTITIONS_MAX
 
 /* Series a stage has from its start (stage_def_t.metrics_series), even before
- * its first observation, so that a rule over them sees zeros, not nothing. */
+ * its first observation, so that a rule over them sees zeros, not nothing.
+ * A stage has a series it did not declare from its first observation on. */
 #define METRICS_FLOW_REPLIES 1u /* holdfast_replies_total, holdfast_request_latency_ms */
 #define METRICS_FLOW_EXPIRY  2u /* holdfast_expiry_lag_ms */
 #define METRICS_FLOW_SIGNALS 4u /* holdfast_last_signal_age_seconds, ..._pending_oldest_ms */
@@ -63,7 +64,7 @@ void metrics_signal_pending(int stage, int32_t partition, int64_t oldest_due_ms)
 
 /* Writes every series of stages 0..stages-1 (names[i] is stage i's name);
  * mono and wall: the clocks now. */
-void metrics_flow_render(metrics_out_t *o, const char *const *names, int stages, int64_t now_mono_ms,
-                         int64_t now_wall_ms);
+void metrics_flow_render(metrics_out_t *o, const char *const *names, int stages,
+                         int64_t now_mono_ms, int64_t now_wall_ms);
 
 #endif
