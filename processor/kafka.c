@@ -616,6 +616,8 @@ void kafka_consumer_lags(kafka_consumer_t *kc, const kafka_tp_t *tps, const int6
                           : -1;
         if (next_known && next_known[i] > pos)
             pos = next_known[i];
+        if (pos < 0) /* nothing read, nothing committed: it starts at the log's start */
+            pos = low >= 0 ? low : high == 0 ? 0 : -1;
         if (pos < 0)
             continue;
         lags[i] = high > pos ? high - pos : 0;

@@ -126,7 +126,9 @@ int kafka_consumer_rewind(kafka_consumer_t *kc, char *errstr, size_t errstr_size
  * lags[i]: the partition's high watermark as librdkafka last learned it from a
  * fetch (the last stable offset under read_committed) minus the consumer's
  * position, or next_known[i] (the task's own next offset, may be NULL) when
- * that is further or there is no position yet. -1 when not known. No request
+ * that is further, or the log's start when there is neither (a partition
+ * nothing was read from and no offset committed for). -1 when not known
+ * (no fetch answered yet). No request
  * is sent: call it from the consumer's thread, as often as once a second. */
 void kafka_consumer_lags(kafka_consumer_t *kc, const kafka_tp_t *tps, const int64_t *next_known,
                          size_t count, int64_t *lags);
