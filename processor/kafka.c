@@ -589,6 +589,42 @@ fail:
     return err;
 }
 
+void kafka_consumer_lags(kafka_consumer_t *kc, const kafka_tp_t *tps, const int64_t *next_known,
+                         size_t count, int64_t *lags)
+{
+    for (size_t i = 0; i < count; i++)
+        lags[i] = -1;
+    if (count == 0)
+        return;
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new((int)count);
+    hf_assert(parts);
+    for (size_t i = 0; i < count; i++)
+        rd_kafka_topic_partition_list_add(parts, tps[i].topic, tps[i].partition);
+    /* The position the application has reached (no request); a partition
+     * nothing was read from since its assignment has none yet. */
+    rd_kafka_resp_err_t kerr = rd_kafka_position(kc->rk, parts);
+    for (size_t i = 0; i < count; i++) {
+        int64_t low = -1, high = -1;
+        /* Cached from the last fetch response: no request. Under
+         * read_committed it is the last stable offset, what can be read. */
+        if (rd_kafka_get_watermark_offsets(kc->rk, tps[i].topic, tps[i].partition, &low, &high) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR ||
+            high < 0)
+            continue;
+        int64_t pos = kerr == RD_KAFKA_RESP_ERR_NO_ERROR && parts->elems[i].err == 0
+                          ? parts->elems[i].offset
+                          : -1;
+        if (next_known && next_known[i] > pos)
+            pos = next_known[i];
+        if (pos < 0) /* nothing read, nothing committed: it starts at the log's start */
+            pos = low >= 0 ? low : high == 0 ? 0 : -1;
+        if (pos < 0)
+            continue;
+        lags[i] = high > pos ? high - pos : 0;
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+}
+
 int kafka_consumer_group_instance_ids(kafka_consumer_t *kc, char (*ids)[KAFKA_INSTANCE_ID_LEN_MAX],
                                       size_t max, size_t *count, int timeout_ms, char *errstr,
                                       size_t errstr_size)

@@ -122,6 +122,16 @@ int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, 
 /* Seeks every assigned partition back to the group's committed offset (after an
  * aborted transaction). */
 int kafka_consumer_rewind(kafka_consumer_t *kc, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* How many records of each assigned tps[i] the consumer has not read yet, into
+ * lags[i]: the partition's high watermark as librdkafka last learned it from a
+ * fetch (the last stable offset under read_committed) minus the consumer's
+ * position, or next_known[i] (the task's own next offset, may be NULL) when
+ * that is further, or the log's start when there is neither (a partition
+ * nothing was read from and no offset committed for). -1 when not known
+ * (no fetch answered yet). No request
+ * is sent: call it from the consumer's thread, as often as once a second. */
+void kafka_consumer_lags(kafka_consumer_t *kc, const kafka_tp_t *tps, const int64_t *next_known,
+                         size_t count, int64_t *lags);
 /* Leaves the group and destroys. Accepts NULL. */
 void kafka_consumer_destroy(kafka_consumer_t *kc);
 

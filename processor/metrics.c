@@ -6,7 +6,6 @@
 #include "metrics.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +15,19 @@
 #include "hf_limits.h"
 #include "http/httpd.h"
 #include "log.h"
+#include "metrics_flow.h"
+#include "metrics_hist.h"
 
 #define METRICS_NAME_MAX 64
-#define METRICS_BODY_MAX (64 * 1024)
+/* A page: a stage's lag series are one line per owned input partition (up to
+ * HF_PARTITIONS_MAX x its input topics); 256 KiB hold a few stages at 256. */
+#define METRICS_BODY_MAX (256 * 1024)
 #define METRICS_WHY_MAX  192 /* one ready check's line */
 
-/* Commit duration buckets, milliseconds (the last is +Inf). */
+/* Commit duration buckets, milliseconds (+Inf on top). */
 static const int64_t commit_le_ms[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 5000};
-#define COMMIT_BUCKETS (sizeof commit_le_ms / sizeof commit_le_ms[0])
+static const metrics_buckets_t commit_buckets = {commit_le_ms,
+                                                 sizeof commit_le_ms / sizeof commit_le_ms[0]};
 
 static const struct {
     const char *name, *help;
@@ -37,8 +41,7 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static char stage_names[HF_METRICS_STAGES_MAX][METRICS_NAME_MAX];
 static atomic_int stages_count;
 static _Atomic uint64_t counters[HF_METRICS_STAGES_MAX][HF_M__COUNT];
-static _Atomic uint64_t commit_buckets[HF_METRICS_STAGES_MAX][COMMIT_BUCKETS + 1];
-static _Atomic uint64_t commit_sum_ms[HF_METRICS_STAGES_MAX];
+static metrics_hist_t commit_ms[HF_METRICS_STAGES_MAX];
 static _Atomic int64_t partitions[HF_METRICS_STAGES_MAX];
 /* lag + 1 per partition: 0 (the zeroed start) = not followed. */
 static _Atomic int64_t standby_lag1[HF_METRICS_STAGES_MAX][HF_PARTITIONS_MAX];
@@ -61,6 +64,7 @@ int metrics_stage(const char *stage_name)
     if (slot < 0 && n < HF_METRICS_STAGES_MAX) {
         snprintf(stage_names[n], sizeof stage_names[n], "%s", stage_name);
         slot = n;
+        metrics_flow_stage_started(n, hf_mono_ms());
         atomic_store(&stages_count, n + 1); /* published after the name is written */
     }
     pthread_mutex_unlock(&reg_mu);
@@ -80,14 +84,8 @@ void metrics_add(int stage, hf_metric_t m, uint64_t n)
 
 void metrics_observe_commit_ms(int stage, int64_t ms)
 {
-    if (!slot_ok(stage))
-        return;
-    size_t b = 0;
-    while (b < COMMIT_BUCKETS && ms > commit_le_ms[b])
-        b++;
-    atomic_fetch_add_explicit(&commit_buckets[stage][b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&commit_sum_ms[stage], (uint64_t)(ms < 0 ? 0 : ms),
-                              memory_order_relaxed);
+    if (slot_ok(stage))
+        metrics_hist_observe(&commit_ms[stage], &commit_buckets, ms);
 }
 
 void metrics_add_partitions(int stage, int64_t delta)
@@ -133,83 +131,60 @@ bool metrics_counter_read(const char *name, const char *help, double (*fn)(void 
 
 /* ---- rendering */
 
-typedef struct {
-    char *buf;
-    size_t size, len;
-} out_t;
-
-static void out(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(out_t *o, const char *fmt, ...)
+static void render_histograms(metrics_out_t *o, int stages)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->size ? o->size - o->len : 0;
-    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        o->len += (size_t)n;
-}
-
-static void render_histograms(out_t *o, int stages)
-{
-    out(o, "# HELP holdfast_transaction_commit_ms Time to commit one Kafka transaction\n"
-           "# TYPE holdfast_transaction_commit_ms histogram\n");
+    metrics_out(o, "# HELP holdfast_transaction_commit_ms Time to commit one Kafka transaction\n"
+                   "# TYPE holdfast_transaction_commit_ms histogram\n");
+    char labels[METRICS_NAME_MAX + 16];
     for (int s = 0; s < stages; s++) {
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b <= COMMIT_BUCKETS; b++) {
-            cumulative += atomic_load_explicit(&commit_buckets[s][b], memory_order_relaxed);
-            if (b < COMMIT_BUCKETS)
-                out(o, "holdfast_transaction_commit_ms_bucket{stage=\"%s\",le=\"%lld\"} %llu\n",
-                    stage_names[s], (long long)commit_le_ms[b], (unsigned long long)cumulative);
-            else
-                out(o, "holdfast_transaction_commit_ms_bucket{stage=\"%s\",le=\"+Inf\"} %llu\n",
-                    stage_names[s], (unsigned long long)cumulative);
-        }
-        out(o, "holdfast_transaction_commit_ms_sum{stage=\"%s\"} %llu\n", stage_names[s],
-            (unsigned long long)atomic_load(&commit_sum_ms[s]));
-        out(o, "holdfast_transaction_commit_ms_count{stage=\"%s\"} %llu\n", stage_names[s],
-            (unsigned long long)cumulative);
+        snprintf(labels, sizeof labels, "stage=\"%.*s\"", METRICS_NAME_MAX - 1, stage_names[s]);
+        metrics_hist_render(o, "holdfast_transaction_commit_ms", labels, &commit_ms[s],
+                            &commit_buckets);
     }
 }
 
-static void render_standby_lag(out_t *o, int stages)
+static void render_standby_lag(metrics_out_t *o, int stages)
 {
-    out(o, "# HELP holdfast_standby_lag_records Changelog records a standby is behind on a "
-           "partition its process does not own\n"
-           "# TYPE holdfast_standby_lag_records gauge\n");
+    metrics_out(o, "# HELP holdfast_standby_lag_records Changelog records a standby is behind on a "
+                   "partition its process does not own\n"
+                   "# TYPE holdfast_standby_lag_records gauge\n");
     for (int s = 0; s < stages; s++)
         for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
             int64_t lag1 = atomic_load_explicit(&standby_lag1[s][p], memory_order_relaxed);
             if (lag1 > 0)
-                out(o, "holdfast_standby_lag_records{stage=\"%s\",partition=\"%d\"} %lld\n",
-                    stage_names[s], p, (long long)(lag1 - 1));
+                metrics_out(o, "holdfast_standby_lag_records{stage=\"%s\",partition=\"%d\"} %lld\n",
+                            stage_names[s], p, (long long)(lag1 - 1));
         }
 }
 
 size_t metrics_render(char *buf, size_t size)
 {
-    out_t o = {buf, size, 0};
+    metrics_out_t o = {buf, size, 0};
     if (size)
         buf[0] = '\0';
     int stages = atomic_load(&stages_count);
     for (int m = 0; m < HF_M__COUNT; m++) {
-        out(&o, "# HELP %s %s\n# TYPE %s counter\n", metric_info[m].name, metric_info[m].help,
-            metric_info[m].name);
+        metrics_out(&o, "# HELP %s %s\n# TYPE %s counter\n", metric_info[m].name,
+                    metric_info[m].help, metric_info[m].name);
         for (int s = 0; s < stages; s++)
-            out(&o, "%s{stage=\"%s\"} %llu\n", metric_info[m].name, stage_names[s],
-                (unsigned long long)atomic_load(&counters[s][m]));
+            metrics_out(&o, "%s{stage=\"%s\"} %llu\n", metric_info[m].name, stage_names[s],
+                        (unsigned long long)atomic_load(&counters[s][m]));
     }
-    out(&o, "# HELP holdfast_partitions_owned Partitions the stage's tasks own\n"
-            "# TYPE holdfast_partitions_owned gauge\n");
+    metrics_out(&o, "# HELP holdfast_partitions_owned Partitions the stage's tasks own\n"
+                    "# TYPE holdfast_partitions_owned gauge\n");
     for (int s = 0; s < stages; s++)
-        out(&o, "holdfast_partitions_owned{stage=\"%s\"} %lld\n", stage_names[s],
-            (long long)atomic_load(&partitions[s]));
+        metrics_out(&o, "holdfast_partitions_owned{stage=\"%s\"} %lld\n", stage_names[s],
+                    (long long)atomic_load(&partitions[s]));
     render_histograms(&o, stages);
     render_standby_lag(&o, stages);
+    const char *names[HF_METRICS_STAGES_MAX];
+    for (int s = 0; s < stages; s++)
+        names[s] = stage_names[s];
+    metrics_flow_render(&o, names, stages, hf_mono_ms(), hf_wall_ms());
     pthread_mutex_lock(&reg_mu);
     for (size_t g = 0; g < gauges_count; g++)
-        out(&o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,
-            gauges[g].name, gauges[g].type, gauges[g].name, gauges[g].fn(gauges[g].opaque));
+        metrics_out(&o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,
+                    gauges[g].name, gauges[g].type, gauges[g].name, gauges[g].fn(gauges[g].opaque));
     pthread_mutex_unlock(&reg_mu);
     return o.len;
 }
@@ -329,27 +304,28 @@ bool metrics_ready_check(bool (*fn)(void *opaque, char *why, size_t why_size), v
 
 bool metrics_ready(int tasks_expected, char *reason, size_t reason_size)
 {
-    out_t o = {reason, reason_size, 0};
+    metrics_out_t o = {reason, reason_size, 0};
     if (reason_size)
         reason[0] = '\0';
     int n = atomic_load(&tasks_count);
     if (n < tasks_expected)
-        out(&o, "%d of %d task threads not started yet\n", tasks_expected - n, tasks_expected);
+        metrics_out(&o, "%d of %d task threads not started yet\n", tasks_expected - n,
+                    tasks_expected);
     for (int i = 0; i < n; i++) {
         int phase = atomic_load(&tasks[i].phase);
         if (phase != TASK_READY)
-            out(&o, "%s task (thread %d): %s\n", task_stage_name(i), i, phase_why[phase]);
+            metrics_out(&o, "%s task (thread %d): %s\n", task_stage_name(i), i, phase_why[phase]);
     }
     pthread_mutex_lock(&reg_mu);
     for (size_t c = 0; c < checks_count; c++) {
         char why[METRICS_WHY_MAX];
         if (!checks[c].fn(checks[c].opaque, why, sizeof why))
-            out(&o, "%s\n", why);
+            metrics_out(&o, "%s\n", why);
     }
     pthread_mutex_unlock(&reg_mu);
     bool ready = o.len == 0;
     if (ready)
-        out(&o, "ok\n");
+        metrics_out(&o, "ok\n");
     return ready;
 }
 

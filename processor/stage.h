@@ -90,6 +90,10 @@ typedef struct {
      * key hashes to was dead-lettered (why says so); may emit (the gateway
      * answers a request REJECTED_INVALID) but must not write state. NULL: none. */
     int (*on_misrouted)(stage_ctx_t *ctx, const hf_record_t *rec, const char *why);
+    /* The flow series the stage has from its start (metrics_flow.h:
+     * METRICS_FLOW_REPLIES, ...), so that they show zeros before their first
+     * observation; 0: only those every stage has. */
+    unsigned metrics_series;
 } stage_def_t;
 
 /* ---- what a handler may do */
@@ -105,6 +109,13 @@ int32_t stage_partition(const stage_ctx_t *ctx);
  * time on a topic with message.timestamp.type=LogAppendTime (holdfast.requests),
  * else its producer's; <= 0 when unknown (timers, batch end). */
 int64_t stage_record_timestamp_ms(const stage_ctx_t *ctx);
+/* The same, only when the input record being handled is of type (as
+ * decoded): -1 for another type, and in timers and batch ends. A reply tells
+ * by it whether the request it answers is the record at hand. */
+int64_t stage_input_timestamp_ms(const stage_ctx_t *ctx, hf_rec_type_t type);
+/* The stage's slot in metrics.h, for the series a handler counts itself
+ * (metrics_flow.h); -1 when it has none (they are then not kept). */
+int stage_metrics(const stage_ctx_t *ctx);
 /* The Kafka key of the record being handled (not NUL-terminated). */
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len);
 

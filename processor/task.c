@@ -20,6 +20,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_flow.h"
 #include "pacing.h"
 #include "state_load.h"
 #include "topics.h"
@@ -45,6 +46,9 @@
  * a departed member beyond it is not fenced: its open transaction then ends
  * at the broker's transaction timeout. */
 #define TASK_GROUP_MEMBERS_MAX     64
+/* How often a task reports its consumer lag (holdfast_consumer_lag_records):
+ * from librdkafka's cached watermarks, so no request, but not per loop. */
+#define TASK_LAG_REPORT_MS         1000
 
 struct task_owners {
     pthread_mutex_t mu;
@@ -142,6 +146,11 @@ struct task {
     int64_t last_begin_ms;
     int64_t last_commit_ms;
     int64_t age_refreshed_ms; /* last time every owned partition was marked current */
+    /* The next input offset this task knows per input topic and partition
+     * (committed at assignment, then by its transactions): the consumer lag's
+     * position until the consumer has one. */
+    int64_t lag_next[TASK_INPUT_TOPICS_MAX][HF_PARTITIONS_MAX];
+    int64_t lag_reported_ms; /* hf_mono_ms of the last report */
     /* Epoch ms at which each partition's assignment began, until its first
      * record is applied (then 0): the takeover time in the log. */
     int64_t assigned_at_ms[HF_PARTITIONS_MAX];
@@ -335,6 +344,16 @@ void stage_set_partition(stage_ctx_t *ctx, int32_t partition)
 int64_t stage_record_timestamp_ms(const stage_ctx_t *ctx)
 {
     return ctx->msg ? ctx->msg->timestamp_ms : -1;
+}
+
+int64_t stage_input_timestamp_ms(const stage_ctx_t *ctx, hf_rec_type_t type)
+{
+    return ctx->msg && ctx->t->rec.type == type ? ctx->msg->timestamp_ms : -1;
+}
+
+int stage_metrics(const stage_ctx_t *ctx)
+{
+    return ctx->t->metrics;
 }
 
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
@@ -804,6 +823,9 @@ static int write_state(task_t *t)
             continue;
         if (t->batch_next[0][p] >= 0)
             t->input_next[p] = t->batch_next[0][p];
+        for (size_t ti = 0; ti < t->def->input_topics_count; ti++)
+            if (t->batch_next[ti][p] >= 0)
+                t->lag_next[ti][p] = t->batch_next[ti][p];
         if (t->cl_last[p] + 1 > t->cl_next[p])
             t->cl_next[p] = t->cl_last[p] + 1;
         int err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p], t->ctx.now_ms);
@@ -1274,6 +1296,9 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committ
             log_error("task", "partition %d is beyond HF_PARTITIONS_MAX %d", p, HF_PARTITIONS_MAX);
             return HF_ERR_LIMIT;
         }
+        int ti = topic_index(t, tps[i].topic);
+        if (ti >= 0)
+            t->lag_next[ti][p] = committed[i];
         if (t->owned[p])
             continue; /* co-partitioned topics share partition p */
         int64_t assigned_at_ms = hf_wall_ms();
@@ -1300,8 +1325,10 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
     int64_t owned = 0;
     for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
         owned += t->owned[p];
-        if (t->owned[p]) /* its state is written: gather polls between batches */
+        if (t->owned[p]) { /* its state is written: gather polls between batches */
             owners_release(t->o.owners, p);
+            metrics_partition_gone(t->metrics, p);
+        }
         t->assigned_at_ms[p] = 0;
     }
     metrics_add_partitions(t->metrics, -owned);
@@ -1364,6 +1391,26 @@ static int gather(task_t *t)
     return HF_OK;
 }
 
+/* Reports how far the consumer is behind on every input partition this task
+ * owns (metrics_flow.h); a partition whose lag is not known yet is left out. */
+static void report_lag(task_t *t, int64_t mono_ms)
+{
+    kafka_tp_t tps[TASK_INPUT_TOPICS_MAX * HF_PARTITIONS_MAX];
+    int64_t next[TASK_INPUT_TOPICS_MAX * HF_PARTITIONS_MAX];
+    int64_t lags[TASK_INPUT_TOPICS_MAX * HF_PARTITIONS_MAX];
+    size_t n = 0;
+    t->lag_reported_ms = mono_ms;
+    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++)
+        for (size_t ti = 0; t->owned[p] && ti < t->def->input_topics_count; ti++) {
+            tps[n] = (kafka_tp_t){t->inputs[ti], p};
+            next[n++] = t->lag_next[ti][p];
+        }
+    kafka_consumer_lags(t->kc, tps, next, n, lags);
+    for (size_t i = 0; i < n; i++)
+        metrics_consumer_lag(t->metrics, (size_t)topic_index(t, tps[i].topic), tps[i].partition,
+                             lags[i]);
+}
+
 /* Applies gathered records (stopping early when the batch is full), runs timers
  * and the stage's batch end. Returns how many records it applied. */
 static int apply_batch(task_t *t, size_t *applied)
@@ -1421,7 +1468,12 @@ static int task_step(task_t *t)
     batch_reset(t);
     size_t applied = 0;
     err = apply_batch(t, &applied);
-    pacing_observe(&t->pacing, hf_mono_ms(), (int64_t)applied);
+    int64_t mono_ms = hf_mono_ms();
+    pacing_observe(&t->pacing, mono_ms, (int64_t)applied);
+    if (applied > 0)
+        metrics_records_applied(t->metrics, mono_ms);
+    if (mono_ms - t->lag_reported_ms >= TASK_LAG_REPORT_MS)
+        report_lag(t, mono_ms);
     if (err == HF_OK && applied == 0 && t->outs_count == 0 && t->written_count == 0) {
         /* Idle, but a tick may have left local writes (derived state: timers it
          * fired, the gateway's sweep cursor). They need no transaction; write them
@@ -1686,8 +1738,11 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     t->ctx.t = t;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);
     hf_assert(!t->def->init || opts->env); /* built before any task starts (main.c) */
-    for (int p = 0; p < HF_PARTITIONS_MAX; p++)
+    for (int p = 0; p < HF_PARTITIONS_MAX; p++) {
         t->cl_next[p] = t->cl_last[p] = t->input_next[p] = -1;
+        for (size_t ti = 0; ti < TASK_INPUT_TOPICS_MAX; ti++)
+            t->lag_next[ti][p] = -1;
+    }
     const hf_config_t *cfg = opts->cfg;
     if (opts->standby) {
         hf_assert(opts->owners);
@@ -1727,8 +1782,11 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
         err = kafka_reader_new(&t->kconf, &t->rd, errstr, errstr_size);
     if (err)
         goto fail;
-    for (size_t i = 0; i < t->def->input_topics_count; i++)
+    for (size_t i = 0; i < t->def->input_topics_count; i++) {
         t->inputs[i] = topic_name(t->def->input_topics[i]);
+        metrics_input_topic(t->metrics, i, t->inputs[i]);
+    }
+    metrics_flow_declare(t->metrics, t->def->metrics_series);
     /* Committed offsets wait for a stalled previous owner's transaction,
      * which the broker aborts after its transaction timeout at the latest. */
     kafka_rebalance_t rb = {.before_assign = fence_departed,
@@ -1778,6 +1836,7 @@ void task_destroy(task_t *t)
         owners_release(t->o.owners, p);
         t->owned[p] = false;
         metrics_add_partitions(t->metrics, -1);
+        metrics_partition_gone(t->metrics, p);
     }
     kafka_reader_destroy(t->rd);
     kafka_producer_destroy(t->kp);

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "hf_assert.h"
 #include "log.h"
+#include "metrics_flow.h"
 
 /* Timers handled per partition per tick; the rest wait for the next tick. */
 #define AGG_TIMERS_PER_TICK_MAX 1000
@@ -42,7 +43,10 @@ static int emit_signal(stage_ctx_t *ctx, const hf_sku_state_t *s, int kind)
     sig->emitted_at_ms = stage_now_ms(ctx);
     log_info("aggregator", "%s: %s (total %lld)", s->sku, hf_signal_kind_name(sig->kind),
              (long long)s->total);
-    return stage_emit(ctx, HF_T_SIGNALS, s->sku, strlen(s->sku), &rec);
+    int err = stage_emit(ctx, HF_T_SIGNALS, s->sku, strlen(s->sku), &rec);
+    if (!err)
+        metrics_signal(stage_metrics(ctx), sig->kind);
+    return err;
 }
 
 int aggregator_settle(stage_ctx_t *ctx, hf_sku_state_t *s)
@@ -104,15 +108,22 @@ static int aggregator_tick(stage_ctx_t *ctx)
         return HF_ERR_NOMEM;
     const void *k, *v;
     size_t klen, vlen;
+    int64_t oldest_due_ms = 0;
     while (n < AGG_TIMERS_PER_TICK_MAX && state_iter_next(it, &k, &klen, &v, &vlen)) {
         int64_t due_ms = 0;
         char sku[HF_SKU_LEN_MAX + 1];
         if (!timer_key_parse(k, klen, &due_ms, sku) || due_ms > now)
             break;
+        if (n == 0)
+            oldest_due_ms = due_ms;
         memcpy(due[n].key, k, klen);
         due[n++].len = klen;
     }
     state_iter_destroy(it);
+    /* Due and not yet emitted: the signals this tick is about to settle (they
+     * go out when its transaction commits). A tick that keeps finding the same
+     * timer (its transactions abort) shows a growing age. */
+    metrics_signal_pending(stage_metrics(ctx), stage_partition(ctx), oldest_due_ms);
     int err = HF_OK;
     hf_sku_state_t s;
     for (size_t i = 0; i < n && err == HF_OK; i++) {
@@ -141,6 +152,7 @@ static void aggregator_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 
 static const stage_def_t aggregator_def = {
     .name = "aggregator",
+    .metrics_series = METRICS_FLOW_SIGNALS,
     .init = aggregator_env_new,
     .destroy = aggregator_env_destroy,
     .input_topics = aggregator_inputs,

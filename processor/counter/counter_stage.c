@@ -8,6 +8,7 @@
 #include "config.h"
 #include "counter.h"
 #include "hf_assert.h"
+#include "metrics_flow.h"
 #include "topics.h"
 
 static const hf_topic_id_t counter_inputs[] = {HF_T_COUNTER_COMMANDS, HF_T_STOCK_FEED};
@@ -207,6 +208,7 @@ static void counter_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 
 static const stage_def_t counter_def = {
     .name = "counter",
+    .metrics_series = METRICS_FLOW_REPLIES, /* its answers to two-hop reserves */
     .init = counter_env_new,
     .destroy = counter_env_destroy,
     .input_topics = counter_inputs,

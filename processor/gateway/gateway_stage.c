@@ -5,6 +5,7 @@
 #include "config.h"
 #include "gateway.h"
 #include "hf_assert.h"
+#include "metrics_flow.h"
 #include "topics.h"
 
 static const hf_topic_id_t gateway_inputs[] = {HF_T_REQUESTS, HF_T_COUNTER_RESULTS};
@@ -71,6 +72,7 @@ static void gateway_pacing(const hf_config_t *cfg, pacing_conf_t *out)
 
 static const stage_def_t gateway_def = {
     .name = "gateway",
+    .metrics_series = METRICS_FLOW_REPLIES | METRICS_FLOW_EXPIRY,
     .init = gateway_env_new,
     .destroy = gateway_env_destroy,
     .input_topics = gateway_inputs,

@@ -8,14 +8,36 @@
 
 #include "gateway.h"
 #include "hf_assert.h"
+#include "metrics_flow.h"
 
-int gw_emit_reply(stage_ctx_t *ctx, const char *reply_to, const hf_reply_t *reply)
+/* When the request `to` stands for reached holdfast.requests: the timestamp of
+ * the record at hand when it is that request (its broker append time), else
+ * when the gateway applied it (a Reserve answered after its holds' results),
+ * else -1 (a parked request, a late payment's re-reservation). */
+static int64_t requested_at_ms(stage_ctx_t *ctx, const gw_asker_t *to)
+{
+    int64_t ts = stage_input_timestamp_ms(ctx, to->kind);
+    size_t key_len = 0;
+    const void *key = stage_record_key(ctx, &key_len);
+    if (ts > 0 && key && key_len == strlen(to->reservation_id) &&
+        memcmp(key, to->reservation_id, key_len) == 0)
+        return ts;
+    return to->applied_at_ms > 0 ? to->applied_at_ms : -1;
+}
+
+int gw_emit_reply(stage_ctx_t *ctx, const gw_asker_t *to, const hf_reply_t *reply)
 {
     hf_record_t rec;
     rec.type = HF_REC_REPLY;
     rec.u.reply = *reply;
-    return stage_emit_to(ctx, gw_reply_topic(reply_to), reply->reservation_id,
-                         strlen(reply->reservation_id), &rec);
+    int err = stage_emit_to(ctx, gw_reply_topic(to->reply_to), reply->reservation_id,
+                            strlen(reply->reservation_id), &rec);
+    if (err)
+        return err;
+    int64_t since_ms = requested_at_ms(ctx, to);
+    metrics_reply(stage_metrics(ctx), to->kind, reply->outcome,
+                  since_ms > 0 ? reply->replied_at_ms - since_ms : -1);
+    return HF_OK;
 }
 
 int gw_reply_simple(stage_ctx_t *ctx, const gw_asker_t *to, hf_reply_outcome_t outcome,
@@ -28,7 +50,7 @@ int gw_reply_simple(stage_ctx_t *ctx, const gw_asker_t *to, hf_reply_outcome_t o
     r.outcome = outcome;
     snprintf(r.message, sizeof r.message, "%s", message);
     r.replied_at_ms = stage_now_ms(ctx);
-    return gw_emit_reply(ctx, to->reply_to, &r);
+    return gw_emit_reply(ctx, to, &r);
 }
 
 /* A reply about rs (its HELD holds as allocations when it is held or sold). */
@@ -117,10 +139,13 @@ int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end)
                    &reply);
         err = gw_idem_store(ctx, end->asker, &reply);
     }
-    if (!err && end->reserve && end->reserve_told_at_ms <= 0)
-        err = gw_emit_reply(ctx, rs->reply_to, &reserve_reply);
+    if (!err && end->reserve && end->reserve_told_at_ms <= 0) {
+        gw_asker_t reserver = {rs->reservation_id, rs->idempotency_key, rs->reply_to,
+                               rs->request_hash,   HF_REC_RESERVE,      rs->created_at_ms};
+        err = gw_emit_reply(ctx, &reserver, &reserve_reply);
+    }
     if (!err && end->asker)
-        err = gw_emit_reply(ctx, end->asker->reply_to, &reply);
+        err = gw_emit_reply(ctx, end->asker, &reply);
     if (!err && end->ledger)
         err = gw_emit_ledger(ctx, rs, end->ledger_kind, end->ledger_reason);
     return err;
@@ -168,5 +193,9 @@ int gw_finish(stage_ctx_t *ctx, hf_reservation_state_t *rs, hf_res_status_t stat
 int gw_expire(stage_ctx_t *ctx, hf_reservation_state_t *rs)
 {
     hf_assert(rs->status == HF_RES_HELD && rs->expires_at_ms <= stage_now_ms(ctx));
-    return gw_finish(ctx, rs, HF_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
+    int64_t expires_at_ms = rs->expires_at_ms;
+    int err = gw_finish(ctx, rs, HF_RES_EXPIRED, HF_LEDGER_EXPIRED, "expired");
+    if (!err) /* holdfast_expiry_lag_ms: how late the TTL was acted on */
+        metrics_expiry(stage_metrics(ctx), stage_now_ms(ctx) - expires_at_ms);
+    return err;
 }

@@ -18,20 +18,36 @@ bool gw_request_ids(const hf_record_t *rec, gw_asker_t *out)
     memset(out, 0, sizeof *out);
     switch (rec->type) {
     case HF_REC_RESERVE:
-        *out = (gw_asker_t){rec->u.reserve.reservation_id, rec->u.reserve.idempotency_key,
-                            rec->u.reserve.reply_to, 0};
+        *out = (gw_asker_t){rec->u.reserve.reservation_id,
+                            rec->u.reserve.idempotency_key,
+                            rec->u.reserve.reply_to,
+                            0,
+                            HF_REC_RESERVE,
+                            0};
         return true;
     case HF_REC_COMMIT:
-        *out = (gw_asker_t){rec->u.commit.reservation_id, rec->u.commit.idempotency_key,
-                            rec->u.commit.reply_to, 0};
+        *out = (gw_asker_t){rec->u.commit.reservation_id,
+                            rec->u.commit.idempotency_key,
+                            rec->u.commit.reply_to,
+                            0,
+                            HF_REC_COMMIT,
+                            0};
         return true;
     case HF_REC_RELEASE:
-        *out = (gw_asker_t){rec->u.release.reservation_id, rec->u.release.idempotency_key,
-                            rec->u.release.reply_to, 0};
+        *out = (gw_asker_t){rec->u.release.reservation_id,
+                            rec->u.release.idempotency_key,
+                            rec->u.release.reply_to,
+                            0,
+                            HF_REC_RELEASE,
+                            0};
         return true;
     case HF_REC_EXTEND:
-        *out = (gw_asker_t){rec->u.extend.reservation_id, rec->u.extend.idempotency_key,
-                            rec->u.extend.reply_to, 0};
+        *out = (gw_asker_t){rec->u.extend.reservation_id,
+                            rec->u.extend.idempotency_key,
+                            rec->u.extend.reply_to,
+                            0,
+                            HF_REC_EXTEND,
+                            0};
         return true;
     default:
         return false;
@@ -123,7 +139,7 @@ static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)
                                "idempotency key was used with a different request body");
     if (!ir->complete)
         return HF_OK; /* the answer is on its way; it will be sent once */
-    return gw_emit_reply(ctx, a->reply_to, &ir->reply);
+    return gw_emit_reply(ctx, a, &ir->reply);
 }
 
 /* A request for a reservation its counter may have answered, before that answer
@@ -154,7 +170,7 @@ static int reserve_retry(stage_ctx_t *ctx, const hf_record_t *rec, const hf_rese
         hf_reply_t reply = rs->reserve_reply;
         snprintf(reply.reservation_id, sizeof reply.reservation_id, "%s", rs->reservation_id);
         snprintf(reply.idempotency_key, sizeof reply.idempotency_key, "%s", rs->idempotency_key);
-        return gw_emit_reply(ctx, a->reply_to, &reply);
+        return gw_emit_reply(ctx, a, &reply);
     }
     /* Answered before the answer moved into R: an IdempotencyRecord has it
      * (or its pending marker) until its retention ends. */

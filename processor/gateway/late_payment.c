@@ -27,8 +27,9 @@
 /* The Commit the re-reservation was started for: answered when it ends. */
 static gw_asker_t rebook_asker(const hf_reservation_state_t *rs)
 {
-    return (gw_asker_t){rs->reservation_id, rs->rebook_idempotency_key, rs->rebook_reply_to,
-                        rs->rebook_request_hash};
+    return (gw_asker_t){rs->reservation_id,  rs->rebook_idempotency_key,
+                        rs->rebook_reply_to, rs->rebook_request_hash,
+                        HF_REC_COMMIT,       0};
 }
 
 int gw_refund_payment(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *payment_id,

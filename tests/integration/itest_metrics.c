@@ -3,7 +3,10 @@
  * naming what is not ready while the tasks start, join and restore, then 200;
  * /healthz (liveness) is 200 meanwhile; /metrics counts what the process owns,
  * over one keep-alive connection. A restart without its local state is not
- * ready until the changelog has been restored into it. */
+ * ready until the changelog has been restored into it. After real reserves,
+ * commits, releases, an expiry and a sold-out, the flow series (replies,
+ * request latency, expiry lag, consumer lag, record and signal ages, signals)
+ * are there and moved. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,11 +22,13 @@
 
 #include <cmocka.h>
 
+#include "codec.h"
 #include "harness.h"
+#include "lib/client.h"
 
 #define WAIT_MS 60000
 
-static char page[64 * 1024];
+static char page[256 * 1024];
 
 /* A port nobody listens on now (the kernel's pick, released). */
 static int free_port(void)
@@ -213,11 +218,223 @@ static void test_readyz_names_a_stale_gateway_view(void **state)
     harness_cleanup(&h);
 }
 
+/* ---- the flow series after real traffic */
+
+#define CALL_MS 15000
+
+static hf_record_t reserve_req(const char *rid, const char *sku, int64_t qty, int64_t ttl_ms)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
+    q->lines_count = 1;
+    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
+    q->lines[0].qty = qty;
+    q->ship_to = (hf_geo_t){40.73, -73.99};
+    q->ttl_ms = ttl_ms;
+    q->sent_at_ms = harness_now_ms();
+    return r;
+}
+
+static void call_expect(hf_client_t *c, const hf_record_t *req, hf_reply_outcome_t want)
+{
+    hf_reply_t rep;
+    char errstr[256] = "";
+    if (client_call(c, req, CALL_MS, 3, &rep, errstr, sizeof errstr) != HF_OK)
+        fail_msg("client_call: %s", errstr);
+    if (rep.outcome != want)
+        fail_msg("%s: %s (%s), want %s", rep.reservation_id, hf_reply_outcome_name(rep.outcome),
+                 rep.message, hf_reply_outcome_name(want));
+}
+
+/* The sum of the values of every line of page that starts with prefix (the
+ * series of a family matching some labels); -1 when no line does. */
+static double sum_of(const char *prefix)
+{
+    double sum = -1;
+    char want[512];
+    snprintf(want, sizeof want, "\n%s", prefix);
+    for (const char *at = strstr(page, want); at; at = strstr(at + 1, want)) {
+        const char *end = strchr(at + 1, '\n');
+        const char *space = at + 1;
+        while (end && space < end && *space != ' ')
+            space++;
+        if (end && space < end)
+            sum = (sum < 0 ? 0 : sum) + strtod(space + 1, NULL);
+    }
+    return sum;
+}
+
+typedef struct {
+    const char *prefix; /* a series (family and leading labels) */
+    double at_least;
+    const char *why;
+} expect_t;
+
+/* Scrapes /metrics until every expectation holds; fails naming the first that
+ * does not, with the page. */
+static void wait_metrics(int port, const expect_t *e, size_t n)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    size_t bad = 0;
+    do {
+        assert_int_equal(get(port, "/metrics"), 200);
+        for (bad = 0; bad < n && sum_of(e[bad].prefix) >= e[bad].at_least; bad++)
+            ;
+        if (bad == n)
+            return;
+        harness_sleep_ms(250);
+    } while (harness_now_ms() < deadline);
+    fail_msg("%s: want \"%s\" >= %g, have %g in:\n%s", e[bad].why, e[bad].prefix, e[bad].at_least,
+             sum_of(e[bad].prefix), page);
+}
+
+static void test_flow_series_move_with_real_traffic(void **state)
+{
+    harness_t h;
+    harness_init(&h, "metrics-flow");
+    int port = free_port();
+    char wpath[512], cwd[256], config[1024], key[128];
+    snprintf(wpath, sizeof wpath, "%s/warehouses.json", h.workdir);
+    FILE *f = fopen(wpath, "w");
+    assert_non_null(f);
+    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0}]}",
+          f);
+    fclose(f);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(config, sizeof config,
+             "{\"metrics_port\": %d, \"warehouses_file\": \"%s/%s\", \"signal_dwell_ms\": 300}",
+             port, cwd, wpath);
+    pid_t pid = harness_start_with(&h, "f1", "counter,gateway,aggregator", config);
+    int first_status;
+    char first[4096];
+    wait_ready(port, &first_status, first, sizeof first);
+
+    /* Before any traffic: the declared series are there, at zero. */
+    assert_int_equal(get(port, "/metrics"), 200);
+    assert_true(sum_of("holdfast_replies_total{stage=\"gateway\",request=\"commit\"") == 0);
+    assert_true(sum_of("holdfast_expiry_lag_ms_count{stage=\"gateway\"}") == 0);
+    assert_true(sum_of("holdfast_signals_emitted_total{kind=\"sold_out\"}") == 0);
+    assert_true(sum_of("holdfast_signals_pending_oldest_ms{stage=\"aggregator\"}") >= 0);
+    assert_true(sum_of("holdfast_last_signal_age_seconds{stage=\"aggregator\"}") >= 0);
+
+    hf_record_t fr = harness_feed("W1", "SKU-FLOW", HF_FEED_RECEIVE, 4, 1);
+    harness_send(&h, HF_T_STOCK_FEED, harness_pair(key, "W1", "SKU-FLOW"), &fr);
+    harness_flush(&h);
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&h, "W1", "SKU-FLOW", &c) && c.on_hand == 4) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(100);
+    assert_int_equal(c.on_hand, 4);
+
+    hf_client_t *cl = NULL;
+    char errstr[256];
+    assert_int_equal(client_new(h.bootstrap, NULL, &cl, errstr, sizeof errstr), HF_OK);
+    /* Until the aggregator's view has the SKU a reserve may be refused: retry
+     * under a new id until one is held. */
+    hf_reply_t rep = {0};
+    char rid[32] = "";
+    deadline = harness_now_ms() + WAIT_MS;
+    for (int i = 0; rep.outcome != HF_REPLY_HELD || !rid[0]; i++) {
+        assert_true(harness_now_ms() < deadline);
+        snprintf(rid, sizeof rid, "flow-r1-%d", i);
+        hf_record_t r1 = reserve_req(rid, "SKU-FLOW", 1, 0);
+        assert_int_equal(client_call(cl, &r1, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
+        if (rep.outcome != HF_REPLY_HELD)
+            harness_sleep_ms(250);
+    }
+    hf_record_t cm = harness_commit_req(rid, "pay-1", "payment-1");
+    call_expect(cl, &cm, HF_REPLY_COMMITTED);
+    hf_record_t r2 = reserve_req("flow-r2", "SKU-FLOW", 1, 0);
+    call_expect(cl, &r2, HF_REPLY_HELD);
+    hf_record_t rl = harness_release_req("flow-r2", "rel-2");
+    call_expect(cl, &rl, HF_REPLY_RELEASED);
+    hf_record_t r3 = reserve_req("flow-r3", "SKU-FLOW", 1, 1000); /* expires in a second */
+    call_expect(cl, &r3, HF_REPLY_HELD);
+    const expect_t expired[] = {
+        {"holdfast_expiry_lag_ms_count{stage=\"gateway\"}", 1, "the expiry of flow-r3"},
+    };
+    wait_metrics(port, expired, 1);
+    /* Every unit left held by one reservation: the network is sold out. */
+    hf_record_t r4 = reserve_req("flow-r4", "SKU-FLOW", 3, 0);
+    call_expect(cl, &r4, HF_REPLY_HELD);
+    client_destroy(cl);
+
+    const expect_t moved[] = {
+        {"holdfast_replies_total{stage=\"gateway\",request=\"commit\",outcome=\"committed\"}", 1,
+         "the commit's reply"},
+        {"holdfast_replies_total{stage=\"gateway\",request=\"release\",outcome=\"released\"}", 1,
+         "the release's reply"},
+        {"holdfast_request_latency_ms_count{stage=\"gateway\",request=\"commit\"}", 1,
+         "the commit's latency"},
+        {"holdfast_request_latency_ms_count{stage=\"gateway\",request=\"release\"}", 1,
+         "the release's latency"},
+        {"holdfast_signals_emitted_total{kind=\"sold_out\"}", 1, "SOLD_OUT after the dwell"},
+        {"holdfast_consumer_lag_records{stage=\"gateway\",topic=\"", 0, "the gateway's lag"},
+        {"holdfast_consumer_lag_records{stage=\"counter\",topic=\"", 0, "the counter's lag"},
+        {"holdfast_consumer_lag_records{stage=\"aggregator\",topic=\"", 0, "the aggregator's lag"},
+        {"holdfast_last_record_age_seconds{stage=\"gateway\"}", 0, "the gateway's record age"},
+    };
+    wait_metrics(port, moved, sizeof moved / sizeof moved[0]);
+    /* Reserves are answered by the gateway, or in two hops by the counter. */
+    double held = sum_of("holdfast_replies_total{stage=\"gateway\",request=\"reserve\",outcome="
+                         "\"held\"}") +
+                  sum_of("holdfast_replies_total{stage=\"counter\",request=\"reserve\",outcome="
+                         "\"held\"}");
+    double held_latency =
+        sum_of("holdfast_request_latency_ms_count{stage=\"gateway\",request=\"reserve\"}") +
+        sum_of("holdfast_request_latency_ms_count{stage=\"counter\",request=\"reserve\"}");
+    if (held < 4 || held_latency < 4)
+        fail_msg("4 reserves held: %g held replies, %g latencies counted in:\n%s", held,
+                 held_latency, page);
+    /* Latencies and the expiry's lag are those of a quiet local broker. */
+    double commit_ms =
+        sum_of("holdfast_request_latency_ms_sum{stage=\"gateway\",request=\"commit\"}");
+    assert_true(commit_ms >= 0 && commit_ms < 10000);
+    double lag_ms = sum_of("holdfast_expiry_lag_ms_sum{stage=\"gateway\"}");
+    if (!(lag_ms >= 0 && lag_ms < 5000))
+        fail_msg("the expiry fired %g ms after expires_at_ms:\n%s", lag_ms, page);
+    assert_true(sum_of("holdfast_last_signal_age_seconds{stage=\"aggregator\"}") < 30);
+    assert_true(sum_of("holdfast_last_record_age_seconds{stage=\"gateway\"}") < 30);
+
+    /* Quiet now: every input partition read to its end, its lag 0 (a
+     * transaction's commit marker is no record to read). */
+    deadline = harness_now_ms() + 10000;
+    double lag = -1;
+    do {
+        harness_sleep_ms(500);
+        assert_int_equal(get(port, "/metrics"), 200);
+        lag = sum_of("holdfast_consumer_lag_records{");
+    } while (lag != 0 && harness_now_ms() < deadline);
+    if (lag != 0)
+        fail_msg("an idle pipeline has a consumer lag of %g:\n%s", lag, page);
+    /* Every assigned input partition has its lag, those that never had a
+     * record too. */
+    char series[256];
+    snprintf(
+        series, sizeof series,
+        "holdfast_consumer_lag_records{stage=\"counter\",topic=\"%sholdfast.counter-commands\"",
+        h.prefix);
+    int32_t lines = 0;
+    for (const char *at = strstr(page, series); at; at = strstr(at + 1, series))
+        lines++;
+    if (lines != harness_partitions(&h, HF_T_COUNTER_COMMANDS))
+        fail_msg("%d of %d counter-commands partitions have a lag:\n%s", lines,
+                 harness_partitions(&h, HF_T_COUNTER_COMMANDS), page);
+    assert_int_equal(harness_stop(pid), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readyz_follows_the_start_and_the_restore_and_metrics_count),
         cmocka_unit_test(test_readyz_names_a_stale_gateway_view),
+        cmocka_unit_test(test_flow_series_move_with_real_traffic),
     };
     return cmocka_run_group_tests_name("metrics endpoints of a real process", tests, NULL, NULL);
 }

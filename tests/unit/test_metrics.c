@@ -21,7 +21,9 @@
 
 #include "config.h"
 #include "hf_limits.h"
+#include "hf_clock.h"
 #include "metrics.h"
+#include "metrics_flow.h"
 
 static char page[64 * 1024];
 
@@ -106,6 +108,180 @@ static void test_counters_histogram_and_gauges_render_as_prometheus_text(void **
     char small[16];
     assert_int_equal(metrics_render(small, sizeof small), need);
     assert_int_equal(strlen(small), sizeof small - 1);
+}
+
+/* The value of the first line that starts with prefix, as a number; fails
+ * when there is none. */
+static double value_of(const char *text, const char *prefix)
+{
+    char want[512];
+    snprintf(want, sizeof want, "\n%s", prefix);
+    const char *at = strstr(text, want);
+    if (!at)
+        fail_msg("no line starting \"%s\" in:\n%s", prefix, text);
+    return strtod(at + strlen(want), NULL);
+}
+
+static void test_replies_and_their_latency_render_by_request_and_outcome(void **state)
+{
+    int gw = metrics_stage("flow-gateway");
+    int quiet = metrics_stage("flow-quiet"); /* declares no reply series */
+    metrics_flow_declare(gw, METRICS_FLOW_REPLIES | METRICS_FLOW_EXPIRY);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    /* Declared: every request x outcome is there at 0 before the first reply. */
+    expect_line(page, "# TYPE holdfast_replies_total counter");
+    expect_line(page, "holdfast_replies_total{stage=\"flow-gateway\",request=\"extend\","
+                      "outcome=\"busy\"} 0");
+    expect_line(page,
+                "holdfast_request_latency_ms_count{stage=\"flow-gateway\",request=\"commit\"} 0");
+    expect_line(page, "holdfast_expiry_lag_ms_bucket{stage=\"flow-gateway\",le=\"+Inf\"} 0");
+    if (strstr(page, "stage=\"flow-quiet\",request="))
+        fail_msg("a stage that declared no replies has reply series:\n%s", page);
+
+    metrics_reply(gw, HF_REC_RESERVE, HF_REPLY_HELD, 3);     /* <= 5 */
+    metrics_reply(gw, HF_REC_RESERVE, HF_REPLY_HELD, 5);     /* <= 5: a bound is inclusive */
+    metrics_reply(gw, HF_REC_RESERVE, HF_REPLY_HELD, 700);   /* <= 1000 */
+    metrics_reply(gw, HF_REC_RESERVE, HF_REPLY_HELD, 20000); /* +Inf only */
+    metrics_reply(gw, HF_REC_RESERVE, HF_REPLY_REJECTED_INSUFFICIENT, -1); /* no latency */
+    metrics_reply(gw, HF_REC_COMMIT, HF_REPLY_COMMITTED, 12);
+    metrics_reply(gw, HF_REC_HOLD, HF_REPLY_HELD, 1); /* not a request: dropped */
+    metrics_reply(quiet, HF_REC_RELEASE, HF_REPLY_RELEASED, 1);
+    metrics_expiry(gw, 40);
+    metrics_expiry(gw, 6000);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    expect_line(page, "holdfast_replies_total{stage=\"flow-gateway\",request=\"reserve\","
+                      "outcome=\"held\"} 4");
+    expect_line(page, "holdfast_replies_total{stage=\"flow-gateway\",request=\"reserve\","
+                      "outcome=\"rejected_insufficient\"} 1");
+    expect_line(page, "holdfast_replies_total{stage=\"flow-gateway\",request=\"commit\","
+                      "outcome=\"committed\"} 1");
+    expect_line(page, "holdfast_replies_total{stage=\"flow-gateway\",request=\"commit\","
+                      "outcome=\"held\"} 0");
+    /* A stage that did not declare them has them once it replied. */
+    expect_line(page, "holdfast_replies_total{stage=\"flow-quiet\",request=\"release\","
+                      "outcome=\"released\"} 1");
+    /* Cumulative buckets; the unknown latency counted as a reply, not observed. */
+    const char *lat = "holdfast_request_latency_ms";
+    char line[256];
+    static const struct {
+        const char *le;
+        int count;
+    } want[] = {{"5", 2},   {"10", 2},   {"25", 2},   {"50", 2},   {"100", 2},   {"250", 2},
+                {"500", 2}, {"1000", 3}, {"2500", 3}, {"5000", 3}, {"10000", 3}, {"+Inf", 4}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        snprintf(line, sizeof line,
+                 "%s_bucket{stage=\"flow-gateway\",request=\"reserve\",le=\"%s\"} %d", lat,
+                 want[i].le, want[i].count);
+        expect_line(page, line);
+    }
+    expect_line(page, "holdfast_request_latency_ms_sum{stage=\"flow-gateway\",request=\"reserve\"} "
+                      "20708");
+    expect_line(page,
+                "holdfast_request_latency_ms_count{stage=\"flow-gateway\",request=\"reserve\"} 4");
+    expect_line(page,
+                "holdfast_request_latency_ms_bucket{stage=\"flow-gateway\",request=\"commit\","
+                "le=\"10\"} 0");
+    expect_line(page,
+                "holdfast_request_latency_ms_bucket{stage=\"flow-gateway\",request=\"commit\","
+                "le=\"25\"} 1");
+    expect_line(page, "holdfast_expiry_lag_ms_bucket{stage=\"flow-gateway\",le=\"50\"} 1");
+    expect_line(page, "holdfast_expiry_lag_ms_bucket{stage=\"flow-gateway\",le=\"5000\"} 1");
+    expect_line(page, "holdfast_expiry_lag_ms_bucket{stage=\"flow-gateway\",le=\"10000\"} 2");
+    expect_line(page, "holdfast_expiry_lag_ms_sum{stage=\"flow-gateway\"} 6040");
+    expect_line(page, "holdfast_expiry_lag_ms_count{stage=\"flow-gateway\"} 2");
+    /* The reply to a record that is no request was dropped, and counted. */
+    assert_true(value_of(page, "holdfast_metrics_dropped_total ") >= 1);
+    /* One family, one TYPE line: Prometheus refuses a family split in two. */
+    const char *first = strstr(page, "# TYPE holdfast_replies_total ");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "# TYPE holdfast_replies_total "));
+}
+
+static void test_consumer_lag_appears_per_assigned_partition_and_disappears(void **state)
+{
+    int st = metrics_stage("flow-lag");
+    metrics_input_topic(st, 0, "t.requests");
+    metrics_input_topic(st, 1, "t.results");
+    metrics_input_topic(st, 1, "t.other"); /* the first name stays */
+    metrics_consumer_lag(st, 0, 2, 17);
+    metrics_consumer_lag(st, 1, 2, 0);
+    metrics_consumer_lag(st, 0, 5, 3);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    expect_line(page, "# TYPE holdfast_consumer_lag_records gauge");
+    expect_line(page, "holdfast_consumer_lag_records{stage=\"flow-lag\",topic=\"t.requests\","
+                      "partition=\"2\"} 17");
+    expect_line(page, "holdfast_consumer_lag_records{stage=\"flow-lag\",topic=\"t.results\","
+                      "partition=\"2\"} 0");
+    expect_line(page, "holdfast_consumer_lag_records{stage=\"flow-lag\",topic=\"t.requests\","
+                      "partition=\"5\"} 3");
+    /* Revoked: partition 2 goes from both topics, 5 stays; a lag not known
+     * (< 0) takes it away too. */
+    metrics_partition_gone(st, 2);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    if (strstr(page, "stage=\"flow-lag\",topic=\"t.requests\",partition=\"2\"") ||
+        strstr(page, "topic=\"t.results\""))
+        fail_msg("a revoked partition's lag is still shown:\n%s", page);
+    expect_line(page, "holdfast_consumer_lag_records{stage=\"flow-lag\",topic=\"t.requests\","
+                      "partition=\"5\"} 3");
+    metrics_consumer_lag(st, 0, 5, -1);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    if (strstr(page, "holdfast_consumer_lag_records{stage=\"flow-lag\""))
+        fail_msg("a partition whose lag is unknown is still shown:\n%s", page);
+    /* Beyond the partition bound: dropped and counted, never a new series. */
+    double dropped = value_of(page, "holdfast_metrics_dropped_total ");
+    metrics_consumer_lag(st, 0, METRICS_FLOW_PARTITIONS_MAX, 9);
+    metrics_consumer_lag(st, 0, -3, 9);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    assert_true(value_of(page, "holdfast_metrics_dropped_total ") == dropped + 2);
+    if (strstr(page, "holdfast_consumer_lag_records{stage=\"flow-lag\""))
+        fail_msg("a partition beyond the bound got a series:\n%s", page);
+}
+
+static void test_ages_and_signals_render_and_move(void **state)
+{
+    int agg = metrics_stage("flow-aggregator");
+    metrics_flow_declare(agg, METRICS_FLOW_SIGNALS);
+    hf_sleep_ms(30);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    /* Nothing applied or emitted yet: the ages count from the stage's start. */
+    double record_age =
+        value_of(page, "holdfast_last_record_age_seconds{stage=\"flow-aggregator\"} ");
+    double signal_age =
+        value_of(page, "holdfast_last_signal_age_seconds{stage=\"flow-aggregator\"} ");
+    assert_true(record_age >= 0.02 && record_age < 60);
+    assert_true(signal_age >= 0.02 && signal_age < 60);
+    expect_line(page, "holdfast_signals_pending_oldest_ms{stage=\"flow-aggregator\"} 0");
+    double sold_out = value_of(page, "holdfast_signals_emitted_total{kind=\"sold_out\"} ");
+    expect_line(page, "# TYPE holdfast_signals_emitted_total counter");
+    if (strstr(page, "holdfast_last_signal_age_seconds{stage=\"flow-gateway\"}"))
+        fail_msg("a stage without signals has a signal age:\n%s", page);
+
+    metrics_records_applied(agg, hf_mono_ms());
+    metrics_signal(agg, HF_SIGNAL_SOLD_OUT);
+    metrics_signal(agg, HF_SIGNAL_SOLD_OUT);
+    metrics_signal(agg, HF_SIGNAL_BACK_IN_STOCK);
+    /* Two partitions with due timers: the oldest counts; one revoked goes. */
+    int64_t now = hf_wall_ms();
+    metrics_signal_pending(agg, 1, now - 4000);
+    metrics_signal_pending(agg, 2, now - 1500);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    assert_true(value_of(page, "holdfast_last_record_age_seconds{stage=\"flow-aggregator\"} ") <
+                0.02);
+    assert_true(value_of(page, "holdfast_last_signal_age_seconds{stage=\"flow-aggregator\"} ") <
+                0.02);
+    assert_true(value_of(page, "holdfast_signals_emitted_total{kind=\"sold_out\"} ") ==
+                sold_out + 2);
+    assert_true(value_of(page, "holdfast_signals_emitted_total{kind=\"back_in_stock\"} ") >= 1);
+    double pending =
+        value_of(page, "holdfast_signals_pending_oldest_ms{stage=\"flow-aggregator\"} ");
+    assert_true(pending >= 4000 && pending < 4000 + 5000);
+    metrics_partition_gone(agg, 1);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    pending = value_of(page, "holdfast_signals_pending_oldest_ms{stage=\"flow-aggregator\"} ");
+    assert_true(pending >= 1500 && pending < 4000);
+    metrics_signal_pending(agg, 2, 0); /* the tick found none due */
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    expect_line(page, "holdfast_signals_pending_oldest_ms{stage=\"flow-aggregator\"} 0");
 }
 
 /* One HTTP exchange with the server on 127.0.0.1:port (the server closes the
@@ -476,6 +652,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counters_histogram_and_gauges_render_as_prometheus_text),
+        cmocka_unit_test(test_replies_and_their_latency_render_by_request_and_outcome),
+        cmocka_unit_test(test_consumer_lag_appears_per_assigned_partition_and_disappears),
+        cmocka_unit_test(test_ages_and_signals_render_and_move),
         cmocka_unit_test(test_http_serves_metrics_and_health_and_refuses_the_rest),
         cmocka_unit_test(test_requests_on_one_connection_are_each_answered),
         cmocka_unit_test(test_idle_clients_do_not_delay_a_health_probe),

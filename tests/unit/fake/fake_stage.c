@@ -46,6 +46,17 @@ int64_t stage_record_timestamp_ms(const stage_ctx_t *ctx)
     return ctx->record_timestamp_ms;
 }
 
+int64_t stage_input_timestamp_ms(const stage_ctx_t *ctx, hf_rec_type_t type)
+{
+    return ctx->input_type == (int)type ? ctx->record_timestamp_ms : -1;
+}
+
+int stage_metrics(const stage_ctx_t *ctx)
+{
+    (void)ctx;
+    return -1; /* no metrics slot: handlers' observations are not kept */
+}
+
 const void *stage_record_key(const stage_ctx_t *ctx, size_t *key_len)
 {
     *key_len = ctx->key_len;
@@ -228,6 +239,7 @@ stage_ctx_t *fake_stage_new(const char *name, int64_t now_ms)
     ctx->buf = state_buf_new(ctx->st);
     assert_non_null(ctx->buf);
     ctx->now_ms = now_ms;
+    ctx->input_type = -1;
     return ctx;
 }
 
@@ -280,7 +292,9 @@ int fake_stage_apply(stage_ctx_t *ctx, const stage_def_t *def, const char *key,
     size_t written_before = ctx->written_count, emits_before = ctx->emits_count;
     const stage_handler_t *h = handler_for(def, rec->type);
     assert_non_null(h);
+    ctx->input_type = (int)rec->type;
     int err = h->handle(ctx, rec);
+    ctx->input_type = -1;
     if (err == HF_ERR_INVAL) {
         assert_int_equal(state_buf_count(ctx->buf), writes_before);
         assert_int_equal(ctx->written_count, written_before);

@@ -60,6 +60,7 @@ struct stage_ctx {
     size_t key_len;
     int64_t now_ms;              /* what stage_now_ms answers; the test moves it */
     int64_t record_timestamp_ms; /* what stage_record_timestamp_ms answers (0: unknown) */
+    int input_type;              /* the applied record's type while it is handled, else -1 */
     fake_stage_emit_t *emits;    /* every output, in order; tests may reset emits_count */
     size_t emits_count, emits_cap;
     fake_stage_written_t *written; /* distinct keys written this transaction, first-write order */
