@@ -8,6 +8,10 @@ found and exits 0 when the check holds, 1 when it does not, 2 on bad usage.
 
   prom.py shorten IN OUT FOR WINDOW   rules file with every `for:` set to FOR and every
                                       range window [..] in an expr set to WINDOW
+  prom.py config EXAMPLE OUT RULES RUN HTTP BLACKBOX
+                                      the example config with this run's targets (RUN,
+                                      HTTP: host:port), rules file and exporter address,
+                                      scrape and evaluation interval 1 s
   prom.py targets BASE N TIMEOUT_S    wait until N targets are up (health "up")
   prom.py rules BASE RULES TIMEOUT_S  every rule of RULES loaded, evaluated, health ok
   prom.py series BASE RULES           every series every rule reads (and records) exists
@@ -82,6 +86,26 @@ def cmd_shorten(src, dst, for_, window):
             if "for" in r:
                 r["for"] = for_
     with open(dst, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    return 0
+
+
+def cmd_config(example, out, rules, run, http, blackbox):
+    with open(example) as f:
+        doc = yaml.safe_load(f)
+    doc["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+    doc["rule_files"] = [rules]
+    jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
+    jobs["holdfast-run"]["static_configs"] = [{"targets": [run]}]
+    jobs["holdfast-http"]["static_configs"] = [{"targets": [http]}]
+    probe = jobs["holdfast-healthz"]
+    probe["static_configs"] = [{"targets": [f"http://{run}/healthz", f"http://{http}/healthz"]}]
+    moved = [r for r in probe["relabel_configs"] if r.get("target_label") == "__address__"]
+    if len(moved) != 1:
+        print("config: holdfast-healthz has no single relabelling to the exporter's __address__")
+        return 1
+    moved[0]["replacement"] = blackbox
+    with open(out, "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False)
     return 0
 
@@ -223,6 +247,7 @@ def cmd_timeline(out, names):
 def main(argv):
     cmds = {
         "shorten": (4, lambda a: cmd_shorten(*a)),
+        "config": (6, lambda a: cmd_config(*a)),
         "targets": (3, lambda a: cmd_targets(a[0], int(a[1]), float(a[2]))),
         "rules": (3, lambda a: cmd_rules(a[0], a[1], float(a[2]))),
         "series": (2, lambda a: cmd_series(*a)),

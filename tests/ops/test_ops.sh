@@ -13,7 +13,8 @@
 #   rules-loaded     Prometheus loaded every rule and evaluates each with health ok
 #   alerts-fire-resolve  provoked for real, seen firing through /api/v1/alerts, then resolved:
 #                    - HoldfastTargetDown and HoldfastUnhealthy: `holdfast run` SIGSTOPped
-#                      for 8 s (a stalled process: its scrape and /healthz probe time out)
+#                      for 10 s (a stalled process: its scrape and /healthz probe time out)
+#                    - HoldfastExpiryLagOverBound: holds due during that stall expire > 5 s late
 #                    - HoldfastDeadLetters: a stock feed the counter must refuse (an ADJUST
 #                      below zero) goes to holdfast.dead-letters
 #                    - HoldfastHttpOverloaded: 50 concurrent reserves at a front with
@@ -24,7 +25,7 @@
 #                    exists in Prometheus, after the events above made the event-only ones
 #   dashboard        every panel target of the dashboard ($__rate_interval = 1m) returns a
 #                    non-empty result
-# About 100 s. Logs under a temp dir, printed (and kept) on failure.
+# About 45 s. Logs under a temp dir, printed (and kept) on failure.
 #
 # usage: bash tests/ops/test_ops.sh   (make test-ops; needs build/holdfast, build/hfctl,
 #        build/hfbench, a broker at HOLDFAST_BOOTSTRAP, prometheus, promtool,
@@ -46,9 +47,9 @@ rules=ops/prometheus/holdfast.rules.yml
 dashboard=ops/grafana/holdfast.json
 prom="python3 tests/ops/prom.py"
 for_short=2s window_short=15s # the shortened `for:` and range windows
-stall_s=8                     # how long `holdfast run` is SIGSTOPped
+stall_s=10                    # how long `holdfast run` is SIGSTOPped
 # The alerts provoked; HoldfastReserveBusy reads holdfast_replies_total.
-expected=(HoldfastTargetDown HoldfastUnhealthy HoldfastDeadLetters HoldfastHttpOverloaded
+expected=(HoldfastTargetDown HoldfastUnhealthy HoldfastExpiryLagOverBound HoldfastDeadLetters HoldfastHttpOverloaded
   HoldfastReserveBusy)
 # shellcheck source=tests/http/lib.sh
 source "$root/tests/http/lib.sh"
@@ -87,42 +88,16 @@ wait_http "http://127.0.0.1:$run_metrics_port/readyz" 30 || die "holdfast run no
 start_front f1 '{"http_inflight_max": 2}'
 front_port=$port
 
-cat >"$work/blackbox.yml" <<EOF
-modules:
-  http_2xx:
-    prober: http
-    timeout: 2s
-    http:
-      valid_status_codes: [200]
-      preferred_ip_protocol: ip4
-EOF
-prometheus-blackbox-exporter --config.file="$work/blackbox.yml" \
+prometheus-blackbox-exporter --config.file=ops/prometheus/blackbox.example.yml \
   --web.listen-address="127.0.0.1:$bb_port" >"$work/blackbox.log" 2>&1 &
 stop_pids+=($!)
 
 $prom shorten "$rules" "$work/rules.yml" "$for_short" "$window_short" ||
   die "prom.py shorten $rules failed"
-cat >"$work/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: ["$work/rules.yml"]
-scrape_configs:
-  - job_name: holdfast-run
-    static_configs: [{targets: ["127.0.0.1:$run_metrics_port"]}]
-  - job_name: holdfast-http
-    static_configs: [{targets: ["127.0.0.1:$front_port"]}]
-  - job_name: holdfast-healthz
-    metrics_path: /probe
-    params: {module: [http_2xx]}
-    static_configs:
-      - targets: ["http://127.0.0.1:$run_metrics_port/healthz", "http://127.0.0.1:$front_port/healthz"]
-    relabel_configs:
-      - {source_labels: [__address__], target_label: __param_target}
-      - {source_labels: [__param_target], target_label: instance}
-      - {target_label: __address__, replacement: "127.0.0.1:$bb_port"}
-EOF
+# The shipped example's jobs and relabelling, with this run's targets.
+$prom config ops/prometheus/prometheus.example.yml "$work/prometheus.yml" "$work/rules.yml" \
+  "127.0.0.1:$run_metrics_port" "127.0.0.1:$front_port" "127.0.0.1:$bb_port" ||
+  die "prom.py config failed"
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prom-data" \
   --web.listen-address="127.0.0.1:$prom_port" --storage.tsdb.retention.time=1h \
   >"$work/prometheus.log" 2>&1 &
@@ -132,16 +107,22 @@ $prom targets "$prom_url" 4 30 >"$work/targets.out" || die "targets: $(cat "$wor
 echo "== pipeline, front (port $front_port), blackbox, prometheus ($prom_url) up in $SECONDS s"
 
 # ---- 1. the rules files
-begin "rules-check: promtool check rules (shipped and shortened) and config; runbook links resolve"
+begin "rules-check: promtool check rules (shipped and shortened) and configs; runbook links resolve"
 promtool check rules "$rules" >"$work/check-rules.out" 2>&1
 rc=$?
 need "promtool check rules $rules: $(tail -n 3 "$work/check-rules.out")" is "$rc" 0
 promtool check rules "$work/rules.yml" >"$work/check-short.out" 2>&1
 rc=$?
 need "promtool check rules (shortened): $(tail -n 3 "$work/check-short.out")" is "$rc" 0
-promtool check config "$work/prometheus.yml" >"$work/check-config.out" 2>&1
+for conf in ops/prometheus/prometheus.example.yml "$work/prometheus.yml"; do
+  promtool check config "$conf" >"$work/check-config.out" 2>&1
+  rc=$?
+  need "promtool check config $conf: $(tail -n 3 "$work/check-config.out")" is "$rc" 0
+done
+prometheus-blackbox-exporter --config.check --config.file=ops/prometheus/blackbox.example.yml \
+  >"$work/check-blackbox.out" 2>&1
 rc=$?
-need "promtool check config: $(tail -n 3 "$work/check-config.out")" is "$rc" 0
+need "blackbox exporter --config.check: $(tail -n 2 "$work/check-blackbox.out")" is "$rc" 0
 python3 - "$rules" docs/OPERATIONS.md >"$work/links.out" 2>&1 <<'PY'
 import re, sys, yaml
 rules = [r for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"] if "alert" in r]
