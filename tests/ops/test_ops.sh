@@ -33,7 +33,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 HOLDFAST=${HOLDFAST_BIN:-build/holdfast}
 HFCTL=${HFCTL_BIN:-build/hfctl}
 HFBENCH=${HFBENCH_BIN:-build/hfbench}
