@@ -117,8 +117,10 @@ static double value_of(const char *text, const char *prefix)
     char want[512];
     snprintf(want, sizeof want, "\n%s", prefix);
     const char *at = strstr(text, want);
-    if (!at)
+    if (!at) {
         fail_msg("no line starting \"%s\" in:\n%s", prefix, text);
+        return -1;
+    }
     return strtod(at + strlen(want), NULL);
 }
 
