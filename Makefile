@@ -388,13 +388,25 @@ test-https: deps-check release san
 test-http-contract: deps-check release
 	@bash tests/http/test_contract.sh
 
+# The operations kit against a real Prometheus (tests/ops/test_ops.sh): Debian's
+# prometheus 2.42 and blackbox exporter (tools/deps.sh ops) scrape `holdfast run` and a
+# `holdfast http` front; ops/prometheus/holdfast.rules.yml loaded (for: and windows
+# shortened), every rule's series present, alerts provoked (a stalled process, dead
+# letters, an overloaded front, BUSY) and seen firing and resolved, every query of
+# ops/grafana/holdfast.json non-empty. About 60 s.
+.PHONY: test-ops
+test-ops: deps-check release
+	@command -v prometheus >/dev/null && command -v prometheus-blackbox-exporter >/dev/null || \
+	  bash tools/deps.sh ops
+	@bash tests/ops/test_ops.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
 	@bash tools/kafka/with-broker.sh $(MAKE) --no-print-directory test-suite
 test-suite: test-unit test-fuzz-corpus test-cli test-integration test-http test-https \
             test-http-auth test-http-contract test-secure test-docker \
-            test-faults-quick test-bench-pipeline
+            test-faults-quick test-bench-pipeline test-ops
 
 # libFuzzer builds (clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 30

@@ -3,7 +3,7 @@
 # Kafka broker. Each machine (a developer's, CI's) starts from stock Debian 12, so the
 # project installs its own tools. A machine that already has everything makes no apt call.
 #
-# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot http (default: all)
+# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot http ops (default: all)
 set -euo pipefail
 
 declare -A why=(
@@ -14,6 +14,7 @@ declare -A why=(
   [python]="test and tooling scripts; python3-venv: the pinned Schemathesis of make test-http-contract"
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
   [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
+  [ops]="make test-ops: a real Prometheus (2.42, with promtool) and blackbox exporter load ops/prometheus/ rules (their services are not started: the test runs its own)"
 )
 declare -A pkgs=(
   [build]="build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm"
@@ -23,10 +24,11 @@ declare -A pkgs=(
   [python]="python3 python3-yaml python3-venv"
   [plot]="gnuplot-nox"
   [http]="wrk curl openssl"
+  [ops]="prometheus prometheus-blackbox-exporter"
 )
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot http)
+[ ${#groups[@]} -gt 0 ] || groups=(build clang lint kafka python plot http ops)
 
 # A package needed only for its command is present when that command is: a machine whose
 # Node.js came from elsewhere (NodeSource's nodejs bundles npm and conflicts with
