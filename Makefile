@@ -43,7 +43,9 @@ endif
 # The own build's headers are system headers, as /usr/include's are: -Wextra's warnings
 # about librdkafka's own declarations are not ours to fix.
 PKG_CONFIG  := PKG_CONFIG_PATH='$(PKG_CONFIG_PATH)' pkg-config
-RDKAFKA_INC := $(patsubst %/lib/pkgconfig,%/include,$(RDKAFKA_PC_DIR))
+# The include directory as the .pc file names it (its prefix is where the build was made,
+# which differs from RDKAFKA_PC_DIR when .cache is a symlink: a worktree, make deb's copy).
+RDKAFKA_INC = $(if $(RDKAFKA_PC_DIR),$(shell $(PKG_CONFIG) --variable=includedir $(RDKAFKA_PC) 2>/dev/null))
 PKG_CFLAGS = $(patsubst -I$(RDKAFKA_INC),-isystem $(RDKAFKA_INC),$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null))
 PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(RDKAFKA_PC) $(filter-out rdkafka,$(PKGS)) 2>/dev/null) -lpthread -lm
 
@@ -147,11 +149,11 @@ $(BUILD)/obj/%.o: %.c $(GEN_SRC) $(RDKAFKA_SIG)
 $(BUILD)/libhf.a: $(REL_LIB_OBJS)
 	@rm -f $@; ar rcs $@ $^
 $(BUILD)/holdfast: $(BUILD)/obj/processor/main.o $(BUILD)/libhf.a
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/hfctl: $(BUILD)/obj/tools/hfctl.o $(BUILD)/libhf.a
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 $(BUILD)/hfbench: $(BUILD)/obj/tools/hfbench.o $(BUILD)/libhf.a
-	$(CC) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 # The fault suites' forger of violations (tests/faults/hfplant.c): a test tool, not
 # shipped (not in release, so not in the runtime image).
 $(BUILD)/hfplant: $(BUILD)/obj/tests/faults/hfplant.o $(BUILD)/libhf.a
@@ -382,6 +384,14 @@ test-https: deps-check release san
 test-http-contract: deps-check release
 	@bash tests/http/test_contract.sh
 
+# The Debian package (debian/, tools/deb.sh): build/deb/holdfast_VERSION_ARCH.deb from
+# a copy of the tree, then lintian (any warning fails). Installs the deb group of
+# tools/deps.sh first (dpkg-dev, debhelper, lintian, systemd for systemd-analyze).
+.PHONY: deb test-deb
+deb: deps-check
+	@bash tools/deps.sh deb >/dev/null
+	@bash tools/deb.sh
+
 # `make test` uses the broker at HOLDFAST_BOOTSTRAP when one answers, else starts a local
 # one for the run and stops it afterwards (tools/kafka/with-broker.sh).
 test: deps-check
@@ -418,4 +428,5 @@ clean:
 	rm -rf $(BUILD)
 
 -include tools/kafka/kafka.mk
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# Not build/deb: make deb's copy of the tree, with a build (and a sysusers.d) of its own.
+-include $(shell find $(BUILD) -path $(BUILD)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
