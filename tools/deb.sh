@@ -45,7 +45,7 @@ git ls-files -z --cached --others --exclude-standard |
 sed -i "1s/^holdfast ([^)]*)/holdfast ($version)/" "$src/debian/changelog"
 
 echo "$me: building holdfast $version in $src"
-(cd "$src" && env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL HF_VERSION=$describe dpkg-buildpackage -b -us -uc -j"$(nproc)") >"$out/build.log" 2>&1 ||
+(cd "$src" && env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL HF_VERSION="$describe" dpkg-buildpackage -b -us -uc -j"$(nproc)") >"$out/build.log" 2>&1 ||
   { tail -n 40 "$out/build.log" >&2; die "dpkg-buildpackage failed: $out/build.log"; }
 deb=$(ls "$out"/holdfast_"$version"_*.deb)
 changes=$(ls "$out"/holdfast_"$version"_*.changes)
