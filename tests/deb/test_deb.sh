@@ -19,8 +19,13 @@
 #                    packaged topics.json (HOLDFAST_SYSCONFDIR: the unpacked etc/holdfast);
 #                    holdfast-run@all's ExecStart, its Environment= and holdfast.env, run
 #                    from the unpacked tree (state in the temp dir); stock fed, then one
-#                    hfctl reserve answered HELD; SIGTERM stops it with exit 0
-# About 45 s after make deb. Logs in a temp dir, printed (and kept) on failure.
+#                    hfctl reserve answered HELD
+#   http-reserve     holdfast-http's ExecStart the same way (plus --port 0: 8080 may be
+#                    taken here), its packaged http.json: POST /v1/reservations 201 HELD
+#   stop             SIGTERM stops both with exit 0 (what the units' stop expects)
+#   sysusers         the package's sysusers.d file, applied by systemd-sysusers to a
+#                    scratch root: a holdfast system user, no login, home /var/lib/holdfast
+# About 30 s with make deb's build (make test-deb). Logs in a temp dir, printed (and kept) on failure.
 #
 # usage: bash tests/deb/test_deb.sh [DEB]   (make test-deb; default: the newest
 #        build/deb/holdfast_*.deb; needs lintian, systemd-analyze, a broker)
@@ -38,10 +43,13 @@ suite=deb
 source "$root/tests/http/lib.sh"
 lib_traps
 
-deb=${1:-$(ls -t build/deb/holdfast_*.deb 2>/dev/null | grep -v dbgsym | head -n 1)}
+deb=${1:-}
+if [ -z "$deb" ]; then
+  for f in build/deb/holdfast_*.deb; do [ -e "$f" ] && { [ -z "$deb" ] || [ "$f" -nt "$deb" ]; } && deb=$f; done
+fi
 [ -f "$deb" ] || die "no package: run 'make deb' (or pass the .deb)"
 changes=${deb%.deb}.changes
-for t in lintian systemd-analyze dpkg-deb; do command -v "$t" >/dev/null || die "$t is needed: bash tools/deps.sh deb"; done
+for t in lintian systemd-analyze systemd-sysusers dpkg-deb curl; do command -v "$t" >/dev/null || die "$t is needed: bash tools/deps.sh deb"; done
 (exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
   die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
 # absent PATTERN TEXT: TEXT has no line matching PATTERN.
@@ -148,17 +156,32 @@ end
 # Environment= lines, then holdfast.env's (EnvironmentFile= comes after Environment=),
 # then what this test must change: the topic prefix and app id of its own, the state
 # dir in the temp dir.
-begin run-reserve
-unit=$units/holdfast-run@.service
 host=$(hostname)
-exec_start=$(sed -n 's/^ExecStart=//p' "$unit" | sed "s/%i/all/g; s/%H/$host/g; s#/usr/bin/#$pkg/usr/bin/#g; s#/etc/holdfast/#$etc/#g")
-env_args=()
-while IFS= read -r kv; do env_args+=("$(sed "s/%i/all/g; s/%H/$host/g" <<<"$kv")"); done \
-  < <(sed -n 's/^Environment=//p' "$unit")
-while IFS= read -r kv; do env_args+=("$kv"); done < <(grep -E '^[A-Z_]+=' "$etc/holdfast.env")
-env_args+=("HOLDFAST_TOPIC_PREFIX=$prefix" "HOLDFAST_APP_ID=${prefix}app" "HOLDFAST_STATE_DIR=$work/state"
-  "HOLDFAST_BOOTSTRAP=$HOLDFAST_BOOTSTRAP" "HOLDFAST_SYSCONFDIR=$etc")
-echo "        ExecStart: $exec_start"
+# unit_command UNIT INSTANCE: sets exec_start and env_args as systemd would for it.
+unit_command() {
+  local unit=$1 inst=$2 kv
+  exec_start=$(sed -n 's/^ExecStart=//p' "$unit" |
+    sed "s/%i/$inst/g; s/%H/$host/g; s#/usr/bin/#$pkg/usr/bin/#g; s#/etc/holdfast/#$etc/#g")
+  env_args=()
+  while IFS= read -r kv; do env_args+=("$(sed "s/%i/$inst/g; s/%H/$host/g" <<<"$kv")"); done \
+    < <(sed -n 's/^Environment=//p' "$unit")
+  while IFS= read -r kv; do env_args+=("$kv"); done < <(grep -E '^[A-Z_]+=' "$etc/holdfast.env")
+  env_args+=("HOLDFAST_TOPIC_PREFIX=$prefix" "HOLDFAST_APP_ID=${prefix}app" "HOLDFAST_STATE_DIR=$work/state"
+    "HOLDFAST_BOOTSTRAP=$HOLDFAST_BOOTSTRAP" "HOLDFAST_SYSCONFDIR=$etc")
+  echo "        ${unit##*/} ExecStart: $exec_start"
+}
+# stop_and_wait PID: SIGTERM, then its exit status in $rc (124: still running after 30 s).
+stop_and_wait() {
+  kill -TERM "$1" 2>/dev/null
+  rc=124
+  for _ in $(seq 300); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; rc=$?; return; }
+    sleep 0.1
+  done
+}
+
+begin run-reserve
+unit_command "$units/holdfast-run@.service" all
 mkdir -p "$work/cwd"
 ctl() { (cd "$work/cwd" && env "${env_args[@]}" "$pkg/usr/bin/hfctl" "$@"); }
 ctl topics apply >"$work/topics.log" 2>&1
@@ -188,13 +211,60 @@ need "hfctl reserve exit $rc: $(cat "$work/reserve.json" "$work/reserve.log")" i
 need "reserve not HELD: $(cat "$work/reserve.json")" grep -q '"HELD"' "$work/reserve.json"
 need "run.log does not show the packaged run-all.json's stages" \
   grep -q "running stages 'counter,aggregator,gateway' as instance $host-all" "$work/run.log"
-kill -TERM "$run_pid" 2>/dev/null
-rc=124
+end
+
+# ---- http-reserve
+begin http-reserve
+unit_command "$units/holdfast-http.service" ""
+# shellcheck disable=SC2086 # as above
+(cd "$work/cwd" && exec env "${env_args[@]}" $exec_start --port 0) >"$work/http.log" 2>&1 &
+http_pid=$!
+stop_pids+=("$http_pid")
+port=
 for _ in $(seq 300); do
-  kill -0 "$run_pid" 2>/dev/null || { wait "$run_pid"; rc=$?; break; }
+  port=$(grep -so 'listening on http://127.0.0.1:[0-9]*' "$work/http.log" | grep -o '[0-9]*$')
+  [ -n "$port" ] && break
+  kill -0 "$http_pid" 2>/dev/null || break
   sleep 0.1
 done
-need "SIGTERM: holdfast exit $rc, not 0: $(tail -n 3 "$work/run.log")" is "$rc" 0
+need "holdfast http not listening: $(tail -n 3 "$work/http.log")" test -n "$port"
+need "holdfast http not on the packaged http.json's 127.0.0.1 or not instance $host" \
+  grep -q "listening on http://127.0.0.1:$port/ (instance $host," "$work/http.log"
+ready=
+for _ in $(seq 150); do
+  [ -n "$port" ] || break
+  ready=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")
+  [ "$ready" = 200 ] && break
+  sleep 0.2
+done
+need "/readyz $ready" is "$ready" 200
+code=$(curl -s -o "$work/http-reserve.json" -w '%{http_code}' -X POST "http://127.0.0.1:$port/v1/reservations" \
+  -H 'Idempotency-Key: k-deb-http' -d '{"reservation_id": "r-deb-http", "lines": [{"sku": "SKU-DEB", "qty": 1}]}')
+need "POST /v1/reservations $code: $(cat "$work/http-reserve.json")" is "$code" 201
+need "POST /v1/reservations not HELD: $(cat "$work/http-reserve.json")" grep -q '"HELD"' "$work/http-reserve.json"
+end
+
+# ---- stop
+begin stop
+stop_and_wait "$http_pid"
+need "SIGTERM: holdfast http exit $rc, not 0: $(tail -n 3 "$work/http.log")" is "$rc" 0
+stop_and_wait "$run_pid"
+need "SIGTERM: holdfast run exit $rc, not 0: $(tail -n 3 "$work/run.log")" is "$rc" 0
+end
+
+# ---- sysusers
+begin sysusers
+mkdir -p "$work/sysroot/etc"
+systemd-sysusers --root="$work/sysroot" "$pkg/usr/lib/sysusers.d/holdfast.conf" >"$work/sysusers.log" 2>&1
+rc=$?
+need "systemd-sysusers exit $rc: $(cat "$work/sysusers.log")" is "$rc" 0
+entry=$(grep '^holdfast:' "$work/sysroot/etc/passwd" 2>/dev/null)
+IFS=: read -r _ _ uid _ _ home shell <<<"$entry"
+need "no holdfast user made: $(cat "$work/sysusers.log")" test -n "$entry"
+need "holdfast uid '$uid' is not a system uid (< 1000)" test "${uid:-1000}" -lt 1000
+need "holdfast home '$home', not /var/lib/holdfast" is "$home" /var/lib/holdfast
+need "holdfast shell '$shell' allows a login" grep -q nologin <<<"$shell"
+need "no holdfast group made" grep -q '^holdfast:' "$work/sysroot/etc/group"
 end
 
 echo "$suite: $checks checks, $failures failed"
