@@ -1715,7 +1715,8 @@ static void usage(FILE *out)
             "  seed   %s\n  run    %s\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
             "     HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md),\n"
-            "     HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed outputs)\n",
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed outputs)\n"
+            "     HOLDFAST_SYSCONFDIR (default /etc/holdfast: warehouses.json when no ./config/)\n",
             "Feeds stock for a catalog and waits until the routing view shows every pair.",
             "Drives a flash sale or a steady load and reports latency and outcomes.");
 }

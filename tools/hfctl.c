@@ -821,6 +821,7 @@ static void usage(FILE *out)
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
             "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
             "     HOLDFAST_SCHEMA_REGISTRY_URL (resolves Confluent-framed records)\n"
+            "     HOLDFAST_SYSCONFDIR (default /etc/holdfast: topics.json when no ./topics/)\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
             "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");
