@@ -42,7 +42,12 @@ git ls-files -z --cached --others --exclude-standard |
     [ "$f" != .cache ] && [ -e "$f" ] && printf '%s\0' "$f"
   done | tar --null -T - -cf - | tar -xf - -C "$src"
 [ -e .cache ] && ln -s "$(readlink -f .cache)" "$src/.cache"
-sed -i "1s/^holdfast ([^)]*)/holdfast ($version)/" "$src/debian/changelog"
+# The entry's version and date: this commit's (dpkg-buildpackage derives
+# SOURCE_DATE_EPOCH from the date, so the package's file times and man pages are the
+# commit's and a rebuild of it is the same).
+when=$(date -u -R -d "@$(git log -1 --format=%ct)")
+sed -i -e "1s/^holdfast ([^)]*)/holdfast ($version)/" \
+  -e "0,/^ -- /s/^\( -- .*>  \).*/\1$when/" "$src/debian/changelog"
 
 echo "$me: building holdfast $version in $src"
 (cd "$src" && env -u PKG_CONFIG_PATH -u MAKEFLAGS -u MFLAGS -u MAKELEVEL HF_VERSION="$describe" dpkg-buildpackage -b -us -uc -j"$(nproc)") >"$out/build.log" 2>&1 ||
