@@ -49,6 +49,7 @@ if [ -z "$deb" ]; then
 fi
 [ -f "$deb" ] || die "no package: run 'make deb' (or pass the .deb)"
 changes=${deb%.deb}.changes
+[ -f "$changes" ] || changes=$deb
 for t in lintian systemd-analyze systemd-sysusers dpkg-deb curl; do command -v "$t" >/dev/null || die "$t is needed: bash tools/deps.sh deb"; done
 (exec 3<>"/dev/tcp/${HOLDFAST_BOOTSTRAP%:*}/${HOLDFAST_BOOTSTRAP##*:}") 2>/dev/null ||
   die "no Kafka broker at $HOLDFAST_BOOTSTRAP ('make kafka-up')"
@@ -63,7 +64,7 @@ echo "$suite: $deb unpacked in $pkg, topic prefix $prefix"
 
 # ---- lintian
 begin lintian
-lintian --pedantic --fail-on error,warning "${changes:-$deb}" >"$work/lintian.log" 2>&1
+lintian --pedantic --fail-on error,warning "$changes" >"$work/lintian.log" 2>&1
 rc=$?
 need "lintian exit $rc: $(grep -E '^[EW]:' "$work/lintian.log" | head -n 10)" is "$rc" 0
 need "an error or warning: $(grep -E '^[EW]:' "$work/lintian.log" | head -n 5)" lacks -E '^[EW]:' "$work/lintian.log"
