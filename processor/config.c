@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_datafile.h"
 #include "hf_limits.h"
 
 void config_defaults(hf_config_t *cfg)
@@ -45,7 +46,10 @@ void config_defaults(hf_config_t *cfg)
     cfg->counter_txn_period_full_records_s = 6000;
     cfg->gateway_txn_period_max_ms = 25;
     cfg->gateway_txn_period_full_records_s = 12000;
-    snprintf(cfg->warehouses_file, sizeof cfg->warehouses_file, "config/warehouses.json");
+    /* ./config/warehouses.json in a checkout, else the installed one (hf_datafile.h);
+     * the file or HOLDFAST_ settings applied after the defaults name another. */
+    hf_datafile_find("config/warehouses.json", "warehouses.json", cfg->warehouses_file,
+                     sizeof cfg->warehouses_file);
     cfg->ttl_default_ms = 15 * 60 * 1000;
     cfg->hold_max_factor_pct = 200;
     cfg->idempotency_retention_ms = 24 * 3600 * 1000;

@@ -292,6 +292,8 @@ static void usage(FILE *out)
             "     HOLDFAST_INSTANCE, HOLDFAST_STATE_DIR, HOLDFAST_LOG_LEVEL,\n"
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md)\n"
             "     HOLDFAST_SCHEMA_REGISTRY_URL (Confluent framing: docs/SCHEMA_REGISTRY.md)\n"
+            "     HOLDFAST_SYSCONFDIR (default /etc/holdfast: warehouses.json when no\n"
+            "     ./config/warehouses.json and no warehouses_file setting)\n"
             "settings: docs/CONFIGURATION.md\n",
             stages_names());
 }

@@ -3,7 +3,8 @@
 # Kafka broker. Each machine (a developer's, CI's) starts from stock Debian 12, so the
 # project installs its own tools. A machine that already has everything makes no apt call.
 #
-# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot http ops (default: all)
+# usage: tools/deps.sh [GROUP...]   groups: build clang lint kafka python plot http ops deb
+#        (default: all but deb, which only `make deb` and `make test-deb` need)
 set -euo pipefail
 
 declare -A why=(
@@ -15,6 +16,7 @@ declare -A why=(
   [plot]="PNG plots of hfbench reports (tools/plot-report.sh)"
   [http]="the HTTP front's curl-level tests (make test-http: curl, openssl) and load runs (make bench-http: wrk)"
   [ops]="make test-ops: a real Prometheus (2.42, with promtool) and blackbox exporter load ops/prometheus/ rules (their services are not started: the test runs its own)"
+  [deb]="the Debian package (make deb: dpkg-buildpackage, debhelper, lintian; make test-deb: systemd-analyze verify)"
 )
 declare -A pkgs=(
   [build]="build-essential pkg-config librocksdb-dev libavro-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libgnutls28-dev libssl-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev npm"
@@ -25,6 +27,7 @@ declare -A pkgs=(
   [plot]="gnuplot-nox"
   [http]="wrk curl openssl"
   [ops]="prometheus prometheus-blackbox-exporter"
+  [deb]="dpkg-dev debhelper fakeroot lintian systemd"
 )
 
 groups=("$@")

@@ -31,6 +31,7 @@
 #include "hf_assert.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
+#include "hf_datafile.h"
 #include "hf_limits.h"
 #include "hf_version.h"
 #include "kafka.h"
@@ -1569,7 +1570,8 @@ static const hf_cli_opt_t seed_opts[] = {
      "1000)"},
     {"per-sku", "W", false, "uniform: distinct warehouses per SKU (default 5)"},
     {"doorbuster-stock", "Q", false, "DOORBUSTER units, split over 5 warehouses (default 100)"},
-    {"warehouses", "FILE", false, "warehouses file (default config/warehouses.json)"},
+    {"warehouses", "FILE", false,
+     "warehouses file (default config/warehouses.json, else /etc/holdfast/warehouses.json)"},
     {"seed", "N", false, "random seed of the plan (default 1)"},
     {"timeout-ms", "N", false,
      "wait this long for the routing view to show every pair "
@@ -1738,7 +1740,8 @@ static void usage(FILE *out)
             "  seed   %s\n  run    %s\n"
             "env: HOLDFAST_BOOTSTRAP (default 127.0.0.1:9092), HOLDFAST_TOPIC_PREFIX,\n"
             "     HOLDFAST_KAFKA_CONFIG, HOLDFAST_KAFKA_OVERRIDES (docs/SECURITY.md),\n"
-            "     HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed outputs)\n",
+            "     HOLDFAST_SCHEMA_REGISTRY_URL (reads Confluent-framed outputs)\n"
+            "     HOLDFAST_SYSCONFDIR (default /etc/holdfast: warehouses.json when no ./config/)\n",
             "Feeds stock for a catalog and waits until the routing view shows every pair.",
             "Drives a flash sale or a steady load and reports latency and outcomes.");
 }
@@ -1780,8 +1783,11 @@ static int parse_command_line(int argc, char **argv, bench_opts_t *o, hf_cli_arg
 
 int main(int argc, char **argv)
 {
+    char warehouses_default[HF_DATAFILE_PATH_MAX];
+    hf_datafile_find("config/warehouses.json", "warehouses.json", warehouses_default,
+                     sizeof warehouses_default);
     bench_opts_t o = {.scenario = "steady",
-                      .warehouses_file = "config/warehouses.json",
+                      .warehouses_file = warehouses_default,
                       .rate = 200,
                       .seconds = 20,
                       .skus = 1000,

@@ -18,6 +18,7 @@
 #include "gateway/gateway.h"
 #include "hf_cli.h"
 #include "hf_clock.h"
+#include "hf_datafile.h"
 #include "hf_limits.h"
 #include "hf_version.h"
 #include "kafka.h"
@@ -381,7 +382,10 @@ static int cmd_tail(cli_t *c)
 
 static int topics_apply_cmd(cli_t *c)
 {
-    const char *file = opt(c, "file") ? opt(c, "file") : "topics/topics.json";
+    char found[HF_DATAFILE_PATH_MAX];
+    const char *file =
+        opt(c, "file") ? opt(c, "file")
+                       : hf_datafile_find("topics/topics.json", "topics.json", found, sizeof found);
     int64_t factor = 0;
     if (opt_int64(c, "replication-factor", 0, &factor))
         return HF_ERR_INVAL;
@@ -676,7 +680,8 @@ static int cmd_reconcile(cli_t *c)
     }
 
 static const hf_cli_opt_t topics_apply_opts[] = {
-    {"file", "FILE", false, "topics file (default topics/topics.json)"},
+    {"file", "FILE", false,
+     "topics file (default topics/topics.json, else /etc/holdfast/topics.json)"},
     {"replication-factor", "N", false,
      "replicas of each new topic (default: the file's); min.insync.replicas 2 from 3"},
     OPT_END};
@@ -816,6 +821,7 @@ static void usage(FILE *out)
             "     HOLDFAST_KAFKA_CONFIG (librdkafka properties file: SASL/TLS, docs/SECURITY.md),\n"
             "     HOLDFAST_KAFKA_OVERRIDES (name=value,name=value)\n"
             "     HOLDFAST_SCHEMA_REGISTRY_URL (resolves Confluent-framed records)\n"
+            "     HOLDFAST_SYSCONFDIR (default /etc/holdfast: topics.json when no ./topics/)\n"
             "exit: 0 ok; 1 error; 2 usage; 3 reserve/commit/release/extend answered otherwise "
             "than asked\n"
             "      (the reply is printed); reconcile: 0 PASS, 1 FAIL, 2 no verdict\n");

@@ -441,7 +441,9 @@ def validate(inp, use_apt):
     props = dict(re.findall(r"^\s*([a-z][a-z0-9._-]*)\s*=\s*(\S*)\s*$", inp["server_props"] or "", re.M))
     kafka_version = (re.search(r"<kafka\.version>([^<]+)</kafka\.version>", inp["pom"] or "") or [None, None])[1]
     topics_default = (re.search(r'"(topics/[^"]+\.json)"', inp["hfctl_c"] or "") or [None, None])[1]
-    wh_default = (re.search(r'warehouses_file[^"]*"([^"]+)"', inp["config_c"] or "") or [None, None])[1]
+    # The working-directory path of the data-file search (common/hf_datafile.h), the
+    # first place looked in, which the image's WORKDIR must hold.
+    wh_default = (re.search(r'hf_datafile_find\(\s*"([^"]+)"', inp["config_c"] or "") or [None, None])[1]
 
     # ---- parse
     compose = None
