@@ -368,9 +368,22 @@ static void test_flow_series_move_with_real_traffic(void **state)
         {"holdfast_expiry_lag_ms_count{stage=\"gateway\"}", 1, "the expiry of flow-r3"},
     };
     wait_metrics(port, expired, 1);
-    /* Every unit left held by one reservation: the network is sold out. */
-    hf_record_t r4 = reserve_req("flow-r4", "SKU-FLOW", 3, 0);
-    call_expect(cl, &r4, HF_REPLY_HELD);
+    /* Every unit left held by one reservation: the network is sold out. The
+     * expired unit reaches the routing view after the expiry (the counter's
+     * release, then the aggregator): until then it is refused; retry under a
+     * new id. */
+    deadline = harness_now_ms() + WAIT_MS;
+    for (int i = 0;; i++) { /* bounded by the deadline */
+        assert_true(harness_now_ms() < deadline);
+        snprintf(rid, sizeof rid, "flow-r4-%d", i);
+        hf_record_t r4 = reserve_req(rid, "SKU-FLOW", 3, 0);
+        assert_int_equal(client_call(cl, &r4, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
+        if (rep.outcome == HF_REPLY_HELD)
+            break;
+        if (rep.outcome != HF_REPLY_REJECTED_INSUFFICIENT)
+            fail_msg("%s: %s (%s)", rid, hf_reply_outcome_name(rep.outcome), rep.message);
+        harness_sleep_ms(250);
+    }
     client_destroy(cl);
 
     const expect_t moved[] = {
