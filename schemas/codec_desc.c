@@ -89,6 +89,7 @@ static const codec_field_t hold_fields[] = {
     F_STRING(hf_hold_t, reply_to),
     F_LONG(hf_hold_t, expires_at_ms),
     F_STRING(hf_hold_t, api_key_id),
+    F_LONG(hf_hold_t, requested_at_ms),
 };
 REC_DESC(hold_desc, "Hold", hf_hold_t, hold_fields);
 
@@ -325,6 +326,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_RECORD(hf_reservation_state_t, reserve_reply, &reply_desc),
     F_BOOLEAN(hf_reservation_state_t, counter_answers),
     F_STRING(hf_reservation_state_t, api_key_id),
+    F_LONG(hf_reservation_state_t, requested_at_ms),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -564,6 +564,66 @@ static const char ledger_event_v1[] =
     ":\"string\",\"default\":\"\"},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\""
     ":0},{\"name\":\"at_ms\",\"type\":\"long\"}]}";
 
+/* Hold v4, before requested_at_ms (default 0): a Hold in flight across the
+ * upgrade answers its Reserve with the latency counted from issued_at_ms. */
+static const char hold_v4[] =
+    "{\"type\":\"record\",\"name\":\"Hold\",\"namespace\":\"holdfast\",\"fields\":[{\"n"
+    "ame\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"attempt\",\"type\":\"int"
+    "\"},{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"s"
+    "tring\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"issued_at_ms\",\"type\":"
+    "\"long\",\"default\":0},{\"name\":\"answer_reserve\",\"type\":\"boolean\",\"defaul"
+    "t\":false},{\"name\":\"idempotency_key\",\"type\":\"string\",\"default\":\"\"},{\""
+    "name\":\"reply_to\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"expires_at_m"
+    "s\",\"type\":\"long\",\"default\":0},{\"name\":\"api_key_id\",\"type\":\"string\","
+    "\"default\":\"\"}]}";
+
+/* ReservationState v7, before requested_at_ms (default 0): a reservation stored
+ * before the upgrade times a later answer to its Reserve from created_at_ms. */
+static const char reservation_state_v7[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fi"
+    "elds\":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_"
+    "key\",\"type\":\"string\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name"
+    "\":\"ReservationStatus\",\"symbols\":[\"PENDING\",\"HELD\",\"COMMITTED\",\"RELEASE"
+    "D\",\"EXPIRED\",\"REJECTED\"]}},{\"name\":\"lines\",\"type\":{\"type\":\"array\","
+    "\"items\":{\"type\":\"record\",\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"t"
+    "ype\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"}]}}},{\"name\":\"ship_to\","
+    "\"type\":{\"type\":\"record\",\"name\":\"Geo\",\"fields\":[{\"name\":\"lat\",\"typ"
+    "e\":\"double\"},{\"name\":\"lon\",\"type\":\"double\"}]}},{\"name\":\"allocations"
+    "\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"HoldRef"
+    "\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":\"sku\","
+    "\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\"attempt\",\""
+    "type\":\"int\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"HoldRe"
+    "fStatus\",\"symbols\":[\"HOLD_SENT\",\"HELD\",\"REFUSED\",\"RELEASE_SENT\"]}},{\"n"
+    "ame\":\"available_seen\",\"type\":\"long\",\"default\":0},{\"name\":\"escrow\",\"t"
+    "ype\":\"boolean\",\"default\":false}]}}},{\"name\":\"next_attempt\",\"type\":\"int"
+    "\"},{\"name\":\"reroutes\",\"type\":\"int\"},{\"name\":\"request_hash\",\"type\":"
+    "\"long\"},{\"name\":\"reply_to\",\"type\":\"string\"},{\"name\":\"campaign\",\"typ"
+    "e\":\"string\",\"default\":\"\"},{\"name\":\"payment_id\",\"type\":\"string\",\"de"
+    "fault\":\"\"},{\"name\":\"reason\",\"type\":\"string\",\"default\":\"\"},{\"name\""
+    ":\"created_at_ms\",\"type\":\"long\"},{\"name\":\"expires_at_ms\",\"type\":\"long"
+    "\"},{\"name\":\"hold_deadline_ms\",\"type\":\"long\"},{\"name\":\"result_deadline_"
+    "ms\",\"type\":\"long\"},{\"name\":\"result_retries\",\"type\":\"int\"},{\"name\":"
+    "\"updated_at_ms\",\"type\":\"long\"},{\"name\":\"rebook\",\"type\":{\"type\":\"enu"
+    "m\",\"name\":\"Rebook\",\"symbols\":[\"NONE\",\"PENDING\",\"COMMITTED\",\"REFUNDED"
+    "\"]},\"default\":\"NONE\"},{\"name\":\"rebook_idempotency_key\",\"type\":\"string"
+    "\",\"default\":\"\"},{\"name\":\"rebook_request_hash\",\"type\":\"long\",\"default"
+    "\":0},{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"},{\"name"
+    "\":\"reserve_replied\",\"type\":\"boolean\",\"default\":false},{\"name\":\"reserve"
+    "_reply\",\"type\":{\"type\":\"record\",\"name\":\"Reply\",\"fields\":[{\"name\":\""
+    "reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\"str"
+    "ing\"},{\"name\":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":\"ReplyOutcome\""
+    ",\"symbols\":[\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICI"
+    "ENT\",\"REJECTED_INVALID\",\"CONFLICT\",\"NOT_FOUND\",\"BUSY\"]}},{\"name\":\"allo"
+    "cations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"A"
+    "llocation\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},{\"name\":"
+    "\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"}]}}},{\"name\":\""
+    "expires_at_ms\",\"type\":\"long\",\"default\":0},{\"name\":\"message\",\"type\":\""
+    "string\",\"default\":\"\"},{\"name\":\"replied_at_ms\",\"type\":\"long\"}]},\"defa"
+    "ult\":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"outcome\":\"HELD\",\"all"
+    "ocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms\":0}},{\"name\""
+    ":\"counter_answers\",\"type\":\"boolean\",\"default\":false},{\"name\":\"api_key_i"
+    "d\",\"type\":\"string\",\"default\":\"\"}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -586,5 +646,7 @@ const codec_history_t codec_history[] = {
     {HF_REC_RESERVE, reserve_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v6},
     {HF_REC_LEDGER_EVENT, ledger_event_v1},
+    {HF_REC_HOLD, hold_v4},
+    {HF_REC_RESERVATION_STATE, reservation_state_v7},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -179,7 +179,8 @@ typedef struct {
     hf_id_t idempotency_key;
     hf_topic_t reply_to; /* "" = holdfast.replies */
     int64_t expires_at_ms;
-    hf_id_t api_key_id; /* the Reserve's, for the HELD event */
+    hf_id_t api_key_id;      /* the Reserve's, for the HELD event */
+    int64_t requested_at_ms; /* the Reserve's holdfast.requests timestamp; 0 = unknown */
 } hf_hold_t;
 
 typedef struct {
@@ -528,6 +529,9 @@ typedef struct {
      * (hf_hold_t.answer_reserve): until its result is in, requests wait. */
     bool counter_answers;
     hf_id_t api_key_id; /* the creating Reserve's, stamped on each ledger event */
+    /* The creating Reserve's timestamp on holdfast.requests, where the latency
+     * of an answer sent in a later transaction starts; 0 = unknown. */
+    int64_t requested_at_ms;
 } hf_reservation_state_t;
 
 typedef struct {

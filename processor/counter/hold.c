@@ -55,10 +55,12 @@ static int answer_reserve(stage_ctx_t *ctx, const hf_hold_t *h)
     int err = stage_emit_to(ctx, topic, h->reservation_id, id_len, &rec);
     if (err)
         return err;
-    /* The Reserve's own timestamp is not known here: the latency counts from
-     * when the gateway applied it and sent this Hold (issued_at_ms). */
+    /* The latency counts from the Reserve's timestamp on holdfast.requests,
+     * which the gateway passed on (requested_at_ms), so its wait there counts;
+     * for a Hold from a gateway that did not, from when it sent this Hold. */
+    int64_t since_ms = h->requested_at_ms > 0 ? h->requested_at_ms : h->issued_at_ms;
     metrics_reply(stage_metrics(ctx), HF_REC_RESERVE, HF_REPLY_HELD,
-                  h->issued_at_ms > 0 ? r->replied_at_ms - h->issued_at_ms : -1);
+                  since_ms > 0 ? r->replied_at_ms - since_ms : -1);
     hf_ledger_event_t *e = &hf_record_reset(&rec, HF_REC_LEDGER_EVENT)->u.ledger_event;
     snprintf(e->reservation_id, sizeof e->reservation_id, "%s", h->reservation_id);
     e->kind = HF_LEDGER_HELD;

@@ -266,10 +266,11 @@ typedef struct {
     const char *reply_to;
     int64_t hash;
     hf_rec_type_t kind; /* HF_REC_RESERVE, _COMMIT, _RELEASE or _EXTEND */
-    /* When the gateway applied the request, epoch ms, for the latency of a
-     * reply sent in a later transaction; 0: not known. (A reply to the record
-     * at hand measures from its timestamp on holdfast.requests instead.) */
-    int64_t applied_at_ms;
+    /* For the latency of a reply sent in a later transaction: when the
+     * request reached holdfast.requests, else when the gateway applied it,
+     * epoch ms; 0: not known. (A reply to the record at hand measures from
+     * that record's timestamp.) */
+    int64_t requested_at_ms;
 } gw_asker_t;
 
 /* What the prologue left to its handler. */
@@ -357,7 +358,7 @@ int gw_reply_simple(stage_ctx_t *ctx, const gw_asker_t *to, hf_reply_outcome_t o
                     const char *message) HF_MUST_CHECK;
 /* Emits reply to `to` (its reply_to) and counts it (holdfast_replies_total,
  * holdfast_request_latency_ms: from the request's timestamp when it is the
- * record at hand, else from to->applied_at_ms, else no latency). */
+ * record at hand, else from to->requested_at_ms, else no latency). */
 int gw_emit_reply(stage_ctx_t *ctx, const gw_asker_t *to, const hf_reply_t *reply) HF_MUST_CHECK;
 /* Keeps the asker's answer under its key (complete), or a pending marker
  * (reply == NULL: the answer comes in a later transaction). */

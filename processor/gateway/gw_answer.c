@@ -12,8 +12,10 @@
 
 /* When the request `to` stands for reached holdfast.requests: the timestamp of
  * the record at hand when it is that request (its broker append time), else
- * when the gateway applied it (a Reserve answered after its holds' results),
- * else -1 (a parked request, a late payment's re-reservation). */
+ * the time the asker carries (a Reserve answered after its holds' results: its
+ * timestamp kept in the reservation, or when the gateway applied it for one
+ * stored before that was kept), else -1 (a parked request, a late payment's
+ * re-reservation). */
 static int64_t requested_at_ms(stage_ctx_t *ctx, const gw_asker_t *to)
 {
     int64_t ts = stage_input_timestamp_ms(ctx, to->kind);
@@ -22,7 +24,7 @@ static int64_t requested_at_ms(stage_ctx_t *ctx, const gw_asker_t *to)
     if (ts > 0 && key && key_len == strlen(to->reservation_id) &&
         memcmp(key, to->reservation_id, key_len) == 0)
         return ts;
-    return to->applied_at_ms > 0 ? to->applied_at_ms : -1;
+    return to->requested_at_ms > 0 ? to->requested_at_ms : -1;
 }
 
 int gw_emit_reply(stage_ctx_t *ctx, const gw_asker_t *to, const hf_reply_t *reply)
@@ -140,8 +142,12 @@ int gw_end(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gw_end_t *end)
         err = gw_idem_store(ctx, end->asker, &reply);
     }
     if (!err && end->reserve && end->reserve_told_at_ms <= 0) {
+        /* Answered in a later transaction, the Reserve's latency counts from its
+         * timestamp on holdfast.requests, kept in rs; from when the gateway
+         * applied it for a reservation stored before that was kept. */
+        int64_t since_ms = rs->requested_at_ms > 0 ? rs->requested_at_ms : rs->created_at_ms;
         gw_asker_t reserver = {rs->reservation_id, rs->idempotency_key, rs->reply_to,
-                               rs->request_hash,   HF_REC_RESERVE,      rs->created_at_ms};
+                               rs->request_hash,   HF_REC_RESERVE,      since_ms};
         err = gw_emit_reply(ctx, &reserver, &reserve_reply);
     }
     if (!err && end->asker)

@@ -66,6 +66,7 @@ int gw_emit_hold(stage_ctx_t *ctx, const hf_reservation_state_t *rs, const hf_ho
         snprintf(c->reply_to, sizeof c->reply_to, "%s", rs->reply_to);
         c->expires_at_ms = rs->expires_at_ms;
         snprintf(c->api_key_id, sizeof c->api_key_id, "%s", rs->api_key_id);
+        c->requested_at_ms = rs->requested_at_ms; /* the answer's latency starts there */
     }
     return emit_command(ctx, h, &rec);
 }

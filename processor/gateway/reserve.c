@@ -30,6 +30,11 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     snprintf(rs->api_key_id, sizeof rs->api_key_id, "%s", r->api_key_id);
     int64_t now = stage_now_ms(ctx), ttl_ms = gw_ttl_ms(env, r);
     rs->created_at_ms = now;
+    /* Where the latency of an answer in a later transaction starts (the
+     * counter's two-hop answer, the gateway's after the holds' results): the
+     * Reserve's append time on holdfast.requests, so its wait there counts. */
+    int64_t requested_at_ms = stage_input_timestamp_ms(ctx, HF_REC_RESERVE);
+    rs->requested_at_ms = requested_at_ms > 0 ? requested_at_ms : 0;
     rs->expires_at_ms = now + ttl_ms;
     rs->hold_deadline_ms = now + ttl_ms * env->hold_max_factor_pct / 100;
 }

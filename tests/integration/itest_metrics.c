@@ -6,7 +6,8 @@
  * ready until the changelog has been restored into it. After real reserves,
  * commits, releases, an expiry and a sold-out, the flow series (replies,
  * request latency, expiry lag, consumer lag, record and signal ages, signals)
- * are there and moved. */
+ * are there and moved, and a Reserve answered in a later transaction counts its
+ * latency from its append to holdfast.requests. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -292,22 +293,30 @@ static void wait_metrics(int port, const expect_t *e, size_t n)
              sum_of(e[bad].prefix), page);
 }
 
+/* Writes the one warehouse W1 to <workdir>/warehouses.json; its absolute path
+ * in path. */
+static void write_warehouses(const harness_t *h, char *path, size_t path_size)
+{
+    char cwd[256];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, path_size, "%s/%s/warehouses.json", cwd, h->workdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0}]}",
+          f);
+    fclose(f);
+}
+
 static void test_flow_series_move_with_real_traffic(void **state)
 {
     harness_t h;
     harness_init(&h, "metrics-flow");
     int port = free_port();
-    char wpath[512], cwd[256], config[1024], key[128];
-    snprintf(wpath, sizeof wpath, "%s/warehouses.json", h.workdir);
-    FILE *f = fopen(wpath, "w");
-    assert_non_null(f);
-    fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0}]}",
-          f);
-    fclose(f);
-    assert_non_null(getcwd(cwd, sizeof cwd));
+    char wpath[512], config[1024], key[128];
+    write_warehouses(&h, wpath, sizeof wpath);
     snprintf(config, sizeof config,
-             "{\"metrics_port\": %d, \"warehouses_file\": \"%s/%s\", \"signal_dwell_ms\": 300}",
-             port, cwd, wpath);
+             "{\"metrics_port\": %d, \"warehouses_file\": \"%s\", \"signal_dwell_ms\": 300}", port,
+             wpath);
     pid_t pid = harness_start_with(&h, "f1", "counter,gateway,aggregator", config);
     int first_status;
     char first[4096];
@@ -359,9 +368,22 @@ static void test_flow_series_move_with_real_traffic(void **state)
         {"holdfast_expiry_lag_ms_count{stage=\"gateway\"}", 1, "the expiry of flow-r3"},
     };
     wait_metrics(port, expired, 1);
-    /* Every unit left held by one reservation: the network is sold out. */
-    hf_record_t r4 = reserve_req("flow-r4", "SKU-FLOW", 3, 0);
-    call_expect(cl, &r4, HF_REPLY_HELD);
+    /* Every unit left held by one reservation: the network is sold out. The
+     * expired unit reaches the routing view after the expiry (the counter's
+     * release, then the aggregator): until then it is refused; retry under a
+     * new id. */
+    deadline = harness_now_ms() + WAIT_MS;
+    for (int i = 0;; i++) { /* bounded by the deadline */
+        assert_true(harness_now_ms() < deadline);
+        snprintf(rid, sizeof rid, "flow-r4-%d", i);
+        hf_record_t r4 = reserve_req(rid, "SKU-FLOW", 3, 0);
+        assert_int_equal(client_call(cl, &r4, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
+        if (rep.outcome == HF_REPLY_HELD)
+            break;
+        if (rep.outcome != HF_REPLY_REJECTED_INSUFFICIENT)
+            fail_msg("%s: %s (%s)", rid, hf_reply_outcome_name(rep.outcome), rep.message);
+        harness_sleep_ms(250);
+    }
     client_destroy(cl);
 
     const expect_t moved[] = {
@@ -429,12 +451,185 @@ static void test_flow_series_move_with_real_traffic(void **state)
     harness_cleanup(&h);
 }
 
+/* ---- where a Reserve's latency starts */
+
+/* How long the Reserves below wait in holdfast.requests while no gateway runs:
+ * past the 5000 ms bucket, and far above what the hops after it take. */
+#define QUEUED_MS 6000
+
+typedef struct {
+    const char *rid;
+    int64_t appended_ms; /* its Reserve's timestamp on holdfast.requests; 0: not seen */
+    bool replied;
+    hf_reply_t reply;
+} answered_t;
+
+static void find_request(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    answered_t *a = opaque;
+    if (rec->type == HF_REC_RESERVE && strcmp(rec->u.reserve.reservation_id, a->rid) == 0)
+        a->appended_ms = msg->timestamp_ms;
+}
+
+static void find_reply(void *opaque, const kafka_msg_t *msg, const hf_record_t *rec)
+{
+    (void)msg;
+    answered_t *a = opaque;
+    if (rec->type == HF_REC_REPLY && strcmp(rec->u.reply.reservation_id, a->rid) == 0) {
+        a->replied = true;
+        a->reply = rec->u.reply;
+    }
+}
+
+/* Waits for a's reply, then reads when its Reserve was appended; returns how
+ * long after that it was answered, ms. */
+static int64_t answered_after_ms(harness_t *h, answered_t *a)
+{
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!a->replied && harness_now_ms() < deadline) {
+        harness_read(h, HF_T_REPLIES, find_reply, a);
+        if (!a->replied)
+            harness_sleep_ms(250);
+    }
+    if (!a->replied)
+        fail_msg("%s: no reply within %d ms", a->rid, WAIT_MS);
+    if (a->reply.outcome != HF_REPLY_HELD)
+        fail_msg("%s: %s (%s), want HELD", a->rid, hf_reply_outcome_name(a->reply.outcome),
+                 a->reply.message);
+    harness_read(h, HF_T_REQUESTS, find_request, a);
+    assert_true(a->appended_ms > 0);
+    return a->reply.replied_at_ms - a->appended_ms;
+}
+
+/* The reserve latency series of stage on the page at hand. */
+typedef struct {
+    double count, sum_ms, over_5000; /* observations, their sum, those over 5000 ms */
+} reserve_latency_t;
+
+static double series(const char *family, const char *stage, const char *more_labels)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix,
+             "holdfast_request_latency_ms_%s{stage=\"%s\",request=\"reserve\"%s}", family, stage,
+             more_labels);
+    double v = sum_of(prefix);
+    return v < 0 ? 0 : v;
+}
+
+static reserve_latency_t reserve_latency(int port, const char *stage)
+{
+    assert_int_equal(get(port, "/metrics"), 200);
+    reserve_latency_t l;
+    l.count = series("count", stage, "");
+    l.sum_ms = series("sum", stage, "");
+    l.over_5000 = l.count - series("bucket", stage, ",le=\"5000\"");
+    return l;
+}
+
+/* The one observation the stage made since `before` is the Reserve's whole
+ * latency, want_ms: over 5000 ms, and (when that stage made no other) exactly
+ * from the Reserve's append time to its reply. */
+static void expect_one_reserve_latency(int port, const char *stage, reserve_latency_t before,
+                                       int64_t want_ms)
+{
+    reserve_latency_t l = reserve_latency(port, stage);
+    print_message("%s: reserve latency %g ms over %g observation(s), want one of %lld ms\n", stage,
+                  l.sum_ms - before.sum_ms, l.count - before.count, (long long)want_ms);
+    if (l.over_5000 - before.over_5000 < 1)
+        fail_msg("%s: the Reserve that waited %d ms in holdfast.requests is not counted over "
+                 "5000 ms (answered %lld ms after its append):\n%s",
+                 stage, QUEUED_MS, (long long)want_ms, page);
+    if (l.count - before.count == 1 && l.sum_ms - before.sum_ms != (double)want_ms)
+        fail_msg("%s: latency %g ms, want %lld ms (reply's replied_at_ms - the Reserve's "
+                 "timestamp on holdfast.requests)",
+                 stage, l.sum_ms - before.sum_ms, (long long)want_ms);
+}
+
+/* A Reserve answered in a later transaction than the one that applied it —
+ * by its counter in two hops, or by the gateway after its holds' results —
+ * counts its latency from its append to holdfast.requests, not from when the
+ * gateway applied it: two Reserves queued there while the gateway is down
+ * have their wait in the histogram. */
+static void test_a_reserve_answered_later_counts_its_wait_in_the_requests_topic(void **state)
+{
+    harness_t h;
+    harness_init(&h, "metrics-wait");
+    int cport = free_port(), gport = free_port();
+    char wpath[512], cconfig[1024], gconfig[1024], key[128];
+    write_warehouses(&h, wpath, sizeof wpath);
+    /* No shedding: a Reserve that waited past reserve_deadline_ms is BUSY. */
+#define WAIT_CONFIG                                                                                \
+    "{\"metrics_port\": %d, \"warehouses_file\": \"%s\", \"reserve_deadline_ms\": 0}"
+    snprintf(cconfig, sizeof cconfig, WAIT_CONFIG, cport, wpath);
+    snprintf(gconfig, sizeof gconfig, WAIT_CONFIG, gport, wpath);
+#undef WAIT_CONFIG
+    pid_t counter = harness_start_with(&h, "c1", "counter,aggregator", cconfig);
+    pid_t gateway = harness_start_with(&h, "g1", "gateway", gconfig);
+    int first_status;
+    char first[4096];
+    wait_ready(cport, &first_status, first, sizeof first);
+    wait_ready(gport, &first_status, first, sizeof first);
+
+    const char *skus[] = {"SKU-WA", "SKU-WB"};
+    for (int i = 0; i < 2; i++) {
+        hf_record_t fr = harness_feed("W1", skus[i], HF_FEED_RECEIVE, 10, 1);
+        harness_send(&h, HF_T_STOCK_FEED, harness_pair(key, "W1", skus[i]), &fr);
+    }
+    harness_flush(&h);
+    /* Until the routing view has both SKUs a reserve may be refused: retry
+     * under a new id until one of both is held. */
+    hf_client_t *cl = NULL;
+    char errstr[256];
+    assert_int_equal(client_new(h.bootstrap, NULL, &cl, errstr, sizeof errstr), HF_OK);
+    hf_reply_t rep = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    for (int i = 0; rep.outcome != HF_REPLY_HELD || !rep.reservation_id[0]; i++) {
+        assert_true(harness_now_ms() < deadline);
+        char rid[32];
+        snprintf(rid, sizeof rid, "wait-warm-%d", i);
+        hf_record_t r = reserve_req(rid, "SKU-WA", 1, 0);
+        r.u.reserve.lines_count = 2;
+        r.u.reserve.lines[1] = (hf_line_t){"SKU-WB", 1};
+        assert_int_equal(client_call(cl, &r, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
+        if (rep.outcome != HF_REPLY_HELD)
+            harness_sleep_ms(250);
+    }
+    client_destroy(cl);
+    assert_int_equal(harness_stop(gateway), 0);
+
+    /* With no gateway running: a Reserve its counter will answer (one line,
+     * one hold) and one the gateway will (two lines, two holds) queue up. */
+    reserve_latency_t counter_before = reserve_latency(cport, "counter");
+    answered_t two_hops = {.rid = "wait-two-hops"}, three_hops = {.rid = "wait-three-hops"};
+    hf_record_t r1 = reserve_req(two_hops.rid, "SKU-WA", 1, 0);
+    hf_record_t r2 = reserve_req(three_hops.rid, "SKU-WA", 1, 0);
+    r2.u.reserve.lines_count = 2;
+    r2.u.reserve.lines[1] = (hf_line_t){"SKU-WB", 1};
+    harness_send(&h, HF_T_REQUESTS, two_hops.rid, &r1);
+    harness_send(&h, HF_T_REQUESTS, three_hops.rid, &r2);
+    harness_flush(&h);
+    harness_sleep_ms(QUEUED_MS);
+    gateway = harness_start_with(&h, "g1", "gateway", gconfig);
+
+    int64_t two_hops_ms = answered_after_ms(&h, &two_hops);
+    int64_t three_hops_ms = answered_after_ms(&h, &three_hops);
+    assert_true(two_hops_ms >= QUEUED_MS && three_hops_ms >= QUEUED_MS);
+    expect_one_reserve_latency(cport, "counter", counter_before, two_hops_ms);
+    /* The gateway's metrics started with its restart: only its own answer. */
+    expect_one_reserve_latency(gport, "gateway", (reserve_latency_t){0}, three_hops_ms);
+
+    assert_int_equal(harness_stop(gateway), 0);
+    assert_int_equal(harness_stop(counter), 0);
+    harness_cleanup(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readyz_follows_the_start_and_the_restore_and_metrics_count),
         cmocka_unit_test(test_readyz_names_a_stale_gateway_view),
         cmocka_unit_test(test_flow_series_move_with_real_traffic),
+        cmocka_unit_test(test_a_reserve_answered_later_counts_its_wait_in_the_requests_topic),
     };
     return cmocka_run_group_tests_name("metrics endpoints of a real process", tests, NULL, NULL);
 }

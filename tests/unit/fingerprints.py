@@ -165,6 +165,13 @@ RESERVE_V1 = '{"type":"record","name":"Reserve","namespace":"holdfast","fields":
 RESERVATION_STATE_V6 = '{"type":"record","name":"ReservationState","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name":"status","type":{"type":"enum","name":"ReservationStatus","symbols":["PENDING","HELD","COMMITTED","RELEASED","EXPIRED","REJECTED"]}},{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"ship_to","type":{"type":"record","name":"Geo","fields":[{"name":"lat","type":"double"},{"name":"lon","type":"double"}]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"HoldRef","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"},{"name":"attempt","type":"int"},{"name":"status","type":{"type":"enum","name":"HoldRefStatus","symbols":["HOLD_SENT","HELD","REFUSED","RELEASE_SENT"]}},{"name":"available_seen","type":"long","default":0},{"name":"escrow","type":"boolean","default":false}]}}},{"name":"next_attempt","type":"int"},{"name":"reroutes","type":"int"},{"name":"request_hash","type":"long"},{"name":"reply_to","type":"string"},{"name":"campaign","type":"string","default":""},{"name":"payment_id","type":"string","default":""},{"name":"reason","type":"string","default":""},{"name":"created_at_ms","type":"long"},{"name":"expires_at_ms","type":"long"},{"name":"hold_deadline_ms","type":"long"},{"name":"result_deadline_ms","type":"long"},{"name":"result_retries","type":"int"},{"name":"updated_at_ms","type":"long"},{"name":"rebook","type":{"type":"enum","name":"Rebook","symbols":["NONE","PENDING","COMMITTED","REFUNDED"]},"default":"NONE"},{"name":"rebook_idempotency_key","type":"string","default":""},{"name":"rebook_request_hash","type":"long","default":0},{"name":"rebook_reply_to","type":"string","default":""},{"name":"reserve_replied","type":"boolean","default":false},{"name":"reserve_reply","type":{"type":"record","name":"Reply","fields":[{"name":"reservation_id","type":"string"},{"name":"idempotency_key","type":"string"},{"name":"outcome","type":{"type":"enum","name":"ReplyOutcome","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED_INSUFFICIENT","REJECTED_INVALID","CONFLICT","NOT_FOUND","BUSY"]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}},{"name":"expires_at_ms","type":"long","default":0},{"name":"message","type":"string","default":""},{"name":"replied_at_ms","type":"long"}]},"default":{"reservation_id":"","idempotency_key":"","outcome":"HELD","allocations":[],"expires_at_ms":0,"message":"","replied_at_ms":0}},{"name":"counter_answers","type":"boolean","default":false}]}'
 LEDGER_EVENT_V1 = '{"type":"record","name":"LedgerEvent","namespace":"holdfast","fields":[{"name":"reservation_id","type":"string"},{"name":"kind","type":{"type":"enum","name":"LedgerKind","symbols":["HELD","COMMITTED","RELEASED","EXPIRED","REJECTED","LATE_PAYMENT"]}},{"name":"allocations","type":{"type":"array","items":{"type":"record","name":"Allocation","fields":[{"name":"warehouse_id","type":"string"},{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}},"default":[]},{"name":"lines","type":{"type":"array","items":{"type":"record","name":"Line","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}},"default":[]},{"name":"reason","type":"string","default":""},{"name":"payment_id","type":"string","default":""},{"name":"expires_at_ms","type":"long","default":0},{"name":"at_ms","type":"long"}]}'
 
+# The writers before requested_at_ms (the Reserve's timestamp on holdfast.requests)
+# was added to Hold and ReservationState: the v3 and v6 writers with api_key_id.
+# Must equal hold_v4 and reservation_state_v7 in schemas/codec_history.c.
+HOLD_V4 = HOLD_V3[:-2] + ',{"name":"api_key_id","type":"string","default":""}]}'
+RESERVATION_STATE_V7 = (RESERVATION_STATE_V6[:-2] +
+                        ',{"name":"api_key_id","type":"string","default":""}]}')
+
 
 def fingerprint(text):
     """CRC-64-AVRO as the uint64 the C codec returns (the wire bytes are LE)."""
@@ -211,7 +218,7 @@ def main():
     hold = {"reservation_id": "r-1", "attempt": 2, "warehouse_id": "w1", "sku": "sku-1",
             "qty": 5, "issued_at_ms": 1700000000000, "answer_reserve": True,
             "idempotency_key": "cart-1", "reply_to": "", "expires_at_ms": 1700000900000,
-            "api_key_id": "checkout-web"}
+            "api_key_id": "checkout-web", "requested_at_ms": 1699999999250}
     print(c_hex("py_hold", single_object(*schemas["Hold"], hold)))
     reserve = {"reservation_id": "res-\u00e9\u4e2d", "idempotency_key": "k-9",
                "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": -1000000}],
@@ -285,6 +292,17 @@ def main():
     reserve_v1 = dict(reserve)
     del reserve_v1["api_key_id"]
     print(c_hex("py_reserve_v1", single_object(*fingerprint(RESERVE_V1), reserve_v1)))
+    print("/* before requested_at_ms */")
+    for name, text in (("Hold v4", HOLD_V4), ("ReservationState v7", RESERVATION_STATE_V7)):
+        print("/* %s */ 0x%016xULL" % (name, fingerprint(text)[1]))
+    hold_v4 = dict(hold)
+    del hold_v4["requested_at_ms"]
+    print(c_hex("py_hold_v4", single_object(*fingerprint(HOLD_V4), hold_v4)))
+    rs_v7 = dict(rs_v3, status="HELD", rebook="REFUNDED", counter_answers=True,
+                 api_key_id="checkout-web",
+                 allocations=[dict(a, status="HELD", escrow=False) for a in rs_v3["allocations"]])
+    print(c_hex("py_reservation_state_v7",
+                single_object(*fingerprint(RESERVATION_STATE_V7), rs_v7)))
     return 0
 
 

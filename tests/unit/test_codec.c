@@ -78,14 +78,14 @@ static const ref_fp_t schema_fps[] = {
     {"DeadLetter", 0x3be022772e3486ceULL},
     {"EscrowState", 0x4ba5ff45f339e924ULL},
     {"Extend", 0x34572e46f905c65eULL},
-    {"Hold", 0xb0ce575e8be92026ULL},
+    {"Hold", 0xd6ea2db45db7ce2dULL},
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"LedgerEvent", 0xdf9c100ab6f23ea1ULL},
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},
-    {"ReservationState", 0xdf43fe7a4fc5cbddULL},
+    {"ReservationState", 0x1dad35f515675984ULL},
     {"Reserve", 0xf804c57479f55130ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"SkuState", 0xf70d82b445863bc4ULL},
@@ -98,8 +98,18 @@ static const uint64_t hold_v3_fp = 0xaa6aed2cebec7b0cULL;
 static const uint64_t reserve_v1_fp = 0xd16e922aada1fc96ULL;
 static const uint64_t reservation_state_v6_fp = 0xe461cd862a0ef45aULL;
 static const uint64_t ledger_event_v1_fp = 0x0de3d4200eb86d00ULL;
+/* The writers before requested_at_ms (fingerprints.py, "before requested_at_ms"). */
+static const uint64_t hold_v4_fp = 0xb0ce575e8be92026ULL;
+static const uint64_t reservation_state_v7_fp = 0xdf43fe7a4fc5cbddULL;
 
-static const uint8_t py_hold[] = {
+static const uint8_t py_hold[] = {0xc3, 0x01, 0x2d, 0xce, 0xb7, 0x5d, 0xb4, 0x2d, 0xea, 0xd6, 0x06,
+                                  0x72, 0x2d, 0x31, 0x04, 0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75,
+                                  0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62, 0x01, 0x0c,
+                                  0x63, 0x61, 0x72, 0x74, 0x2d, 0x31, 0x00, 0xc0, 0x8e, 0x99, 0xff,
+                                  0xf9, 0x62, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74,
+                                  0x2d, 0x77, 0x65, 0x62, 0xa4, 0x94, 0xab, 0xfe, 0xf9, 0x62};
+/* The same Hold as Python wrote it with Hold v4 (before requested_at_ms). */
+static const uint8_t py_hold_v4[] = {
     0xc3, 0x01, 0x26, 0x20, 0xe9, 0x8b, 0x5e, 0x57, 0xce, 0xb0, 0x06, 0x72, 0x2d, 0x31, 0x04,
     0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9,
     0x62, 0x01, 0x0c, 0x63, 0x61, 0x72, 0x74, 0x2d, 0x31, 0x00, 0xc0, 0x8e, 0x99, 0xff, 0xf9,
@@ -174,6 +184,18 @@ static const uint8_t py_reservation_state_v3_status_6[] = {
 
 /* The v1 schemas of StockFeed, CounterState and StockLevel (before as-of counts
  * and feed epochs), their Python fingerprints and one record each. */
+/* A ReservationState as Python wrote it with ReservationState v7 (before
+ * requested_at_ms). */
+static const uint8_t py_reservation_state_v7[] = {
+    0xc3, 0x01, 0xdd, 0xcb, 0xc5, 0x4f, 0x7a, 0xfe, 0x43, 0xdf, 0x06, 0x72, 0x2d, 0x37, 0x02, 0x6b,
+    0x02, 0x02, 0x02, 0x41, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0xc0, 0x08, 0x04, 0x57, 0x30, 0x02, 0x41, 0x04, 0x00, 0x02, 0x0e,
+    0x00, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0x02, 0x0e, 0x00, 0x04, 0x57, 0x32, 0x02, 0x41,
+    0x04, 0x00, 0x02, 0x0e, 0x00, 0x04, 0x57, 0x33, 0x02, 0x41, 0x04, 0x00, 0x02, 0x0e, 0x00, 0x00,
+    0x02, 0x00, 0x09, 0x00, 0x00, 0x06, 0x70, 0x61, 0x79, 0x0e, 0x65, 0x78, 0x70, 0x69, 0x72, 0x65,
+    0x64, 0xd0, 0x0f, 0xa0, 0x1f, 0xf0, 0x2e, 0x00, 0x00, 0xa2, 0x1f, 0x06, 0x00, 0x00, 0x00, 0x01,
+    0x00, 0x00, 0x00, 0x02, 0x04, 0x57, 0x31, 0x02, 0x41, 0x04, 0x00, 0xa0, 0x1f, 0x00, 0xd2, 0x0f,
+    0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74, 0x2d, 0x77, 0x65, 0x62};
 static const uint64_t stock_feed_v1_fp = 0xa85631fb06751749ULL;
 static const uint64_t counter_state_v1_fp = 0x92aee894820c0173ULL;
 static const uint64_t stock_level_v1_fp = 0x8c0a8d587847d7c4ULL;
@@ -203,6 +225,7 @@ static void py_hold_record(hf_record_t *r)
     strcpy(r->u.hold.idempotency_key, "cart-1");
     r->u.hold.expires_at_ms = 1700000900000LL;
     strcpy(r->u.hold.api_key_id, "checkout-web");
+    r->u.hold.requested_at_ms = 1699999999250LL;
 }
 
 static void py_reserve_record(hf_record_t *r)
@@ -349,6 +372,7 @@ static void wire_hold_tail(wire_t *w)
     wire_string(w, "");  /* reply_to */
     wire_long(w, 0);     /* expires_at_ms */
     wire_string(w, "");  /* api_key_id */
+    wire_long(w, 0);     /* requested_at_ms */
 }
 
 static void wire_hold(wire_t *w, const char *reservation_id, const char *sku)
@@ -501,7 +525,8 @@ static void test_canonical_form_of_hold_drops_docs_and_defaults(void **state)
         "{\"name\":\"idempotency_key\",\"type\":\"string\"},"
         "{\"name\":\"reply_to\",\"type\":\"string\"},"
         "{\"name\":\"expires_at_ms\",\"type\":\"long\"},"
-        "{\"name\":\"api_key_id\",\"type\":\"string\"}]}");
+        "{\"name\":\"api_key_id\",\"type\":\"string\"},"
+        "{\"name\":\"requested_at_ms\",\"type\":\"long\"}]}");
 }
 
 /* ---- round trips */
@@ -607,6 +632,7 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
     memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
     want.u.hold.expires_at_ms = 0;
     memset(want.u.hold.api_key_id, 0, sizeof want.u.hold.api_key_id);
+    want.u.hold.requested_at_ms = 0;
     assert_int_equal(got.type, HF_REC_HOLD);
     assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 
@@ -617,7 +643,7 @@ static void test_older_hold_without_issued_at_resolves_with_the_default(void **s
                               "\"warehouse_id\":\"w1\",\"sku\":\"sku-1\",\"qty\":5,"
                               "\"issued_at_ms\":0,\"answer_reserve\":false,"
                               "\"idempotency_key\":\"\",\"reply_to\":\"\",\"expires_at_ms\":0,"
-                              "\"api_key_id\":\"\"}");
+                              "\"api_key_id\":\"\",\"requested_at_ms\":0}");
     free(json);
 }
 
@@ -633,6 +659,7 @@ static void test_older_hold_without_answer_reserve_is_answered_by_the_gateway(vo
     memset(want.u.hold.idempotency_key, 0, sizeof want.u.hold.idempotency_key);
     want.u.hold.expires_at_ms = 0;
     memset(want.u.hold.api_key_id, 0, sizeof want.u.hold.api_key_id);
+    want.u.hold.requested_at_ms = 0;
     assert_int_equal(got.type, HF_REC_HOLD);
     assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
 }
@@ -702,6 +729,36 @@ static void test_records_before_api_key_id_read_as_made_by_no_key(void **state)
     memset(want.u.reserve.api_key_id, 0, sizeof want.u.reserve.api_key_id);
     assert_int_equal(got.type, HF_REC_RESERVE);
     assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
+}
+
+/* Records written before the Reserve's timestamp on holdfast.requests travelled
+ * with them (Hold v4, ReservationState v7) read with requested_at_ms 0, unknown:
+ * the latency of a later answer then counts from when the gateway applied the
+ * Reserve, as before. */
+static void test_records_before_requested_at_read_as_unknown(void **state)
+{
+    static hf_record_t got, want;
+    assert_history_entry(HF_REC_HOLD, hold_v4_fp);
+    assert_history_entry(HF_REC_RESERVATION_STATE, reservation_state_v7_fp);
+    memset(&got, 0x5a, sizeof got); /* the default must be written, not left */
+    decode_ok(py_hold_v4, sizeof py_hold_v4, &got);
+    py_hold_record(&want);
+    want.u.hold.requested_at_ms = 0;
+    assert_int_equal(got.type, HF_REC_HOLD);
+    assert_memory_equal(&want.u.hold, &got.u.hold, sizeof want.u.hold);
+
+    memset(&got, 0x5a, sizeof got);
+    decode_ok(py_reservation_state_v7, sizeof py_reservation_state_v7, &got);
+    assert_int_equal(got.type, HF_REC_RESERVATION_STATE);
+    const hf_reservation_state_t *rs = &got.u.reservation_state;
+    assert_string_equal(rs->reservation_id, "r-7");
+    assert_int_equal(rs->status, HF_RES_HELD);
+    assert_int_equal(rs->allocations_count, 4);
+    assert_int_equal(rs->allocations[3].status, HF_HOLD_REF_HELD);
+    assert_int_equal(rs->created_at_ms, 1000);
+    assert_true(rs->counter_answers);
+    assert_string_equal(rs->api_key_id, "checkout-web");
+    assert_int_equal(rs->requested_at_ms, 0);
 }
 
 static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void **state)
@@ -810,7 +867,7 @@ static void test_older_int_statuses_read_as_the_enums(void **state)
     static hf_record_t again;
     size_t len = 0;
     assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
-    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xdf43fe7a4fc5cbddULL);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0x1dad35f515675984ULL);
     decode_ok(buf, len, &again);
     assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
                         sizeof again.u.reservation_state);
@@ -1269,6 +1326,7 @@ int main(void)
         cmocka_unit_test(test_older_hold_without_issued_at_resolves_with_the_default),
         cmocka_unit_test(test_older_hold_without_answer_reserve_is_answered_by_the_gateway),
         cmocka_unit_test(test_records_before_api_key_id_read_as_made_by_no_key),
+        cmocka_unit_test(test_records_before_requested_at_read_as_unknown),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),

@@ -2649,6 +2649,30 @@ static void test_the_reserves_api_key_id_names_each_ledger_event_and_rides_the_h
     assert_string_equal(h.api_key_id, "storefront");
 }
 
+/* The Reserve's timestamp on holdfast.requests stays with the reservation
+ * (requested_at_ms: where the latency of an answer in a later transaction
+ * starts) and rides the Hold that asks its counter to answer; a Reserve with no
+ * timestamp keeps 0, unknown, never the gateway's clock. */
+static void
+test_the_reserves_request_timestamp_stays_with_the_reservation_and_rides_the_hold(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    int64_t appended_ms = fx->now_ms - 400;
+    fx->record_timestamp_ms = appended_ms;
+    size_t from = reserve_answered_by_counter(fx, "rq1", 1);
+    hf_hold_t h = nth_hold(fx, from, 0);
+    assert_true(h.answer_reserve);
+    assert_int_equal(h.requested_at_ms, appended_ms);
+    hf_reservation_state_t rs = load_rs(fx, "rq1");
+    assert_int_equal(rs.requested_at_ms, appended_ms);
+    assert_int_equal(rs.created_at_ms, fx->now_ms);
+    fx->record_timestamp_ms = 0;
+    from = reserve_answered_by_counter(fx, "rq0", 1);
+    assert_int_equal(nth_hold(fx, from, 0).requested_at_ms, 0);
+    assert_int_equal(load_rs(fx, "rq0").requested_at_ms, 0);
+}
+
 static void
 test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent(void **state)
 {
@@ -2895,6 +2919,7 @@ int main(void)
         T(test_the_prologue_checks_key_then_reply_to_then_body_then_the_reservation),
         T(test_a_one_hold_reserve_asks_its_counter_to_answer_and_the_gateway_stays_silent),
         T(test_the_reserves_api_key_id_names_each_ledger_event_and_rides_the_hold),
+        T(test_the_reserves_request_timestamp_stays_with_the_reservation_and_rides_the_hold),
         T(test_a_commit_that_overtakes_the_counters_answer_waits_and_commits_with_it),
         T(test_requests_parked_before_the_counters_answer_are_applied_in_order),
         T(test_past_the_parking_slots_a_commit_is_told_busy_and_its_retry_commits),
