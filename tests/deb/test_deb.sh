@@ -90,6 +90,14 @@ need "packaged warehouses.json differs from config/warehouses.json" cmp -s "$etc
 need "no holdfast user in sysusers.d" grep -q '^u holdfast ' "$pkg/usr/lib/sysusers.d/holdfast.conf"
 need "holdfast-run@.service missing" test -s "$units/holdfast-run@.service"
 need "holdfast-http.service missing" test -s "$units/holdfast-http.service"
+# The ops kit travels with the package: the rules' runbook links and the scrape jobs.
+need "the runbook (OPERATIONS.md) missing" test -s "$pkg/usr/share/doc/holdfast/OPERATIONS.md.gz"
+for f in holdfast.rules.yml prometheus.example.yml blackbox.example.yml holdfast.json; do
+  need "examples/$f missing" test -s "$pkg/usr/share/doc/holdfast/examples/$f"
+done
+# An upgrade restarts only what runs: an instance an operator stopped stays stopped.
+need "the postinst restarts stopped units on upgrade (restart, not try-restart)" \
+  lacks -E 'deb-systemd-invoke (restart|start) ' "$work/control/postinst"
 depends=$(dpkg-deb -f "$deb" Depends)
 need "Depends names librdkafka (it is linked static): $depends" absent rdkafka "$depends"
 need "Depends lacks the libraries (dh_shlibdeps): $depends" grep -q librocksdb <<<"$depends"
@@ -183,6 +191,11 @@ stop_and_wait() {
 
 begin run-reserve
 unit_command "$units/holdfast-run@.service" all
+# The packaged run-all.json serves metrics on 127.0.0.1:9464, as the examples' scrape
+# job expects: another process on it would make this run fail for the wrong reason.
+if (exec 3<>/dev/tcp/127.0.0.1/9464) 2>/dev/null; then
+  die "port 9464 (the packaged run-all.json's metrics_port) is in use: stop what listens there"
+fi
 mkdir -p "$work/cwd"
 ctl() { (cd "$work/cwd" && env "${env_args[@]}" "$pkg/usr/bin/hfctl" "$@"); }
 ctl topics apply >"$work/topics.log" 2>&1
@@ -212,6 +225,11 @@ need "hfctl reserve exit $rc: $(cat "$work/reserve.json" "$work/reserve.log")" i
 need "reserve not HELD: $(cat "$work/reserve.json")" grep -q '"HELD"' "$work/reserve.json"
 need "run.log does not show the packaged run-all.json's stages" \
   grep -q "running stages 'counter,aggregator,gateway' as instance $host-all" "$work/run.log"
+curl -sf -o "$work/metrics.txt" http://127.0.0.1:9464/metrics
+rc=$?
+need "the packaged holdfast-run@all serves no /metrics on 127.0.0.1:9464 (curl exit $rc)" is "$rc" 0
+need "its /metrics does not count the HELD reply (holdfast_replies_total)" \
+  grep -Eq '^holdfast_replies_total\{.*request="reserve",outcome="held"\} [1-9]' "$work/metrics.txt"
 end
 
 # ---- http-reserve
