@@ -95,9 +95,14 @@ need "the runbook (OPERATIONS.md) missing" test -s "$pkg/usr/share/doc/holdfast/
 for f in holdfast.rules.yml prometheus.example.yml blackbox.example.yml holdfast.json; do
   need "examples/$f missing" test -s "$pkg/usr/share/doc/holdfast/examples/$f"
 done
-# An upgrade restarts only what runs: an instance an operator stopped stays stopped.
-need "the postinst restarts stopped units on upgrade (restart, not try-restart)" \
-  lacks -E 'deb-systemd-invoke (restart|start) ' "$work/control/postinst"
+# An upgrade restarts only the stage sets that run (an instance an operator stopped
+# stays stopped); a removal stops them all.
+need "the postinst does not try-restart the holdfast-run@ instances on upgrade" \
+  grep -q 'deb-systemd-invoke try-restart "${unit##\*/}"' "$work/control/postinst"
+need "the postinst restarts stopped holdfast-run@ instances (restart, not try-restart)" \
+  lacks -E 'deb-systemd-invoke (re)?start "' "$work/control/postinst"
+need "the prerm does not stop the holdfast-run@ instances on removal" \
+  grep -q "deb-systemd-invoke stop 'holdfast-run@\*.service'" "$work/control/prerm"
 depends=$(dpkg-deb -f "$deb" Depends)
 need "Depends names librdkafka (it is linked static): $depends" absent rdkafka "$depends"
 need "Depends lacks the libraries (dh_shlibdeps): $depends" grep -q librocksdb <<<"$depends"
