@@ -69,7 +69,7 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all release san deps deps-check test test-unit test-fuzz-corpus test-integration \
         test-faults fuzz lint format format-check clean demo bench-counter bench-aggregator bench-gateway bench-gateway-cpu \
-        bench-pipeline bench-hot bench-flash bench-scale bench-expiry test-bench-pipeline help
+        bench-pipeline bench-hot bench-flash bench-scale bench-expiry bench-holds test-bench-pipeline help
 all: deps-check release
 
 help:
@@ -283,6 +283,13 @@ bench-scale: deps-check release $(BUILD)/pipeline-topics
 .PHONY: bench-expiry
 bench-expiry: deps-check release $(BUILD)/pipeline-topics
 	@python3 tests/bench/expiry.py
+
+# Many open holds at once (HOLDS_N, default 10M, ~1 hour to build at 3,000/s): RSS and
+# state per stage and per hold, reserve p99 with them open against none, restores of a
+# counter and a gateway, reconcile (tests/bench/holds.py).
+.PHONY: bench-holds
+bench-holds: deps-check release $(BUILD)/pipeline-topics
+	@python3 tests/bench/holds.py
 
 # The HTTP front against the same load sent to Kafka directly (tests/bench/http_front.py),
 # and a front serving TLS against the plain one in the same run (front CPU per request

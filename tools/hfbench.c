@@ -38,19 +38,26 @@
 #include "lib/client.h"
 #include "topics.h"
 
-#define BENCH_REQS_MAX       2000000
-#define BENCH_SECONDS_MAX    3600
-#define BENCH_WAREHOUSES_MAX 64
+/* 10M open holds built at ~3,000/s (make bench-holds) need ~1 hour of one run:
+ * 20M requests and 4 hours bound it (about 100 bytes a request in memory). */
+#define BENCH_REQS_MAX           20000000
+#define BENCH_SECONDS_MAX        14400
+#define BENCH_TTL_MS_MAX         86400000 /* the HTTP API's own bound */
+/* Commit and release latencies kept (the first ones of a run), and the
+ * doorbuster's rejection latencies. */
+#define BENCH_SETTLE_SAMPLES_MAX 1000000
+#define BENCH_REJECT_SAMPLES_MAX 500000
+#define BENCH_WAREHOUSES_MAX     64
 /* Enough for 100M pairs of a zipf catalog with few warehouses a SKU; what a seed
  * plan costs is at BENCH_PAIRS_MAX below (4 bytes a SKU, 17 a pair). */
-#define BENCH_SKUS_MAX       50000000
-#define BENCH_PENDING_MAX    65536
+#define BENCH_SKUS_MAX           50000000
+#define BENCH_PENDING_MAX        65536
 /* After the planned end, how long the run keeps listening while a reserve still
  * awaits its first reply, or a re-send of a shed (BUSY) reserve awaits its own
  * (a broker outage delays answers by tens of seconds): a reserve it stopped
  * listening for could be HELD with nobody to settle it. */
-#define BENCH_DRAIN_MAX_MS   60000
-#define DOORBUSTER           "DOORBUSTER"
+#define BENCH_DRAIN_MAX_MS       60000
+#define DOORBUSTER               "DOORBUSTER"
 
 typedef struct {
     const char *bootstrap, *scenario, *report, *warehouses_file;
@@ -68,6 +75,7 @@ typedef struct {
     double catalog_s;
     int pairs;
     bool plan_only;
+    bool leave_open; /* run: end without waiting out the TTL (--leave-open) */
     const char *plan_out;
 } bench_opts_t;
 
@@ -106,11 +114,11 @@ static second_t series[BENCH_SECONDS_MAX + 120];
 static int64_t *lat_all;    /* reserve latency per reply, ms */
 static int32_t *lat_second; /* the second each latency belongs to */
 static size_t lat_count;
-static int64_t settle_lat[2][BENCH_REQS_MAX / 2]; /* commit, release */
+static int64_t settle_lat[2][BENCH_SETTLE_SAMPLES_MAX]; /* commit, release */
 static size_t settle_count[2];
 /* Payments sent after their hold expired, and how they were answered. */
 static size_t late_sent, late_committed, late_expired, late_other;
-static int64_t doorbuster_reject_lat[BENCH_REQS_MAX / 4];
+static int64_t doorbuster_reject_lat[BENCH_REJECT_SAMPLES_MAX];
 static size_t doorbuster_reject_count;
 static size_t duplicate_mismatches, duplicates_checked, expired_seen;
 static int64_t doorbuster_units_held, doorbuster_units_committed, doorbuster_sold_out_ms,
@@ -343,7 +351,7 @@ static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_coun
         late_other += rep->outcome != HF_REPLY_COMMITTED && rep->outcome != HF_REPLY_EXPIRED;
         return;
     }
-    if (settle_count[kind] < BENCH_REQS_MAX / 2)
+    if (settle_count[kind] < BENCH_SETTLE_SAMPLES_MAX)
         settle_lat[kind][settle_count[kind]++] = now - q->intended_ms;
     second_t *s = sec(now);
     if (rep->outcome == HF_REPLY_COMMITTED) {
@@ -420,15 +428,45 @@ static int64_t pctl(int64_t *v, size_t n, double p)
     return v[i >= n ? n - 1 : i];
 }
 
-/* p99 of the reserves intended in second s (copies: pctl sorts). */
+/* p99 of the reserves intended in second s that were answered so far, for the
+ * progress line printed once s is over. An answer comes after its send, so the
+ * latencies of second s were all recorded at or after the moment s began
+ * (first_lat_of_second[s]): only those are scanned, not the whole run. */
+static size_t first_lat_of_second[BENCH_SECONDS_MAX + 120];
+static int64_t *p99_tmp; /* lat_count entries at most */
+
 static int64_t second_p99(int s)
 {
-    static int64_t tmp[BENCH_REQS_MAX];
     size_t n = 0;
-    for (size_t i = 0; i < lat_count; i++)
+    for (size_t i = first_lat_of_second[s]; i < lat_count; i++)
         if (lat_second[i] == s)
-            tmp[n++] = lat_all[i];
-    return pctl(tmp, n, 0.99);
+            p99_tmp[n++] = lat_all[i];
+    return pctl(p99_tmp, n, 0.99);
+}
+
+/* Every second's reserve p99 at the end of the run, in one pass: the latencies
+ * grouped by their second (a counting sort), each group sorted once. out[s] for
+ * s < seconds; -1 for a second without answers. */
+static void seconds_p99(int64_t *out, int seconds)
+{
+    size_t *start = calloc((size_t)seconds + 1, sizeof *start);
+    hf_assert(start);
+    for (size_t i = 0; i < lat_count; i++)
+        if (lat_second[i] >= 0 && lat_second[i] < seconds)
+            start[lat_second[i] + 1]++;
+    for (int s = 0; s < seconds; s++)
+        start[s + 1] += start[s];
+    size_t *fill = calloc((size_t)seconds, sizeof *fill);
+    hf_assert(fill);
+    for (size_t i = 0; i < lat_count; i++) {
+        int s = lat_second[i];
+        if (s >= 0 && s < seconds)
+            p99_tmp[start[s] + fill[s]++] = lat_all[i];
+    }
+    for (int s = 0; s < seconds; s++)
+        out[s] = pctl(p99_tmp + start[s], start[s + 1] - start[s], 0.99);
+    free(fill);
+    free(start);
 }
 
 static void progress_line(int s)
@@ -443,7 +481,7 @@ static void progress_line(int s)
 
 static json_t *summary_json(const bench_opts_t *o, int reqs_count)
 {
-    static int64_t tmp[BENCH_REQS_MAX];
+    int64_t *tmp = p99_tmp; /* sorted here; the per-second p99 fill it again */
     memcpy(tmp, lat_all, lat_count * sizeof *tmp);
     size_t held = 0, rejected = 0, missing = 0, busy = 0;
     for (int i = 0; i < reqs_count; i++) {
@@ -524,6 +562,9 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
     json_t *rows = json_array();
     int64_t door_available = -1;
     int door_in_stock = -1;
+    int64_t *p99 = calloc((size_t)seconds_seen + 1, sizeof *p99);
+    hf_assert(p99);
+    seconds_p99(p99, seconds_seen);
     for (int s = 0; s < seconds_seen; s++) {
         const second_t *x = &series[s];
         if (x->doorbuster_in_stock >= 0) { /* carry the last value into quiet seconds */
@@ -532,7 +573,7 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
         }
         json_t *row = json_pack("{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:i}", "t", s,
                                 "sent", (int)x->sent, "replies", (int)x->replies, "reserve_p99_ms",
-                                (json_int_t)second_p99(s), "held", (int)x->held, "committed",
+                                (json_int_t)p99[s], "held", (int)x->held, "committed",
                                 (int)x->committed, "released", (int)x->released, "rejected",
                                 (int)(x->rejected_insufficient + x->rejected_invalid), "signals",
                                 (int)x->signals, "doorbuster_available", (json_int_t)door_available,
@@ -542,6 +583,7 @@ static void write_report(const bench_opts_t *o, json_t *summary, int seconds_see
                             json_integer(x->expired ? x->expiry_lag_max_ms : -1));
         json_array_append_new(rows, row);
     }
+    free(p99);
     json_t *root = json_pack("{s:O, s:o}", "summary", summary, "per_second", rows);
     if (json_dump_file(root, o->report, JSON_INDENT(2)) != 0)
         fprintf(stderr, "hfbench: cannot write %s\n", o->report);
@@ -653,9 +695,10 @@ static int plan(const bench_opts_t *o, unsigned *seed)
     reqs = calloc((size_t)n, sizeof *reqs);
     lat_all = calloc((size_t)n * 2, sizeof *lat_all);
     lat_second = calloc((size_t)n * 2, sizeof *lat_second);
+    p99_tmp = calloc((size_t)n * 2, sizeof *p99_tmp);
     expiry_lag = calloc((size_t)n, sizeof *expiry_lag);
     expiry_lag_cap = (size_t)n;
-    if (!reqs || !lat_all || !lat_second || !expiry_lag)
+    if (!reqs || !lat_all || !lat_second || !p99_tmp || !expiry_lag)
         return -1;
     int si = 0, bi = 0;
     for (int i = 0; i < n; i++) {
@@ -756,11 +799,16 @@ static int run_bench(const bench_opts_t *o)
            o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
            strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "", o->commit_pct,
            o->abandon_pct, o->late_pct, o->ttl_ms, o->dup_pct);
-    int64_t end = reqs[r.reqs_count - 1].intended_ms + 3000 + o->ttl_ms + 6000;
-    int printed = 0;
+    /* Past the last send: 3 s for its answer, then (unless --leave-open) the TTL and
+     * 6 s for the expiries of the holds left to lapse. */
+    int64_t end =
+        reqs[r.reqs_count - 1].intended_ms + 3000 + (o->leave_open ? 0 : o->ttl_ms + 6000);
+    int printed = 0, marked = 0;
     while (hf_wall_ms() < end ||
            (hf_wall_ms() < end + BENCH_DRAIN_MAX_MS && answers_awaited(r.reqs_count))) {
         int64_t now = hf_wall_ms();
+        for (; marked <= second_of(now) && marked < BENCH_SECONDS_MAX + 120; marked++)
+            first_lat_of_second[marked] = lat_count;
         if (send_due(o, &r, now))
             return 1;
         poll_replies(o, &r, 5);
@@ -1593,7 +1641,10 @@ static const hf_cli_opt_t run_opts[] = {
     {"commit-pct", "P", false, "held reserves that are paid (default 60)"},
     {"abandon-pct", "P", false, "held reserves released (default 25)"},
     {"late-pct", "P", false, "held reserves paid after they expired (default 0)"},
-    {"ttl-ms", "T", false, "TTL of the holds left to expire (default 3000)"},
+    {"ttl-ms", "T", false, "TTL of the holds left to expire (default 3000, at most 86400000)"},
+    {"leave-open", NULL, false,
+     "end once every reserve is answered, without waiting for the holds left to expire "
+     "(make bench-holds: they stay open)"},
     {"dup-pct", "P", false, "reserves sent twice with the same key (default 5)"},
     {"busy-retries", "N", false,
      "a reserve answered BUSY is sent again with its key, after 250 ms doubling, up to N times "
@@ -1711,6 +1762,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
     }
     o->scenario = sc ? sc : o->scenario;
     o->report = hf_cli_get(a, "report");
+    o->leave_open = hf_cli_get(a, "leave-open") != NULL;
     o->partitioner = hf_cli_get(a, "partitioner");
     o->zipf_s = z ? atof(z) : o->zipf_s;
     if (int_opt(a, "rate", 1, 100000, &o->rate) ||
@@ -1722,7 +1774,7 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
         int_opt(a, "commit-pct", 0, 100, &o->commit_pct) ||
         int_opt(a, "abandon-pct", 0, 100, &o->abandon_pct) ||
         int_opt(a, "late-pct", 0, 100, &o->late_pct) ||
-        int_opt(a, "ttl-ms", 1000, 3600000, &o->ttl_ms))
+        int_opt(a, "ttl-ms", 1000, BENCH_TTL_MS_MAX, &o->ttl_ms))
         return -1;
     if (o->commit_pct + o->abandon_pct + o->late_pct > 100) {
         fprintf(stderr, "hfbench run: --commit-pct + --abandon-pct + --late-pct must not exceed "

@@ -230,35 +230,37 @@ def restore_lines(path):
     return [m for m in (RESTORED.search(l) for l in lines) if m]
 
 
-def measure_restore(procs, work, envx, partitions, broker_pid):
-    """Stops the counter, removes its state, starts it again and waits until every
-    one of its partitions logged its restore: records and ms per partition, and
-    what the broker and the new counter used meanwhile (cores, MiB read from disk:
-    a changelog whose segments left the page cache is read from the disk)."""
-    old_log = procs["counter"].out_path
-    procs["counter"].stop()
+def measure_restore(procs, work, envx, partitions, broker_pid, stage="counter", start=None):
+    """Stops the stage (the counter by default), removes its state, starts it again
+    and waits until every one of its partitions logged its restore: records and ms per
+    partition, and what the broker and the new process used meanwhile (cores, MiB read
+    from disk: a changelog whose segments left the page cache is read from the disk).
+    start(stage, work, envx) starts the stage (start_stage by default)."""
+    start = start or start_stage
+    old_log = procs[stage].out_path
+    procs[stage].stop()
     os.replace(old_log, old_log + ".before-restore")
-    shutil.rmtree(os.path.join(work, "state-counter"), ignore_errors=True)
+    shutil.rmtree(os.path.join(work, f"state-{stage}"), ignore_errors=True)
     a = sample({"broker": broker_pid})
-    procs["counter"] = start_stage("counter", work, envx)
-    log_path = procs["counter"].out_path
+    procs[stage] = start(stage, work, envx)
+    log_path = procs[stage].out_path
     t0 = time.time()
     while time.time() - t0 < 1800:
         got = restore_lines(log_path)
         if len({m.group(1) for m in got}) >= partitions:
             break
-        if procs["counter"].p.poll() is not None:
-            raise RuntimeError(f"counter exited {procs['counter'].p.returncode} in its restore")
+        if procs[stage].p.poll() is not None:
+            raise RuntimeError(f"{stage} exited {procs[stage].p.returncode} in its restore")
         time.sleep(0.5)
     else:
-        raise RuntimeError("the counter did not restore all its partitions in 1800 s")
-    b = sample({"broker": broker_pid, "counter": procs["counter"].pid})
+        raise RuntimeError(f"the {stage} did not restore all its partitions in 1800 s")
+    b = sample({"broker": broker_pid, stage: procs[stage].pid})
     used = between(a, b)
     dt = b["t"] - a["t"]
-    if b["cpu"]["counter"] is not None:  # the new counter's whole life is this restore
-        used["cores"]["counter"] = round(b["cpu"]["counter"] / dt, 3)
-    if b["read"]["counter"] is not None:
-        used["read_mib"]["counter"] = round(b["read"]["counter"] / 2**20, 1)
+    if b["cpu"][stage] is not None:  # the new process's whole life is this restore
+        used["cores"][stage] = round(b["cpu"][stage] / dt, 3)
+    if b["read"][stage] is not None:
+        used["read_mib"][stage] = round(b["read"][stage] / 2**20, 1)
     parts = [{"partition": int(m.group(1)), "records": int(m.group(2)), "ms": int(m.group(4))}
              for m in got]
     for p in parts:
