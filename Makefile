@@ -399,11 +399,13 @@ test-http-contract: deps-check release
 	@bash tests/http/test_contract.sh
 
 # The operations kit against a real Prometheus (tests/ops/test_ops.sh): Debian's
-# prometheus 2.42 and blackbox exporter (tools/deps.sh ops) scrape `holdfast run` and a
-# `holdfast http` front; ops/prometheus/holdfast.rules.yml loaded (for: and windows
-# shortened), every rule's series present, alerts provoked (a stalled process, dead
-# letters, an overloaded front, BUSY) and seen firing and resolved, every query of
-# ops/grafana/holdfast.json non-empty. About 60 s.
+# prometheus 2.42 and blackbox exporter (tools/deps.sh ops) scrape two `holdfast run`
+# processes and a `holdfast http` front; ops/prometheus/holdfast.rules.yml loaded (for:,
+# windows and age thresholds shortened), every rule's series present with a finite point,
+# alerts provoked (a stalled process, a hung gateway task ended by the stall watchdog and
+# started again, dead letters, an overloaded front, BUSY) and seen firing and resolved,
+# consumer lag seen above 0 and back to 0, every query of ops/grafana/holdfast.json with a
+# finite point. About 50 s.
 .PHONY: test-ops
 test-ops: deps-check release
 	@command -v prometheus >/dev/null && command -v prometheus-blackbox-exporter >/dev/null || \

@@ -157,36 +157,73 @@ static void render_standby_lag(metrics_out_t *o, int stages)
         }
 }
 
-size_t metrics_render(char *buf, size_t size)
+static void render_loop_ages(metrics_out_t *o, int stages, int64_t now_ms);
+
+/* Pages cut because they did not fit their buffer (the trailer of every page). */
+static _Atomic uint64_t render_truncated;
+static atomic_bool render_truncated_logged;
+
+/* Room kept at the end of a page for its trailer, which must always fit. */
+#define METRICS_TRAILER_MAX 256
+
+static void render_body(metrics_out_t *o)
 {
-    metrics_out_t o = {buf, size, 0};
-    if (size)
-        buf[0] = '\0';
     int stages = atomic_load(&stages_count);
     for (int m = 0; m < HF_M__COUNT; m++) {
-        metrics_out(&o, "# HELP %s %s\n# TYPE %s counter\n", metric_info[m].name,
+        metrics_out(o, "# HELP %s %s\n# TYPE %s counter\n", metric_info[m].name,
                     metric_info[m].help, metric_info[m].name);
         for (int s = 0; s < stages; s++)
-            metrics_out(&o, "%s{stage=\"%s\"} %llu\n", metric_info[m].name, stage_names[s],
+            metrics_out(o, "%s{stage=\"%s\"} %llu\n", metric_info[m].name, stage_names[s],
                         (unsigned long long)atomic_load(&counters[s][m]));
     }
-    metrics_out(&o, "# HELP holdfast_partitions_owned Partitions the stage's tasks own\n"
-                    "# TYPE holdfast_partitions_owned gauge\n");
+    metrics_out(o, "# HELP holdfast_partitions_owned Partitions the stage's tasks own\n"
+                   "# TYPE holdfast_partitions_owned gauge\n");
     for (int s = 0; s < stages; s++)
-        metrics_out(&o, "holdfast_partitions_owned{stage=\"%s\"} %lld\n", stage_names[s],
+        metrics_out(o, "holdfast_partitions_owned{stage=\"%s\"} %lld\n", stage_names[s],
                     (long long)atomic_load(&partitions[s]));
-    render_histograms(&o, stages);
-    render_standby_lag(&o, stages);
+    render_histograms(o, stages);
+    render_standby_lag(o, stages);
     const char *names[HF_METRICS_STAGES_MAX];
     for (int s = 0; s < stages; s++)
         names[s] = stage_names[s];
-    metrics_flow_render(&o, names, stages, hf_mono_ms(), hf_wall_ms());
+    int64_t now_ms = hf_mono_ms();
+    render_loop_ages(o, stages, now_ms);
+    metrics_flow_render(o, names, stages, now_ms, hf_wall_ms());
     pthread_mutex_lock(&reg_mu);
     for (size_t g = 0; g < gauges_count; g++)
-        metrics_out(&o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,
+        metrics_out(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", gauges[g].name, gauges[g].help,
                     gauges[g].name, gauges[g].type, gauges[g].name, gauges[g].fn(gauges[g].opaque));
     pthread_mutex_unlock(&reg_mu);
-    return o.len;
+}
+
+size_t metrics_render(char *buf, size_t size)
+{
+    /* The body in all but the trailer's room; whole metric families only. */
+    metrics_out_t o = {.buf = buf,
+                       .size = size > METRICS_TRAILER_MAX ? size - METRICS_TRAILER_MAX : 0};
+    if (size)
+        buf[0] = '\0';
+    render_body(&o);
+    if (buf && size && o.kept < o.len) {
+        uint64_t n = atomic_fetch_add(&render_truncated, 1) + 1;
+        if (!atomic_exchange(&render_truncated_logged, true))
+            log_warn("metrics",
+                     "the /metrics page needs %zu bytes and has %zu: its last metric families "
+                     "are left out (whole families, the rest of the page is valid; counted in "
+                     "holdfast_metrics_render_truncated_total, %llu so far; logged once). Too "
+                     "many partitions or stages in one process: split the stages over processes",
+                     o.len, size, (unsigned long long)n);
+    }
+    /* The trailer: after the kept body, in the room kept for it. */
+    metrics_out_t t = {.buf = size ? buf + o.kept : NULL, .size = size ? size - o.kept : 0};
+    metrics_out(&t,
+                "# HELP holdfast_metrics_render_truncated_total Pages of /metrics whose last "
+                "metric families did not fit the page and were left out\n"
+                "# TYPE holdfast_metrics_render_truncated_total counter\n"
+                "holdfast_metrics_render_truncated_total %llu\n",
+                (unsigned long long)atomic_load(&render_truncated));
+    hf_assert(t.len < METRICS_TRAILER_MAX);
+    return o.len + t.len;
 }
 
 /* ---- task health and readiness */
@@ -258,6 +295,32 @@ void metrics_task_restoring(int stage, bool restoring)
         atomic_store(&tasks[i].phase, restoring ? TASK_RESTORING : TASK_RESTORED);
 }
 
+/* holdfast_task_loop_age_seconds{stage}: the longest any task thread of the
+ * stage has gone without completing a loop, computed here at scrape time from
+ * the heartbeats /healthz reads, so a thread stuck in a call shows a growing
+ * age although it refreshes none of its own gauges. A stage with no task
+ * thread registered yet has no series. */
+static void render_loop_ages(metrics_out_t *o, int stages, int64_t now_ms)
+{
+    metrics_out(o, "# HELP holdfast_task_loop_age_seconds Longest time any task thread of the "
+                   "stage has gone without completing a loop (a stuck thread's grows)\n"
+                   "# TYPE holdfast_task_loop_age_seconds gauge\n");
+    int n = atomic_load(&tasks_count);
+    for (int s = 0; s < stages; s++) {
+        int64_t oldest_ms = -1;
+        for (int i = 0; i < n; i++) {
+            if (tasks[i].stage != s)
+                continue;
+            int64_t quiet_ms = now_ms - atomic_load(&tasks[i].last_loop_ms);
+            if (quiet_ms > oldest_ms)
+                oldest_ms = quiet_ms < 0 ? 0 : quiet_ms;
+        }
+        if (oldest_ms >= 0)
+            metrics_out(o, "holdfast_task_loop_age_seconds{stage=\"%s\"} %.3f\n", stage_names[s],
+                        (double)oldest_ms / 1000.0);
+    }
+}
+
 static const char *task_stage_name(int i)
 {
     return slot_ok(tasks[i].stage) ? stage_names[tasks[i].stage] : "?";
@@ -304,7 +367,7 @@ bool metrics_ready_check(bool (*fn)(void *opaque, char *why, size_t why_size), v
 
 bool metrics_ready(int tasks_expected, char *reason, size_t reason_size)
 {
-    metrics_out_t o = {reason, reason_size, 0};
+    metrics_out_t o = {.buf = reason, .size = reason_size};
     if (reason_size)
         reason[0] = '\0';
     int n = atomic_load(&tasks_count);
@@ -393,9 +456,7 @@ static void on_request(void *opaque, const httpd_req_t *req, httpd_resp_t *resp)
         return;
     }
     if (is_metrics) {
-        size_t need = metrics_render(page, METRICS_BODY_MAX);
-        if (need >= METRICS_BODY_MAX)
-            log_warn("metrics", "metrics truncated at %d of %zu bytes", METRICS_BODY_MAX, need);
+        (void)metrics_render(page, METRICS_BODY_MAX); /* a page too big is logged there */
         text(resp, 200, page);
         resp->content_type = "text/plain; version=0.0.4";
     } else if (is_health) {

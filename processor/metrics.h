@@ -69,8 +69,15 @@ bool metrics_gauge(const char *name, const char *help, double (*fn)(void *opaque
 bool metrics_counter_read(const char *name, const char *help, double (*fn)(void *opaque),
                           void *opaque);
 
-/* Renders every metric into buf (NUL-terminated, truncated to size); returns the
- * length it needed. */
+/* Renders every metric into buf (NUL-terminated); returns the length the
+ * whole page needs. A page that does not fit (the return is >= size) holds
+ * whole metric families only, never a cut line, and ends with
+ * holdfast_metrics_render_truncated_total, which counts such pages (the first
+ * is logged); buf NULL and size 0 only measure. A caller sizing buf from a
+ * measuring call adds HF_METRICS_RENDER_SLACK to it: room for the series that
+ * may appear between the two calls (a partition assigned) and for the
+ * trailer's reserve. */
+#define HF_METRICS_RENDER_SLACK 4096
 size_t metrics_render(char *buf, size_t size);
 
 /* Called by a task thread after each loop of its task (stage from

@@ -2,7 +2,9 @@
 #include "metrics_hist.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hf_assert.h"
 
@@ -10,11 +12,27 @@ void metrics_out(metrics_out_t *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    size_t room = o->len < o->size ? o->size - o->len : 0;
-    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    bool family = strncmp(fmt, "# HELP ", 7) == 0;
+    size_t room = o->full || o->kept >= o->size ? 0 : o->size - o->kept;
+    int n = vsnprintf(room ? o->buf + o->kept : NULL, room, fmt, ap);
     va_end(ap);
-    if (n > 0)
-        o->len += (size_t)n;
+    if (n <= 0)
+        return;
+    o->len += (size_t)n;
+    if (!o->full && (size_t)n < room) {
+        if (family) {
+            o->family_at = o->kept;
+            o->families = true;
+        }
+        o->kept += (size_t)n;
+        return;
+    }
+    /* Did not fit (whole): nothing more is written; a cut family goes. */
+    if (!o->full && o->families && !family)
+        o->kept = o->family_at;
+    o->full = true;
+    if (o->size > 0)
+        o->buf[o->kept] = '\0';
 }
 
 void metrics_hist_observe(metrics_hist_t *h, const metrics_buckets_t *b, int64_t value)

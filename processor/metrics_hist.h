@@ -7,14 +7,24 @@
 #define HF_METRICS_HIST_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* The page being rendered: len grows past size when it does not fit (the
- * caller compares the two and says so). */
+/* The page being rendered. buf holds whole calls of metrics_out only (each
+ * ends its lines), so a page that does not fit is never cut mid-line: the
+ * first call that does not fit marks the page full, and the metric family it
+ * was part of (from its "# HELP" call on) is taken back out, so that a scraper
+ * sees whole families. len grows past size to what the whole page needs (the
+ * caller compares the two and says so); kept is what buf holds (NUL-ended when
+ * size > 0). Set buf and size (designated initialisers), the rest zero. */
 typedef struct {
     char *buf;
     size_t size, len;
+    size_t kept;
+    size_t family_at; /* kept when the family being written began */
+    bool families;    /* a "# HELP" call was seen: cut back to family_at */
+    bool full;
 } metrics_out_t;
 
 void metrics_out(metrics_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

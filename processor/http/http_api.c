@@ -558,7 +558,7 @@ static double gauge_inflight(void *p)
 void api_metrics(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
     (void)call;
-    size_t need = metrics_render(NULL, 0) + 1;
+    size_t need = metrics_render(NULL, 0) + HF_METRICS_RENDER_SLACK;
     char *buf = malloc(need);
     if (!buf) {
         http_error(ctx, resp, 500, "internal", "out of memory rendering %zu bytes of metrics",

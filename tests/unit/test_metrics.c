@@ -102,12 +102,7 @@ static void test_counters_histogram_and_gauges_render_as_prometheus_text(void **
     if (strstr(page, "partition=\"5\""))
         fail_msg("a partition no longer followed is still shown:\n%s", page);
     expect_line(page, "holdfast_restore_milliseconds_total{stage=\"counter\"} 12");
-    need = metrics_render(page, sizeof page);
-
-    /* A short buffer: truncated, terminated, and the needed length reported. */
-    char small[16];
-    assert_int_equal(metrics_render(small, sizeof small), need);
-    assert_int_equal(strlen(small), sizeof small - 1);
+    expect_line(page, "# TYPE holdfast_metrics_render_truncated_total counter");
 }
 
 /* The value of the first line that starts with prefix, as a number; fails
@@ -122,6 +117,77 @@ static double value_of(const char *text, const char *prefix)
         return -1;
     }
     return strtod(at + strlen(want), NULL);
+}
+
+/* Lines of text that are samples of the family name (name, name{...},
+ * name_bucket{...}, name_sum{...}, name_count{...}). */
+static int family_samples(const char *text, const char *name)
+{
+    static const char *const tails[] = {" ", "{", "_bucket{", "_sum{", "_count{"};
+    size_t len = strlen(name);
+    int n = 0;
+    for (const char *line = text; *line;) {
+        if (strncmp(line, name, len) == 0)
+            for (size_t t = 0; t < sizeof tails / sizeof tails[0]; t++)
+                if (strncmp(line + len, tails[t], strlen(tails[t])) == 0) {
+                    n++;
+                    break;
+                }
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    return n;
+}
+
+/* A page that does not fit its buffer is cut before the first metric family
+ * that does not fit whole: every line whole, every family it shows with all
+ * its samples (a histogram with all its buckets), and the trailer counting
+ * the cut pages last, so a scraper never gets a line it cannot parse. */
+static void test_a_page_too_big_keeps_whole_families_and_counts_the_cut(void **state)
+{
+    (void)state;
+    int s = metrics_stage("counter");
+    metrics_observe_commit_ms(s, 4);
+    static char full[64 * 1024];
+    size_t need = metrics_render(full, sizeof full);
+    assert_true(need < sizeof full);
+    double cut_before = value_of(full, "holdfast_metrics_render_truncated_total ");
+    /* Measuring alone (no buffer) counts nothing. */
+    assert_true(metrics_render(NULL, 0) >= need - 8);
+    int cuts = 0;
+    static char small[64 * 1024];
+    for (size_t size = 1; size < need; size += need / 37 + 1) {
+        assert_true(metrics_render(small, size) >= size);
+        cuts++;
+        size_t len = strlen(small);
+        assert_true(len < size);
+        if (size < 256) { /* no room for anything, not even the trailer */
+            assert_int_equal(len, 0);
+            continue;
+        }
+        assert_int_equal(small[len - 1], '\n');
+        const char *trailer = strstr(small, "# HELP holdfast_metrics_render_truncated_total ");
+        assert_non_null(trailer);
+        char want[96];
+        snprintf(want, sizeof want, "\nholdfast_metrics_render_truncated_total %d\n",
+                 (int)cut_before + cuts);
+        assert_non_null(strstr(trailer, want));
+        assert_string_equal(strstr(trailer, want) + strlen(want), ""); /* the trailer is last */
+        /* Every family shown has every sample line the whole page has. */
+        for (const char *h = strstr(small, "# HELP "); h && h < trailer;
+             h = strstr(h + 1, "\n# HELP ")) {
+            if (*h == '\n')
+                h++;
+            char name[96];
+            assert_int_equal(sscanf(h, "# HELP %95s", name), 1);
+            if (family_samples(small, name) != family_samples(full, name))
+                fail_msg("family %s cut at a %zu-byte page: %d of %d samples:\n%s", name, size,
+                         family_samples(small, name), family_samples(full, name), small);
+        }
+    }
+    assert_true(cuts > 10);
+    assert_true(metrics_render(full, sizeof full) < sizeof full);
+    assert_int_equal(value_of(full, "holdfast_metrics_render_truncated_total "), cut_before + cuts);
 }
 
 static void test_replies_and_their_latency_render_by_request_and_outcome(void **state)
@@ -615,7 +681,8 @@ static void *one_loop_then_exit(void *arg)
     return NULL;
 }
 
-/* Runs last: the tasks it registers stay registered for the process. */
+/* Runs after the readiness and health tests: the tasks it registers stay
+ * registered for the process. */
 static void test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls(void **state)
 {
     metrics_serve_opts_t o = loopback;
@@ -650,10 +717,41 @@ static void test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls(void **st
     metrics_stop();
 }
 
+/* holdfast_task_loop_age_seconds{stage}: computed at scrape time from the
+ * task threads' heartbeats, so a thread that stops looping (stuck in a call)
+ * shows a growing age without writing anything itself; the largest over the
+ * stage's threads. Runs last: its threads stay registered as stalled tasks. */
+static void test_loop_age_grows_for_a_task_that_stops_looping(void **state)
+{
+    (void)state;
+    int quiet = metrics_stage("flow-quiet"), none = metrics_stage("flow-lag");
+    assert_true(quiet >= 0 && none >= 0);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    if (strstr(page, "holdfast_task_loop_age_seconds{stage=\"flow-quiet\"}"))
+        fail_msg("a stage with no task thread yet has a loop age:\n%s", page);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, one_loop_then_exit, &quiet), 0);
+    pthread_join(t, NULL);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    expect_line(page, "# TYPE holdfast_task_loop_age_seconds gauge");
+    double young = value_of(page, "holdfast_task_loop_age_seconds{stage=\"flow-quiet\"} ");
+    assert_true(young >= 0 && young < 0.25);
+    usleep(400 * 1000);
+    /* A second thread of the stage loops now: the stage shows its oldest. */
+    assert_int_equal(pthread_create(&t, NULL, one_loop_then_exit, &quiet), 0);
+    pthread_join(t, NULL);
+    assert_true(metrics_render(page, sizeof page) < sizeof page);
+    double old = value_of(page, "holdfast_task_loop_age_seconds{stage=\"flow-quiet\"} ");
+    assert_true(old >= 0.4 && old < 5);
+    if (strstr(page, "holdfast_task_loop_age_seconds{stage=\"flow-lag\"}"))
+        fail_msg("a stage with no task thread has a loop age:\n%s", page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counters_histogram_and_gauges_render_as_prometheus_text),
+        cmocka_unit_test(test_a_page_too_big_keeps_whole_families_and_counts_the_cut),
         cmocka_unit_test(test_replies_and_their_latency_render_by_request_and_outcome),
         cmocka_unit_test(test_consumer_lag_appears_per_assigned_partition_and_disappears),
         cmocka_unit_test(test_ages_and_signals_render_and_move),
@@ -664,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_a_full_table_of_clients_is_refused_at_once_not_a_hang),
         cmocka_unit_test(test_readyz_waits_for_every_task_restored_and_the_checks),
         cmocka_unit_test(test_healthz_is_503_while_a_task_aborts_in_a_row_or_stalls),
+        cmocka_unit_test(test_loop_age_grows_for_a_task_that_stops_looping),
     };
     return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
 }
