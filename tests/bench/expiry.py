@@ -238,10 +238,7 @@ def main():
     print(f"  cores: {json.dumps(r.get('cores'))}")
     print(f"  reconcile: {(r.get('reconcile') or {}).get('verdict')}" +
           (f"; error: {r['error']}" if r.get("error") else ""))
-    for k, ok in out["checks"].items():
-        print(f"  {'PASS' if ok else 'FAIL'}: {k}")
-    print(f"  report: {path}")
-    sys.exit(0 if all(out["checks"].values()) else 1)
+    pl.exit_with_checks(out["checks"], path)
 
 
 if __name__ == "__main__":

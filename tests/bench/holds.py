@@ -62,15 +62,7 @@ def log(msg):
 
 
 def start_stage(stage, work, envx):
-    port = pl.free_port()
-    cfg_path = os.path.join(work, f"config-{stage}.json")
-    with open(cfg_path, "w") as f:
-        json.dump(dict({"metrics_port": port}, **CONFIG), f)
-    proc = pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", stage, "--instance",
-                    f"holds-{stage}", "--state-dir", os.path.join(work, f"state-{stage}"),
-                    "--config", cfg_path], os.path.join(work, f"{stage}.log"), envx)
-    proc.metrics_port = port
-    return proc
+    return sc.start_stage(stage, work, envx, CONFIG, "holds")
 
 
 def footprint(procs, work):
@@ -301,10 +293,7 @@ def main():
           (f"; error: {r['error']}" if r.get("error") else ""))
     print(f"  RSS of the three stages: {r.get('rss_mib_three_stages')} MiB; at 10M holds "
           f"{r.get('rss_mib_at_10m')} MiB")
-    for k, ok in out["checks"].items():
-        print(f"  {'PASS' if ok else 'FAIL'}: {k}")
-    print(f"  report: {path}")
-    sys.exit(0 if all(out["checks"].values()) else 1)
+    pl.exit_with_checks(out["checks"], path)
 
 
 if __name__ == "__main__":

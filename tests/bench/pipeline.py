@@ -735,6 +735,16 @@ def one_line(run):
             f"{'sustained' if run['sustained'] else 'NOT sustained'}")
 
 
+
+def exit_with_checks(checks, report_path):
+    """A bench's verdict: one PASS or FAIL line a check, the report's path, and the exit
+    status (0 only when every check passed)."""
+    for k, ok in checks.items():
+        print(f"  {'PASS' if ok else 'FAIL'}: {k}")
+    print(f"  report: {report_path}")
+    sys.exit(0 if all(checks.values()) else 1)
+
+
 # ---- the broker's ceiling
 
 def ceiling(broker, record_bytes, seconds, work_root):

@@ -213,14 +213,18 @@ def run_load(procs, work, envx, skus, broker_pid, label, seed):
     return out
 
 
-def start_stage(stage, work, envx):
+def start_stage(stage, work, envx, config=None, instance_prefix="scale"):
+    """holdfast run of one stage, its state in work/state-STAGE, its log work/STAGE.log,
+    metrics on a free port (proc.metrics_port); config (SCALE_CONFIG by default) merged
+    into its settings."""
     port = pl.free_port()
     cfg_path = os.path.join(work, f"config-{stage}.json")
     with open(cfg_path, "w") as f:
-        json.dump(dict({"metrics_port": port}, **EXTRA_CONFIG), f)
+        json.dump(dict({"metrics_port": port}, **(EXTRA_CONFIG if config is None else config)), f)
     proc = pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", stage, "--instance",
-                    f"scale-{stage}", "--state-dir", os.path.join(work, f"state-{stage}"),
-                    "--config", cfg_path], os.path.join(work, f"{stage}.log"), envx)
+                    f"{instance_prefix}-{stage}", "--state-dir",
+                    os.path.join(work, f"state-{stage}"), "--config", cfg_path],
+                   os.path.join(work, f"{stage}.log"), envx)
     proc.metrics_port = port
     return proc
 
