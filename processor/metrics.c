@@ -223,7 +223,10 @@ size_t metrics_render(char *buf, size_t size)
                 "holdfast_metrics_render_truncated_total %llu\n",
                 (unsigned long long)atomic_load(&render_truncated));
     hf_assert(t.len < METRICS_TRAILER_MAX);
-    return o.len + t.len;
+    /* What the whole page needs; a cut page reports at least size, so that
+     * "did it fit" is always "returned < size" (metrics.h). */
+    size_t need = o.len + t.len;
+    return o.kept < o.len && need < size ? size : need;
 }
 
 /* ---- task health and readiness */
@@ -293,6 +296,13 @@ void metrics_task_restoring(int stage, bool restoring)
     int i = my_slot(stage);
     if (i >= 0)
         atomic_store(&tasks[i].phase, restoring ? TASK_RESTORING : TASK_RESTORED);
+}
+
+void metrics_task_alive(int stage, int64_t now_ms)
+{
+    int i = my_slot(stage);
+    if (i >= 0)
+        atomic_store_explicit(&tasks[i].last_loop_ms, now_ms, memory_order_relaxed);
 }
 
 /* holdfast_task_loop_age_seconds{stage}: the longest any task thread of the

@@ -85,6 +85,13 @@ size_t metrics_render(char *buf, size_t size);
  * row. The calling thread is registered as a task on its first call. */
 void metrics_task_heartbeat(int stage, int aborts_in_row);
 
+/* A sign of progress from a task thread that completes no loop meanwhile (it is
+ * restoring its partitions from their changelogs): /healthz and
+ * holdfast_task_loop_age_seconds count it as a completed loop, so a long restore
+ * that moves is not a stuck task, as for the stall watchdog (task.h alive_ms).
+ * now_ms is hf_mono_ms(). */
+void metrics_task_alive(int stage, int64_t now_ms);
+
 /* What /healthz decides: true when every registered task completed a loop within
  * loop_stall_ms and has fewer than aborts_max aborts in a row; otherwise false
  * with the first unhealthy task and why in reason. */

@@ -992,6 +992,17 @@ static void task_alive(const task_t *t)
         atomic_store(t->o.alive_ms, hf_mono_ms());
 }
 
+/* The same while a task restores its partitions, and for /healthz and the loop
+ * age too (metrics.h): a restore of a large changelog completes no loop for
+ * minutes, yet it is progress, not a stuck task. */
+static void restore_alive(const task_t *t)
+{
+    int64_t now_ms = hf_mono_ms();
+    if (t->o.alive_ms)
+        atomic_store(t->o.alive_ms, now_ms);
+    metrics_task_alive(t->metrics, now_ms);
+}
+
 /* The stage's reindex of one key's last record in a bulk run, before the run
  * is ingested: stage_get still reads the value the record replaces, as in a
  * record-by-record restore. */
@@ -1001,7 +1012,7 @@ static int reindex_loaded(void *opaque, const void *key, size_t key_len, const v
     restore_t *r = opaque;
     if (!reindexes(r->t, ((const char *)key)[0]))
         return HF_OK;
-    task_alive(r->t);
+    restore_alive(r->t);
     kafka_msg_t msg = {.partition = r->partition,
                        .offset = -1,
                        .key = key,
@@ -1068,7 +1079,7 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
 {
     restore_t *r = opaque;
     task_t *t = r->t;
-    task_alive(t);
+    restore_alive(t);
     if (r->load)
         return restore_record_bulk(r, msg);
     bool applied = false;

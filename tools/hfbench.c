@@ -43,6 +43,7 @@
 #define BENCH_REQS_MAX           20000000
 #define BENCH_SECONDS_MAX        14400
 #define BENCH_TTL_MS_MAX         86400000 /* the HTTP API's own bound */
+#define BENCH_TTL_WAITED_MS_MAX  3600000  /* without --leave-open: the run waits it out */
 /* Commit and release latencies kept (the first ones of a run), and the
  * doorbuster's rejection latencies. */
 #define BENCH_SETTLE_SAMPLES_MAX 1000000
@@ -695,7 +696,7 @@ static int plan(const bench_opts_t *o, unsigned *seed)
     reqs = calloc((size_t)n, sizeof *reqs);
     lat_all = calloc((size_t)n * 2, sizeof *lat_all);
     lat_second = calloc((size_t)n * 2, sizeof *lat_second);
-    p99_tmp = calloc((size_t)n * 2, sizeof *p99_tmp);
+    p99_tmp = calloc((size_t)n, sizeof *p99_tmp); /* a latency per reserve at most */
     expiry_lag = calloc((size_t)n, sizeof *expiry_lag);
     expiry_lag_cap = (size_t)n;
     if (!reqs || !lat_all || !lat_second || !p99_tmp || !expiry_lag)
@@ -1779,6 +1780,15 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
     if (o->commit_pct + o->abandon_pct + o->late_pct > 100) {
         fprintf(stderr, "hfbench run: --commit-pct + --abandon-pct + --late-pct must not exceed "
                         "100\n");
+        return -1;
+    }
+    /* Without --leave-open the run waits out the TTL, and its per-second series
+     * ends BENCH_SECONDS_MAX after the start. */
+    if (!o->leave_open && o->ttl_ms > BENCH_TTL_WAITED_MS_MAX) {
+        fprintf(stderr,
+                "hfbench run: --ttl-ms above %d needs --leave-open (the run would wait %d s "
+                "for the holds to lapse)\n",
+                BENCH_TTL_WAITED_MS_MAX, o->ttl_ms / 1000);
         return -1;
     }
     return 0;

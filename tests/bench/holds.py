@@ -53,6 +53,7 @@ OUT_DIR = pl.env("HOLDS_OUT", "build/bench")
 BUILD_S = -(-N // RATE)
 TTL_MS = pl.env_int("HOLDS_TTL_MS", min(86400000, (BUILD_S + 3600) * 1000))
 STAGES = ("counter", "aggregator", "gateway")
+OPEN_UNTIL = None  # when the build-up's first hold lapses (time.time())
 RSS_TARGET_MIB_AT_10M = 4096
 TARGET_HOLDS = 10000000
 
@@ -74,7 +75,7 @@ def footprint(procs, work):
     return out
 
 
-def hfbench(work, envx, label, args, timeout_s):
+def hfbench(work, envx, label, args):
     report = os.path.join(work, f"hfbench-{label}.json")
     p = pl.Proc([os.path.abspath("build/hfbench"), "run", "--scenario", "steady", "--skus",
                  str(SKUS), "--report", report] + args, os.path.join(work, f"hfbench-{label}.out"),
@@ -86,7 +87,7 @@ def load(procs, work, envx, broker_pid, label, seed):
     """LOAD_RATE reserves/s for LOAD_S with the usual mix: its summary and the cores."""
     pids = dict({s: procs[s].pid for s in STAGES}, broker=broker_pid)
     p, report = hfbench(work, envx, label, ["--rate", str(LOAD_RATE), "--seconds", str(LOAD_S),
-                                            "--seed", str(seed)], LOAD_S + 600)
+                                            "--seed", str(seed)])
     a = sc.sample(pids)
     rc = p.p.wait(LOAD_S + 600)
     b = sc.sample(pids)
@@ -107,10 +108,13 @@ def build_up(procs, work, envx, broker_pid):
     p, report = hfbench(work, envx, "build-up",
                         ["--rate", str(RATE), "--seconds", str(BUILD_S), "--seed", "7",
                          "--commit-pct", "0", "--abandon-pct", "0", "--late-pct", "0",
-                         "--dup-pct", "0", "--ttl-ms", str(TTL_MS), "--leave-open"],
-                        BUILD_S + 900)
+                         "--dup-pct", "0", "--ttl-ms", str(TTL_MS), "--leave-open"])
     a = sc.sample(pids)
     t0 = time.time()
+    # The first hold lapses TTL_MS after the build-up starts: every measurement "with
+    # the holds open" must end before that (checked in judge()).
+    global OPEN_UNTIL
+    OPEN_UNTIL = t0 + TTL_MS / 1000
     rc = p.p.wait(BUILD_S + 900)
     b = sc.sample(pids)
     p.f.close()
@@ -171,6 +175,7 @@ def run(work_root, broker_pid):
         res["open"] = load(procs, work, envx, broker_pid, "open", 2)
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
         res["restore"] = restores(procs, work, envx, broker_pid, f"{held} open holds")
+        res["holds_still_open"] = OPEN_UNTIL is not None and time.time() < OPEN_UNTIL
         res["reconcile"] = reconcile(envx, work)
         log(f"  reconcile: {res['reconcile']}")
     except (RuntimeError, OSError, ValueError, KeyError) as e:
@@ -249,6 +254,8 @@ def judge(res):
         "reserve p99 with the holds open <= 1.5x without": bool(p99_e and p99_o is not None
                                                                and p99_o <= 1.5 * p99_e),
         "every build-up reserve held": bool(held) and held == (res.get("build_up") or {}).get("reserves"),
+        "no hold lapsed before the last measurement (HOLDS_TTL_MS long enough)":
+            bool(res.get("holds_still_open")),
         "reconcile PASS": (res.get("reconcile") or {}).get("verdict") == "PASS",
     }
 

@@ -98,9 +98,12 @@ done
 # An upgrade restarts only the stage sets that run (an instance an operator stopped
 # stays stopped); a removal stops them all.
 need "the postinst does not try-restart the holdfast-run@ instances on upgrade" \
-  grep -q 'deb-systemd-invoke try-restart "${unit##\*/}"' "$work/control/postinst"
+  grep -q "deb-systemd-invoke try-restart 'holdfast-run@\*.service'" "$work/control/postinst"
 need "the postinst restarts stopped holdfast-run@ instances (restart, not try-restart)" \
   lacks -E 'deb-systemd-invoke (re)?start "' "$work/control/postinst"
+for script in postinst prerm postrm; do
+  need "the $script is not valid sh: $(sh -n "$work/control/$script" 2>&1)" sh -n "$work/control/$script"
+done
 need "the prerm does not stop the holdfast-run@ instances on removal" \
   grep -q "deb-systemd-invoke stop 'holdfast-run@\*.service'" "$work/control/prerm"
 depends=$(dpkg-deb -f "$deb" Depends)
