@@ -83,48 +83,53 @@ def hfbench(work, envx, label, args):
     return p, report
 
 
-def load(procs, work, envx, broker_pid, label, seed):
-    """LOAD_RATE reserves/s for LOAD_S with the usual mix: its summary and the cores."""
+def measured_run(procs, work, envx, broker_pid, label, args, timeout_s, started=None):
+    """One hfbench run: its summary, the cores of the broker and each stage over it and
+    its length in seconds. started(t0), when given, is told when the run starts."""
     pids = dict({s: procs[s].pid for s in STAGES}, broker=broker_pid)
-    p, report = hfbench(work, envx, label, ["--rate", str(LOAD_RATE), "--seconds", str(LOAD_S),
-                                            "--seed", str(seed)])
+    p, report = hfbench(work, envx, label, args)
     a = sc.sample(pids)
-    rc = p.p.wait(LOAD_S + 600)
+    t0 = time.time()
+    if started:
+        started(t0)
+    rc = p.p.wait(timeout_s)
     b = sc.sample(pids)
     p.f.close()
     if rc != 0:
         raise RuntimeError(f"hfbench ({label}) exit {rc}: {open(p.out_path).read()[-300:]}")
-    s = json.load(open(report))["summary"]
+    return (json.load(open(report))["summary"], sc.between(a, b)["cores"],
+            round(time.time() - t0))
+
+
+def load(procs, work, envx, broker_pid, label, seed):
+    """LOAD_RATE reserves/s for LOAD_S with the usual mix: its summary and the cores."""
+    s, cores, _ = measured_run(procs, work, envx, broker_pid, label,
+                               ["--rate", str(LOAD_RATE), "--seconds", str(LOAD_S),
+                                "--seed", str(seed)], LOAD_S + 600)
     out = {"reserve_ms": s["reserve_ms"], "busy": s.get("busy"), "reserves": s["reserves"],
-           "without_reply": s["without_reply"], "cores": sc.between(a, b)["cores"]}
+           "without_reply": s["without_reply"], "cores": cores}
     log(f"  {label}: {LOAD_RATE}/s for {LOAD_S} s: reserve ms {out['reserve_ms']}, "
         f"cores {out['cores']}")
     return out
 
 
 def build_up(procs, work, envx, broker_pid):
-    pids = dict({s: procs[s].pid for s in STAGES}, broker=broker_pid)
     log(f"  build-up: {N} reserves at {RATE}/s ({BUILD_S} s), TTL {TTL_MS} ms, none settled")
-    p, report = hfbench(work, envx, "build-up",
-                        ["--rate", str(RATE), "--seconds", str(BUILD_S), "--seed", "7",
-                         "--commit-pct", "0", "--abandon-pct", "0", "--late-pct", "0",
-                         "--dup-pct", "0", "--ttl-ms", str(TTL_MS), "--leave-open"])
-    a = sc.sample(pids)
-    t0 = time.time()
+
     # The first hold lapses TTL_MS after the build-up starts: every measurement "with
     # the holds open" must end before that (checked in judge()).
-    global OPEN_UNTIL
-    OPEN_UNTIL = t0 + TTL_MS / 1000
-    rc = p.p.wait(BUILD_S + 900)
-    b = sc.sample(pids)
-    p.f.close()
-    if rc != 0:
-        raise RuntimeError(f"hfbench (build-up) exit {rc}: {open(p.out_path).read()[-300:]}")
-    s = json.load(open(report))["summary"]
-    out = {"seconds": round(time.time() - t0), "reserves": s["reserves"], "held": s["held"],
+    def started(t0):
+        global OPEN_UNTIL
+        OPEN_UNTIL = t0 + TTL_MS / 1000
+
+    s, cores, seconds = measured_run(
+        procs, work, envx, broker_pid, "build-up",
+        ["--rate", str(RATE), "--seconds", str(BUILD_S), "--seed", "7", "--commit-pct", "0",
+         "--abandon-pct", "0", "--late-pct", "0", "--dup-pct", "0", "--ttl-ms", str(TTL_MS),
+         "--leave-open"], BUILD_S + 900, started)
+    out = {"seconds": seconds, "reserves": s["reserves"], "held": s["held"],
            "busy": s.get("busy"), "rejected_insufficient": s.get("rejected_insufficient"),
-           "without_reply": s["without_reply"], "reserve_ms": s["reserve_ms"],
-           "cores": sc.between(a, b)["cores"]}
+           "without_reply": s["without_reply"], "reserve_ms": s["reserve_ms"], "cores": cores}
     log(f"  built: {out['held']} held of {out['reserves']} in {out['seconds']} s, "
         f"reserve ms {out['reserve_ms']}, cores {out['cores']}")
     return out

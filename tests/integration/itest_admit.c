@@ -93,22 +93,6 @@ static void stock(ad_t *a, const char *sku, int64_t qty, bool view_only)
     assert_int_equal(c.on_hand, qty);
 }
 
-static hf_record_t reserve(const char *rid, const char *sku, int64_t qty)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_RESERVE;
-    hf_reserve_t *q = &r.u.reserve;
-    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
-    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
-    q->lines_count = 1;
-    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
-    q->lines[0].qty = qty;
-    q->ship_to = (hf_geo_t){40.73, -73.99};
-    q->sent_at_ms = harness_now_ms();
-    return r;
-}
-
 /* ---- reading topics back */
 
 typedef struct {
@@ -260,7 +244,7 @@ static void test_a_counter_result_forged_onto_requests_is_dead_lettered_not_appl
     start(&a, "ad-forge", "gateway");
     stock(&a, "SKU-F", 5, true);
     char errstr[256];
-    hf_record_t r = reserve("fr1", "SKU-F", 1);
+    hf_record_t r = harness_reserve_req("fr1", "SKU-F", 1, 0);
     holds_t hs = {.rid = "fr1"};
     int64_t deadline = harness_now_ms() + WAIT_MS, resend_ms = 0;
     while (hs.holds == 0 && harness_now_ms() < deadline) {
@@ -342,7 +326,7 @@ static void test_a_request_on_the_wrong_partition_is_forwarded_to_its_keys(void 
     ad_t a;
     start(&a, "ad-part", "counter,gateway");
     stock(&a, "SKU-P", 5, false);
-    hf_record_t r = reserve("wp1", "SKU-P", 1);
+    hf_record_t r = harness_reserve_req("wp1", "SKU-P", 1, 0);
     hf_reply_t rep;
     char errstr[256];
     assert_int_equal(client_call(a.c, &r, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);
@@ -407,7 +391,7 @@ static void test_a_producer_on_librdkafkas_default_partitioner_is_served_once(vo
     for (int i = 0; i < N; i++) {
         char rid[16];
         snprintf(rid, sizeof rid, "crc%d", i);
-        hf_record_t r = reserve(rid, "SKU-C", 1);
+        hf_record_t r = harness_reserve_req(rid, "SKU-C", 1, 0);
         hf_reply_t rep;
         memset(&rep, 0, sizeof rep);
         int err = client_call(crc, &r, 15000, 3, &rep, errstr, sizeof errstr);
@@ -463,7 +447,7 @@ static void test_a_record_forwarded_too_often_is_dead_lettered_and_answered(void
     ad_t a;
     start(&a, "ad-fwd", "counter,gateway");
     stock(&a, "SKU-F", 5, false);
-    hf_record_t r = reserve("fw1", "SKU-F", 1);
+    hf_record_t r = harness_reserve_req("fw1", "SKU-F", 1, 0);
     uint8_t buf[HF_RECORD_LEN_MAX];
     size_t len = 0;
     char errstr[512];
@@ -508,7 +492,7 @@ static void test_a_fenced_task_recovers_inside_the_process(void **state)
     stock(&a, "SKU-Z", 10, false);
     char errstr[256];
     hf_reply_t rep;
-    hf_record_t r1 = reserve("fz1", "SKU-Z", 1);
+    hf_record_t r1 = harness_reserve_req("fz1", "SKU-Z", 1, 0);
     assert_int_equal(client_call(a.c, &r1, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);
     assert_int_equal(rep.outcome, HF_REPLY_HELD);
     const char *stages[] = {"gateway", "counter"};
@@ -540,7 +524,7 @@ static void test_a_fenced_task_recovers_inside_the_process(void **state)
     for (int i = 2; i <= 4; i++) {
         char rid[16];
         snprintf(rid, sizeof rid, "fz%d", i);
-        hf_record_t r = reserve(rid, "SKU-Z", 1);
+        hf_record_t r = harness_reserve_req(rid, "SKU-Z", 1, 0);
         memset(&rep, 0, sizeof rep);
         int err = client_call(a.c, &r, 30000, 5, &rep, errstr, sizeof errstr);
         if (err || rep.outcome != HF_REPLY_HELD)
@@ -581,7 +565,7 @@ test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served(vo
     for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) {
         char rid[16];
         snprintf(rid, sizeof rid, "rt%zu", i);
-        hf_record_t r = reserve(rid, "SKU-T", 1);
+        hf_record_t r = harness_reserve_req(rid, "SKU-T", 1, 0);
         snprintf(r.u.reserve.reply_to, sizeof r.u.reserve.reply_to, "%s", topic_name(internal[i]));
         hf_reply_t rep;
         memset(&rep, 0, sizeof rep);
@@ -606,7 +590,7 @@ test_reply_to_an_internal_topic_is_refused_and_a_reply_prefix_topic_is_served(vo
                      HF_OK);
     hf_client_t *sc = NULL;
     assert_int_equal(client_new(a.h.bootstrap, svc, &sc, errstr, sizeof errstr), HF_OK);
-    hf_record_t ok = reserve("rt-ok", "SKU-T", 1);
+    hf_record_t ok = harness_reserve_req("rt-ok", "SKU-T", 1, 0);
     snprintf(ok.u.reserve.reply_to, sizeof ok.u.reserve.reply_to, "%s", svc);
     hf_reply_t rep;
     assert_int_equal(client_call(sc, &ok, 15000, 3, &rep, errstr, sizeof errstr), HF_OK);

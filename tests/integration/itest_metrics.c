@@ -223,23 +223,6 @@ static void test_readyz_names_a_stale_gateway_view(void **state)
 
 #define CALL_MS 15000
 
-static hf_record_t reserve_req(const char *rid, const char *sku, int64_t qty, int64_t ttl_ms)
-{
-    hf_record_t r;
-    memset(&r, 0, sizeof r);
-    r.type = HF_REC_RESERVE;
-    hf_reserve_t *q = &r.u.reserve;
-    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
-    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
-    q->lines_count = 1;
-    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
-    q->lines[0].qty = qty;
-    q->ship_to = (hf_geo_t){40.73, -73.99};
-    q->ttl_ms = ttl_ms;
-    q->sent_at_ms = harness_now_ms();
-    return r;
-}
-
 static void call_expect(hf_client_t *c, const hf_record_t *req, hf_reply_outcome_t want)
 {
     hf_reply_t rep;
@@ -351,18 +334,18 @@ static void test_flow_series_move_with_real_traffic(void **state)
     for (int i = 0; rep.outcome != HF_REPLY_HELD || !rid[0]; i++) {
         assert_true(harness_now_ms() < deadline);
         snprintf(rid, sizeof rid, "flow-r1-%d", i);
-        hf_record_t r1 = reserve_req(rid, "SKU-FLOW", 1, 0);
+        hf_record_t r1 = harness_reserve_req(rid, "SKU-FLOW", 1, 0);
         assert_int_equal(client_call(cl, &r1, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
         if (rep.outcome != HF_REPLY_HELD)
             harness_sleep_ms(250);
     }
     hf_record_t cm = harness_commit_req(rid, "pay-1", "payment-1");
     call_expect(cl, &cm, HF_REPLY_COMMITTED);
-    hf_record_t r2 = reserve_req("flow-r2", "SKU-FLOW", 1, 0);
+    hf_record_t r2 = harness_reserve_req("flow-r2", "SKU-FLOW", 1, 0);
     call_expect(cl, &r2, HF_REPLY_HELD);
     hf_record_t rl = harness_release_req("flow-r2", "rel-2");
     call_expect(cl, &rl, HF_REPLY_RELEASED);
-    hf_record_t r3 = reserve_req("flow-r3", "SKU-FLOW", 1, 1000); /* expires in a second */
+    hf_record_t r3 = harness_reserve_req("flow-r3", "SKU-FLOW", 1, 1000); /* expires in a second */
     call_expect(cl, &r3, HF_REPLY_HELD);
     const expect_t expired[] = {
         {"holdfast_expiry_lag_ms_count{stage=\"gateway\"}", 1, "the expiry of flow-r3"},
@@ -376,7 +359,7 @@ static void test_flow_series_move_with_real_traffic(void **state)
     for (int i = 0;; i++) { /* bounded by the deadline */
         assert_true(harness_now_ms() < deadline);
         snprintf(rid, sizeof rid, "flow-r4-%d", i);
-        hf_record_t r4 = reserve_req(rid, "SKU-FLOW", 3, 0);
+        hf_record_t r4 = harness_reserve_req(rid, "SKU-FLOW", 3, 0);
         assert_int_equal(client_call(cl, &r4, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
         if (rep.outcome == HF_REPLY_HELD)
             break;
@@ -587,7 +570,7 @@ static void test_a_reserve_answered_later_counts_its_wait_in_the_requests_topic(
         assert_true(harness_now_ms() < deadline);
         char rid[32];
         snprintf(rid, sizeof rid, "wait-warm-%d", i);
-        hf_record_t r = reserve_req(rid, "SKU-WA", 1, 0);
+        hf_record_t r = harness_reserve_req(rid, "SKU-WA", 1, 0);
         r.u.reserve.lines_count = 2;
         r.u.reserve.lines[1] = (hf_line_t){"SKU-WB", 1};
         assert_int_equal(client_call(cl, &r, CALL_MS, 3, &rep, errstr, sizeof errstr), HF_OK);
@@ -601,8 +584,8 @@ static void test_a_reserve_answered_later_counts_its_wait_in_the_requests_topic(
      * one hold) and one the gateway will (two lines, two holds) queue up. */
     reserve_latency_t counter_before = reserve_latency(cport, "counter");
     answered_t two_hops = {.rid = "wait-two-hops"}, three_hops = {.rid = "wait-three-hops"};
-    hf_record_t r1 = reserve_req(two_hops.rid, "SKU-WA", 1, 0);
-    hf_record_t r2 = reserve_req(three_hops.rid, "SKU-WA", 1, 0);
+    hf_record_t r1 = harness_reserve_req(two_hops.rid, "SKU-WA", 1, 0);
+    hf_record_t r2 = harness_reserve_req(three_hops.rid, "SKU-WA", 1, 0);
     r2.u.reserve.lines_count = 2;
     r2.u.reserve.lines[1] = (hf_line_t){"SKU-WB", 1};
     harness_send(&h, HF_T_REQUESTS, two_hops.rid, &r1);

@@ -400,6 +400,23 @@ hf_record_t harness_feed(const char *wh, const char *sku, hf_feed_kind_t kind, i
     return r;
 }
 
+hf_record_t harness_reserve_req(const char *rid, const char *sku, int64_t qty, int64_t ttl_ms)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_RESERVE;
+    hf_reserve_t *q = &r.u.reserve;
+    snprintf(q->reservation_id, sizeof q->reservation_id, "%s", rid);
+    snprintf(q->idempotency_key, sizeof q->idempotency_key, "k-%s", rid);
+    q->lines_count = 1;
+    snprintf(q->lines[0].sku, sizeof q->lines[0].sku, "%s", sku);
+    q->lines[0].qty = qty;
+    q->ship_to = (hf_geo_t){40.73, -73.99};
+    q->ttl_ms = ttl_ms;
+    q->sent_at_ms = harness_now_ms();
+    return r;
+}
+
 hf_record_t harness_commit_req(const char *rid, const char *idempotency_key, const char *payment)
 {
     hf_record_t r;

@@ -82,7 +82,9 @@ hf_record_t harness_commit_hold(const char *rid, int32_t attempt, const char *wh
 hf_record_t harness_release_hold(const char *rid, int32_t attempt, const char *wh, const char *sku);
 hf_record_t harness_feed(const char *wh, const char *sku, hf_feed_kind_t kind, int64_t qty,
                          int64_t seq);
-/* Checkout requests (holdfast.requests). */
+/* Checkout requests (holdfast.requests). A reserve of qty units of one SKU
+ * shipped to New York, its idempotency key "k-<rid>", ttl_ms 0 for the default. */
+hf_record_t harness_reserve_req(const char *rid, const char *sku, int64_t qty, int64_t ttl_ms);
 hf_record_t harness_commit_req(const char *rid, const char *idempotency_key, const char *payment);
 hf_record_t harness_release_req(const char *rid, const char *idempotency_key);
 /* "wh|sku" into out (size >= 128). */
