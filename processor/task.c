@@ -120,6 +120,10 @@ struct task {
     int metrics;                           /* this stage's slot in metrics.h */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
     int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
+    /* The partition whose first bulk-load run is being reindexed, -1 none:
+     * its DB part is empty (a full restore dropped it), so a stage's reads of
+     * it during the reindex stop at the buffer instead of missing in the DB. */
+    int32_t fresh_partition;
 
     kafka_msg_t *msgs;
     size_t msgs_count;
@@ -368,8 +372,11 @@ static int get_decoded(stage_ctx_t *ctx, const char *key, size_t key_len, int ty
 {
     task_t *t = ctx->t;
     size_t len = 0;
-    int err =
-        state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf, sizeof t->valbuf, &len);
+    int err = ctx->partition == t->fresh_partition
+                  ? state_get_buffered(t->buf, ctx->partition, key, key_len, t->valbuf,
+                                       sizeof t->valbuf, &len)
+                  : state_get(t->st, t->buf, ctx->partition, key, key_len, t->valbuf,
+                              sizeof t->valbuf, &len);
     if (err)
         return err;
     err = type < 0 ? codec_decode(t->valbuf, len, dst, t->errstr, sizeof t->errstr)
@@ -924,6 +931,7 @@ typedef struct {
     int64_t current_at_ms; /* of the state being brought up to date */
     state_load_t *load;    /* a full restore's bulk load; NULL: record by record */
     size_t sealed_records; /* in its sealed run */
+    bool ingested;         /* a run of the load reached the DB */
 } restore_t;
 
 /* Lets the stage rebuild what it derives from a restored record (its local
@@ -1035,13 +1043,19 @@ static int restore_finish_sealed(restore_t *r)
     int64_t t0 = hf_mono_ms();
     int err = state_load_wait(r->load, t->errstr, sizeof t->errstr);
     int64_t t1 = hf_mono_ms();
-    if (!err && t->def->reindex)
+    if (!err && t->def->reindex) {
+        /* Before its first run is ingested, the partition's DB part is empty: a
+         * key's previous value can only be one the reindex itself buffered. */
+        t->fresh_partition = r->ingested ? -1 : r->partition;
         err = state_load_foreach(r->load, reindex_loaded, r);
+        t->fresh_partition = -1;
+    }
     if (!err)
         err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     int64_t t2 = hf_mono_ms();
     if (!err)
         err = state_load_ingest(r->load, t->errstr, sizeof t->errstr);
+    r->ingested = r->ingested || !err;
     log_debug("task",
               "%s: partition %d: a run of %zu records loaded: waited %lld ms for its sort and "
               "file, reindex %lld ms, ingest %lld ms",
@@ -1165,7 +1179,7 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
      * as the state it started from; a full one as the moment it started (every
      * tombstone since is still in the changelog), so a crash mid-rebuild can
      * resume it instead of starting over. */
-    restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL, 0};
+    restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL, 0, false};
     /* From nothing, the whole changelog: a bulk load (state_load.h). */
     if (full)
         err = state_load_new(t->st, p, (size_t)t->o.cfg->restore_run_mib << 20, &r.load, t->errstr,
@@ -1747,6 +1761,7 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     pacing_init(&t->pacing, &pacing);
     t->st = opts->st;
     t->ctx.t = t;
+    t->fresh_partition = -1;
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);
     hf_assert(!t->def->init || opts->env); /* built before any task starts (main.c) */
     for (int p = 0; p < HF_PARTITIONS_MAX; p++) {

@@ -471,6 +471,23 @@ fail:
     return err;
 }
 
+int state_get_buffered(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+                       void *val, size_t val_size, size_t *val_len)
+{
+    hf_assert(buf != NULL && val_len != NULL);
+    hf_assert(val != NULL || val_size == 0);
+    uint8_t sk[STATE_KEY_LEN_MAX];
+    *val_len = 0;
+    int err = state_key_check(partition, key, key_len);
+    if (err != HF_OK)
+        return err;
+    size_t sk_len = state_key_encode(partition, key, key_len, sk);
+    const wbuf_entry_t *e = wbuf_find(buf->wb, sk, sk_len);
+    if (e == NULL || e->deleted)
+        return HF_ERR_NOTFOUND;
+    return state_copy_out((const char *)e->val, e->val_len, val, val_size, val_len);
+}
+
 /* ---- offsets */
 
 void state_offsets_encode(int64_t input_next_offset, int64_t changelog_next_offset,

@@ -56,6 +56,12 @@ size_t state_buf_count(const state_buf_t *buf);
  * HF_ERR_LIMIT if val_size is too small. */
 int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
               void *val, size_t val_size, size_t *val_len) HF_MUST_CHECK;
+/* The same through buf alone, for a partition whose DB part is known to be
+ * empty (the first run of a full restore: state_drop_partition emptied it and
+ * nothing was ingested since): HF_ERR_NOTFOUND for a key buf does not hold,
+ * without the DB read. */
+int state_get_buffered(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+                       void *val, size_t val_size, size_t *val_len) HF_MUST_CHECK;
 int state_put(state_buf_t *buf, int32_t partition, const void *key, size_t key_len, const void *val,
               size_t val_len) HF_MUST_CHECK;
 int state_del(state_buf_t *buf, int32_t partition, const void *key, size_t key_len) HF_MUST_CHECK;

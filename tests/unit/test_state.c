@@ -209,6 +209,36 @@ static void test_get_reports_the_needed_size_when_the_value_does_not_fit(void **
     state_buf_destroy(buf);
 }
 
+/* state_get_buffered reads the buffer alone: a value only the DB holds is
+ * NOTFOUND (the caller vouches the DB part is empty), a buffered one and a
+ * buffered delete answer as through state_get. */
+static void test_get_buffered_never_reads_the_db(void **ctx)
+{
+    fixture_t *f = *ctx;
+    state_buf_t *buf = state_buf_new(f->st);
+    put(buf, 1, "db", "in the db");
+    write_buf(f->st, buf);
+    char out[64];
+    size_t n = 99;
+    assert_string_equal(get(f->st, buf, 1, "db"), "in the db");
+    assert_int_equal(state_get_buffered(buf, 1, "db", 2, out, sizeof out, &n), HF_ERR_NOTFOUND);
+    assert_int_equal(n, 0);
+    put(buf, 1, "b", "buffered");
+    assert_int_equal(state_get_buffered(buf, 1, "b", 1, out, sizeof out, &n), HF_OK);
+    assert_int_equal(n, 8);
+    assert_memory_equal(out, "buffered", 8);
+    /* Another partition's buffered key is not this one's. */
+    assert_int_equal(state_get_buffered(buf, 2, "b", 1, out, sizeof out, &n), HF_ERR_NOTFOUND);
+    del(buf, 1, "b");
+    assert_int_equal(state_get_buffered(buf, 1, "b", 1, out, sizeof out, &n), HF_ERR_NOTFOUND);
+    /* Too small a buffer and a bad key answer as state_get does. */
+    put(buf, 1, "c", "0123456789");
+    assert_int_equal(state_get_buffered(buf, 1, "c", 1, out, 4, &n), HF_ERR_LIMIT);
+    assert_int_equal(n, 10);
+    assert_int_equal(state_get_buffered(buf, -1, "c", 1, out, sizeof out, &n), HF_ERR_INVAL);
+    state_buf_destroy(buf);
+}
+
 static void test_put_rejects_oversized_keys_values_and_negative_partitions(void **ctx)
 {
     fixture_t *f = *ctx;
@@ -1010,6 +1040,7 @@ int main(void)
         T(test_buffered_delete_hides_a_db_value),
         T(test_buffered_overwrite_wins_over_db_and_earlier_buffered_value),
         T(test_get_reports_the_needed_size_when_the_value_does_not_fit),
+        T(test_get_buffered_never_reads_the_db),
         T(test_put_rejects_oversized_keys_values_and_negative_partitions),
         T(test_same_key_in_two_partitions_holds_two_values),
         T(test_drop_partition_removes_only_that_partition_and_its_offsets),
