@@ -28,8 +28,21 @@ BENCH_ROUNDS 1, BENCH_KEEP_TOPICS 0, BENCH_LADDER_STOP 1 (a build stops climbing
 two unsustained rates in a row, the ladder once every build has), BENCH_OVERLOAD_SECONDS 20 (0: none), BENCH_CEILING_SECONDS 15 (0:
 none), BENCH_CONFIG (JSON merged into holdfast's config), BENCH_BUILD_CONFIG (JSON
 {build name: config merged over that, for that build only: the same binary run as two
-"builds" with different settings, as make bench-hot does), BENCH_HFBENCH_ARGS (extra
-hfbench run options), BENCH_IDLE_TIMEOUT_S 300, BENCH_TARGET_P99_MS 50,
+"builds" with different settings, as make bench-hot does), BENCH_BUILD_PROCESSES (JSON
+{build name: N}, 1 for a build it does not name: N > 1 runs that build as N holdfast
+processes of the same app id sharing the partitions through the consumer groups, each
+with its own --instance i, state dir work/state-i, config-i.json with its own
+metrics_port and holdfast-i.log; the seed starts once every one answers /readyz and the
+partitions each stage's processes own have stood still for 3 s; their CPU (whole run
+and window), transactions and records (/metrics) are the sums over the N, with each
+process's cores and partitions owned beside them in the run's JSON, and each of their
+threads listed with its pid; e.g.
+BENCH_BUILDS="1p=build/holdfast 2p-2t=build/holdfast" BENCH_BUILD_CONFIG='{"2p-2t":
+{"threads_per_stage": 2}}' BENCH_BUILD_PROCESSES='{"2p-2t": 2}'; the range assignor gives
+partition p to the p-th task by instance id, so with more tasks (N x threads_per_stage)
+than partitions the last processes own none and are only standbys: a warning says so),
+BENCH_HFBENCH_ARGS (extra hfbench run options), BENCH_IDLE_TIMEOUT_S 300,
+BENCH_TARGET_P99_MS 50,
 BENCH_WARMUP_SECONDS (unset: 60 when the broker has been up under 10 minutes, else 0; one
 run of the first build at the first rate, not counted, so the broker's JIT is not
 charged to the first build), BENCH_OUT build/bench, BENCH_KAFKA_LIBS (the broker's
@@ -47,6 +60,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -94,6 +108,14 @@ WARMUP_DEFAULT_S = 60
 WARMUP_S = env_int("BENCH_WARMUP_SECONDS", 0 if QUICK else -1)
 EXTRA_CONFIG = json.loads(env("BENCH_CONFIG", "{}"))
 BUILD_CONFIG = json.loads(env("BENCH_BUILD_CONFIG", "{}"))
+BUILD_PROCESSES = json.loads(env("BENCH_BUILD_PROCESSES", "{}"))
+if not isinstance(BUILD_PROCESSES, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16
+        for v in BUILD_PROCESSES.values()):
+    sys.exit("bench-pipeline: BENCH_BUILD_PROCESSES must be JSON {build name: processes "
+             f"1..16}}, not {env('BENCH_BUILD_PROCESSES', '')!r}")
+ASSIGN_TIMEOUT_S = 180  # N processes: until every one is ready and the assignment settled
+ASSIGN_STILL_S = 3
 HFBENCH_ARGS = shlex.split(env("BENCH_HFBENCH_ARGS", ""))
 OUT_DIR = env("BENCH_OUT", "build/bench")
 HFBENCH = "build/hfbench"  # one driver for every build: same load, same measurement
@@ -471,16 +493,59 @@ def requests_per_s(r0, r1, reservations_per_s):
             "per_reservation": round(total / reservations_per_s, 2) if reservations_per_s else None}
 
 
+def holdfast_pids(ids):
+    """The holdfast processes of a run: ids["holdfast_pids"] when it has several."""
+    return ids.get("holdfast_pids") or [ids["holdfast"]]
+
+
+def sum_metrics(each):
+    """One /metrics view of several processes: every value summed (the counters
+    stage_rates reads), {} when one of them did not answer (as for one process)."""
+    if not all(each):
+        return {}
+    out = {}
+    for m in each:
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
 def window_sample(ids):
-    """CPU of every process and of holdfast's threads, offsets, metrics, at one time."""
-    return {"t": time.time(), "procs": all_procs_cpu(), "threads": threads_cpu(ids["holdfast"]),
-            "offsets": topic_offsets(ids["prefix"]), "metrics": scrape_metrics(ids["port"])}
+    """CPU of every process and of holdfast's threads, offsets, metrics, at one time.
+    Several holdfast processes (ids["holdfast_pids"], ids["ports"]): their threads in
+    one map (thread_pid says whose), their metrics summed ("metrics") and each
+    process's ("metrics_each")."""
+    pids = holdfast_pids(ids)
+    if len(pids) == 1:
+        return {"t": time.time(), "procs": all_procs_cpu(), "threads": threads_cpu(pids[0]),
+                "offsets": topic_offsets(ids["prefix"]), "metrics": scrape_metrics(ids["port"])}
+    t, procs, threads, owner = time.time(), all_procs_cpu(), {}, {}
+    for pid in pids:
+        th = threads_cpu(pid)
+        threads.update(th)
+        owner.update({tid: pid for tid in th})
+    each = [scrape_metrics(port) for port in ids["ports"]]
+    return {"t": t, "procs": procs, "threads": threads, "thread_pid": owner,
+            "offsets": topic_offsets(ids["prefix"]), "metrics": sum_metrics(each),
+            "metrics_each": each}
 
 
 def cores(a, b, pid):
     if pid in a["procs"] and pid in b["procs"]:
         return round((b["procs"][pid][0] - a["procs"][pid][0]) / (b["t"] - a["t"]), 3)
     return None
+
+
+def cores_sum(a, b, pids):
+    """Cores of several processes together; None when one of them is missing."""
+    each = [cores(a, b, p) for p in pids]
+    return None if None in each else round(sum(each), 3)
+
+
+def partitions_owned(metrics):
+    """{stage: holdfast_partitions_owned} of one /metrics view."""
+    return {s: int(v) for (k, s), v in metrics.items()
+            if k == "holdfast_partitions_owned" and s is not None}
 
 
 def stage_rates(m0, m1, dt):
@@ -501,7 +566,8 @@ def stage_rates(m0, m1, dt):
 
 def cpu_window(a, b, ids):
     dt = b["t"] - a["t"]
-    mine = {ids["broker"], ids["holdfast"], ids["hfbench"]}
+    pids = holdfast_pids(ids)
+    mine = {ids["broker"], ids["hfbench"], *pids}
     others = []
     for pid, (cpu1, comm) in b["procs"].items():
         if pid in mine or pid not in a["procs"]:
@@ -515,18 +581,27 @@ def cpu_window(a, b, ids):
         if tid in a["threads"]:
             threads.append({"tid": tid, "comm": comm,
                             "cores": round((cpu1 - a["threads"][tid][0]) / dt, 3)})
+            if "thread_pid" in b:
+                threads[-1]["pid"] = b["thread_pid"][tid]
     threads.sort(key=lambda x: -x["cores"])
     recs = offsets_total(b["offsets"]) - offsets_total(a["offsets"])
     broker = cores(a, b, ids["broker"])
-    return {"seconds": round(dt, 2),
-            "cores": {"broker": broker, "holdfast": cores(a, b, ids["holdfast"]),
-                      "hfbench": cores(a, b, ids["hfbench"]),
-                      "others": round(sum(o["cores"] for o in others), 3)},
-            "others": others[:8], "holdfast_threads": threads,
-            "records_per_s": round(recs / dt, 1),
-            "broker_cpu_s_per_million_records": round(broker * dt / recs * 1e6, 2)
-            if broker is not None and recs else None,
-            "stages": stage_rates(a["metrics"], b["metrics"], dt)}
+    out = {"seconds": round(dt, 2),
+           "cores": {"broker": broker, "holdfast": cores_sum(a, b, pids),
+                     "hfbench": cores(a, b, ids["hfbench"]),
+                     "others": round(sum(o["cores"] for o in others), 3)},
+           "others": others[:8], "holdfast_threads": threads,
+           "records_per_s": round(recs / dt, 1),
+           "broker_cpu_s_per_million_records": round(broker * dt / recs * 1e6, 2)
+           if broker is not None and recs else None,
+           "stages": stage_rates(a["metrics"], b["metrics"], dt)}
+    if len(pids) > 1:
+        # Each process's share: cores, and the partitions it owned at the window's end.
+        out["holdfast_processes"] = [
+            {"pid": p, "cores": cores(a, b, p),
+             "partitions_owned": partitions_owned(b["metrics_each"][i])}
+            for i, p in enumerate(pids)]
+    return out
 
 
 def backlog_growth(report):
@@ -557,6 +632,48 @@ def per_reservation(d_offsets, d_bytes, d_data, reservations):
     return out
 
 
+def readyz(port):
+    """(HTTP status, body) of holdfast's GET /readyz; (None, why) when it did not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, r.read().decode(errors="replace").strip()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace").strip()
+    except OSError as e:
+        return None, str(e)
+
+
+def wait_assigned(hfs, ports, timeout_s):
+    """Until every one of several holdfast processes answers /readyz 200 (each of its
+    tasks assigned, restored, a loop done) and the partitions each stage's processes own
+    have not changed for ASSIGN_STILL_S: the group's last rebalance is over. Returns
+    seconds waited and each process's partitions owned; raises naming what was not ready."""
+    t0 = time.time()
+    last, since, why = None, time.time(), "no answer yet"
+    while time.time() - t0 < timeout_s:
+        for i, hf in enumerate(hfs):
+            if hf.p.poll() is not None:
+                raise RuntimeError(f"holdfast process {i} exited {hf.p.returncode} before its "
+                                   f"partitions were assigned: {open(hf.out_path).read()[-300:]}")
+        answers = [readyz(p) for p in ports]
+        owned = [partitions_owned(scrape_metrics(p)) for p in ports]
+        stages = {s for o in owned for s in o}
+        totals = {s: sum(o.get(s, 0) for o in owned) for s in stages}
+        not_ready = [f"process {i}: {a[0]} {a[1][:120]}" for i, a in enumerate(answers)
+                     if a[0] != 200]
+        if not_ready or not stages or 0 in totals.values():
+            why = "; ".join(not_ready) or f"partitions owned by stage {totals}"
+            last, since = None, time.time()
+        elif owned != last:
+            last, since = owned, time.time()
+        elif time.time() - since >= ASSIGN_STILL_S:
+            return round(time.time() - t0, 1), owned
+        time.sleep(0.5)
+    raise RuntimeError(f"{len(hfs)} holdfast processes not all ready with their partitions "
+                       f"assigned after {timeout_s} s: {why} (their logs: "
+                       f"{', '.join(hf.out_path for hf in hfs)})")
+
+
 def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
     name = f"{n:02d}-{build['name']}-{rate}-{kind}"
     work = os.path.join(work_root, name)
@@ -564,27 +681,59 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
     prefix = f"pb{os.getpid()}-{n}-{re.sub(r'[^a-zA-Z0-9]', '', build['name'])}-{rate}."
     envx = {"HOLDFAST_TOPIC_PREFIX": prefix, "HOLDFAST_APP_ID": prefix + "app",
             "HOLDFAST_BOOTSTRAP": BOOTSTRAP}
-    port = free_port()
+    nproc = BUILD_PROCESSES.get(build["name"], 1)
+    # One process keeps the names it always had (config.json, holdfast.log, state);
+    # several get -0, -1, ... and --instance 0, 1, ... (distinct static members and
+    # transactional ids; one id twice would fence the other).
+    sfx = [""] if nproc == 1 else [f"-{i}" for i in range(nproc)]
+    ports = []
+    while len(ports) < nproc:
+        p = free_port()
+        if p not in ports:
+            ports.append(p)
+    port = ports[0]
     config = dict({"metrics_port": port}, **EXTRA_CONFIG)
     config.update(BUILD_CONFIG.get(build["name"], {}))
-    with open(os.path.join(work, "config.json"), "w") as f:
-        json.dump(config, f)
+    for i in range(nproc):
+        with open(os.path.join(work, f"config{sfx[i]}.json"), "w") as f:
+            json.dump(config if nproc == 1 else dict(config, metrics_port=ports[i]), f)
     run = {"build": build["name"], "rate": rate, "seconds": seconds, "kind": kind, "round": rnd,
            "prefix": prefix, "work": work, "config": config}
-    log(f"{name}: {build['name']} at {rate}/s for {seconds} s (prefix {prefix})")
-    hf = None
+    if nproc > 1:
+        run.update({"processes": nproc, "metrics_ports": ports})
+    log(f"{name}: {build['name']} at {rate}/s for {seconds} s (prefix {prefix}"
+        f"{'' if nproc == 1 else f', {nproc} holdfast processes'})")
+    hfs = []
     try:
         checked([build["hfctl"], "topics", "apply", "--file", build["topics_file"]], envx,
                 "hfctl topics apply", 120)
-        hf = Proc([build["holdfast"], "run", "--stages", "counter,aggregator,gateway",
-                   "--state-dir", os.path.join(work, "state"), "--config",
-                   os.path.join(work, "config.json")], os.path.join(work, "holdfast.log"), envx)
-        _pids["holdfast"] = hf.pid
+        for i in range(nproc):
+            hfs.append(Proc([build["holdfast"], "run", "--stages", "counter,aggregator,gateway",
+                             "--state-dir", os.path.join(work, f"state{sfx[i]}"), "--config",
+                             os.path.join(work, f"config{sfx[i]}.json")]
+                            + ([] if nproc == 1 else ["--instance", str(i)]),
+                            os.path.join(work, f"holdfast{sfx[i]}.log"), envx))
+        _pids["holdfast"] = hfs[0].pid
+        _pids["holdfast_all"] = [hf.pid for hf in hfs]
+        if nproc > 1:
+            run["assign_wait_s"], run["partitions_owned_at_seed"] = \
+                wait_assigned(hfs, ports, ASSIGN_TIMEOUT_S)
+            log(f"  {nproc} processes ready in {run['assign_wait_s']} s, partitions owned "
+                f"{run['partitions_owned_at_seed']}")
+            idle = [i for i, o in enumerate(run["partitions_owned_at_seed"])
+                    if not any(o.values())]
+            if idle:
+                log(f"  WARNING: process(es) {idle} own no partition: more tasks (processes x "
+                    "threads_per_stage) than the topics' partitions, and the range assignor "
+                    "hands them to the first tasks by instance id; those processes only "
+                    "follow changelogs as standbys")
         checked([build["seeder"], "seed", "--skus", str(SKUS), "--per-sku", str(PER_SKU), "--stock",
                  str(STOCK)], envx, "hfbench seed", 900)
         run["seed_settle_s"] = wait_still(prefix, SETTLED_QUIET_S, IDLE_TIMEOUT_S, "seed")
         before = reconcile(build, envx, os.path.join(work, "reconcile-before.json"), False)
-        ids = {"prefix": prefix, "port": port, "broker": broker["pid"], "holdfast": hf.pid}
+        ids = {"prefix": prefix, "port": port, "broker": broker["pid"], "holdfast": hfs[0].pid}
+        if nproc > 1:
+            ids.update({"holdfast_pids": [hf.pid for hf in hfs], "ports": ports})
         s0 = window_sample(dict(ids, hfbench=-1))
         b0 = log_bytes(broker["log_dirs"], prefix)
         report_path = os.path.join(work, "hfbench-report.json")
@@ -631,12 +780,18 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
         run["error"] = str(e)
         log(f"  {name}: ERROR {e}")
     finally:
-        if hf:
-            run["holdfast_exit"] = hf.stop()
+        # Each stopped by its own pid, in turn (a SIGTERM each first: they leave together).
+        for hf in hfs if nproc > 1 else []:
+            if hf.p.poll() is None:
+                hf.p.send_signal(signal.SIGTERM)
+        exits = [hf.stop() for hf in hfs]
+        if exits:
+            run["holdfast_exit"] = exits[0] if nproc == 1 else exits
         if not KEEP_TOPICS:
             r = subprocess.run([TOPICS_TOOL, "delete", prefix], capture_output=True, text=True)
             run["topics_deleted"] = r.returncode == 0
-        shutil.rmtree(os.path.join(work, "state"), ignore_errors=True)
+        for x in sfx:
+            shutil.rmtree(os.path.join(work, f"state{x}"), ignore_errors=True)
     log("  " + one_line(run))
     return run
 
@@ -702,6 +857,15 @@ def summarize_run(run, s0, s1, b0, b1, before, verdict):
                         "cpu_s": {k: round(s1["procs"][p][0] - s0["procs"][p][0], 2)
                                   for k, p in (("broker", run_pid(s0, s1, "broker")),
                                                ("holdfast", run_pid(s0, s1, "holdfast"))) if p}}
+    hf_all = _pids.get("holdfast_all") or []
+    if len(hf_all) > 1:
+        # Several processes: holdfast's CPU is theirs together (none when one is gone).
+        each = [round(s1["procs"][p][0] - s0["procs"][p][0], 2)
+                if p in s0["procs"] and p in s1["procs"] else None for p in hf_all]
+        run["whole_run"]["cpu_s"].pop("holdfast", None)
+        if None not in each:
+            run["whole_run"]["cpu_s"]["holdfast"] = round(sum(each), 2)
+        run["whole_run"]["holdfast_cpu_s_per_process"] = each
     for k in ("broker", "holdfast"):
         c = run["whole_run"]["cpu_s"].get(k)
         run["whole_run"][f"{k}_cpu_ms_per_reservation"] = round(c * 1000 / reserves, 3) \
@@ -728,10 +892,12 @@ def one_line(run):
         return f"{run['build']} {run['rate']}/s: error"
     lat = run["latency_ms"]
     w = run["window"]["cores"]
+    each = run["window"].get("holdfast_processes")
+    each = f" ({' + '.join(str(p['cores']) for p in each)})" if each else ""
     return (f"{run['build']} {run['rate']}/s: answered {run['answered_fraction']:.1%}, reserve "
             f"p50/p99 {lat['reserve']['p50']}/{lat['reserve']['p99']} ms, "
             f"{run['per_reservation']['records']} records/reservation, broker {w['broker']} / "
-            f"holdfast {w['holdfast']} cores, reconcile {run['reconcile']['verdict']}, "
+            f"holdfast {w['holdfast']}{each} cores, reconcile {run['reconcile']['verdict']}, "
             f"{'sustained' if run['sustained'] else 'NOT sustained'}")
 
 
@@ -837,6 +1003,11 @@ def median_row(runs):
            "stages": {}, "reconcile": [r["reconcile"]["verdict"] for r in ok],
            "sustained_rounds": sum(r["sustained"] for r in ok)}
     row["sustained"] = row["sustained_rounds"] * 2 > len(runs)
+    if ok[0].get("processes", 1) > 1:
+        row["processes"] = ok[0]["processes"]
+        row["holdfast_cores_per_process"] = [
+            m(lambda r, i=i: (r["window"].get("holdfast_processes") or [{}] * (i + 1))[i]
+              .get("cores")) for i in range(row["processes"])]
     row["within_target_rounds"] = sum(r["within_target"] for r in ok)
     row["within_target"] = row["within_target_rounds"] * 2 > len(runs)
     for s in ("counter", "aggregator", "gateway"):
@@ -881,6 +1052,9 @@ def print_table(conditions, rows, ceil, out):
       f"{'; warm-up run ' + str(c['warmup_seconds']) + ' s, not counted' if c.get('warmup_seconds') else ''}\n")
     for b in c["builds"]:
         extra = f"; its own config {json.dumps(b['config'])}" if b.get("config") else ""
+        if b.get("processes", 1) > 1:
+            extra += (f"; {b['processes']} holdfast processes (one app id, own state, instance "
+                      "and metrics port each; cores, txn/s and CPU per reservation are their sums)")
         w(f"build {b['name']}: {b['holdfast']} ({b['commit']}), topics {b['topics_file']}: "
           f"{b['partitions']}{extra}\n")
     w(f"holdfast config: {json.dumps(c['holdfast_config'])}; catalog {SKUS} SKUs x {PER_SKU} "
@@ -1032,6 +1206,7 @@ def conditions(builds, broker):
     for bl in builds:
         bl["partitions"] = partitions_of(bl["topics_file"])
         bl["config"] = BUILD_CONFIG.get(bl["name"], {})
+        bl["processes"] = BUILD_PROCESSES.get(bl["name"], 1)
     return {"cores": os.cpu_count(), "cpu_model": model, "broker": broker,
             "before_runs_busy": ", ".join(busy), "builds": builds,
             "holdfast_config": dict({"metrics_port": "(free port)"}, **EXTRA_CONFIG),
@@ -1049,6 +1224,10 @@ def main():
         if not os.access(tool, os.X_OK):
             sys.exit(f"bench-pipeline: {tool} missing: make release {TOPICS_TOOL}")
     builds = parse_builds()
+    unknown = set(BUILD_PROCESSES) - {b["name"] for b in builds}
+    if unknown:
+        sys.exit(f"bench-pipeline: BENCH_BUILD_PROCESSES names {sorted(unknown)}, not builds of "
+                 f"BENCH_BUILDS ({', '.join(b['name'] for b in builds)})")
     broker_pid = find_broker()
     if not broker_pid:
         sys.exit("bench-pipeline: no Kafka broker process (java kafka.Kafka) found: make kafka-up")
@@ -1132,9 +1311,15 @@ def main():
     print_table(cond, rows, ceil, sys.stdout)
     for r in runs:
         if "window" in r and r["kind"] != "warmup":
-            th = ", ".join(f"{t['tid']}({t['comm']}) {t['cores']:.2f}"
+            th = ", ".join(f"{t['tid']}({t['comm']}{'@' + str(t['pid']) if 'pid' in t else ''}) "
+                           f"{t['cores']:.2f}"
                            for t in r["window"]["holdfast_threads"] if t["cores"] >= 0.01)
             print(f"threads {r['build']} {r['rate']}/s r{r['round']}: {th or '-'}")
+            for i, p in enumerate(r["window"].get("holdfast_processes") or []):
+                owned = "/".join(str(p["partitions_owned"].get(s, "-"))
+                                 for s in ("counter", "aggregator", "gateway"))
+                print(f"  holdfast process {i} (pid {p['pid']}): {fmt(p['cores'], 2)} cores, "
+                      f"partitions owned c/a/g {owned}")
             oth = ", ".join(f"{o['comm']}({o['pid']}) {o['cores']:.2f}" for o in r["window"]["others"])
             print(f"  sharing the cores then: {oth or 'nothing above 0.01 cores'}")
     for r in overload_rows:
