@@ -164,6 +164,12 @@ struct task {
     bool sb_following[HF_PARTITIONS_MAX];
     uint32_t sb_epoch[HF_PARTITIONS_MAX];
     int64_t sb_current_at_ms[HF_PARTITIONS_MAX];
+    /* Its catch-up since it started following: when, from which offset, the
+     * records applied, and whether it reached the end yet (logged once). */
+    int64_t sb_since_ms[HF_PARTITIONS_MAX];
+    int64_t sb_from[HF_PARTITIONS_MAX];
+    uint64_t sb_applied[HF_PARTITIONS_MAX];
+    bool sb_caught_up[HF_PARTITIONS_MAX];
     bool sb_synced;
     unsigned sb_generation;
     /* The group.instance.ids (= transactional ids) of the group's members at
@@ -1581,6 +1587,10 @@ static int standby_sync(task_t *t)
             t->sb_current_at_ms[p] = current_at_ms;
             t->sb_epoch[p] = epoch[p];
             t->sb_following[p] = true;
+            t->sb_since_ms[p] = hf_mono_ms();
+            t->sb_from[p] = cl_next;
+            t->sb_applied[p] = 0;
+            t->sb_caught_up[p] = false;
             log_info("task", "%s: standby follows partition %d from changelog offset %lld",
                      t->def->name, p, (long long)cl_next);
         }
@@ -1643,6 +1653,7 @@ static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
         bool ok = false;
         err = changelog_apply(t, p, m, &ok);
         applied += ok;
+        t->sb_applied[p] += ok;
         t->cl_next[p] = m->offset + 1;
         touched[p] = true;
     }
@@ -1654,6 +1665,14 @@ static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
                 t->cl_next[p] = eof[p]; /* markers and aborted records read past */
             t->sb_current_at_ms[p] = now;
             touched[p] = true;
+            if (!t->sb_caught_up[p]) { /* how long a standby takes to be warm */
+                t->sb_caught_up[p] = true;
+                log_info("task",
+                         "%s: standby caught up with partition %d: %llu changelog records "
+                         "from offset %lld in %lld ms",
+                         t->def->name, p, (unsigned long long)t->sb_applied[p],
+                         (long long)t->sb_from[p], (long long)(hf_mono_ms() - t->sb_since_ms[p]));
+            }
         }
         if (touched[p])
             err = state_buf_set_offsets(t->buf, p, t->input_next[p], t->cl_next[p],

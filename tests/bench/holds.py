@@ -17,9 +17,12 @@ what they cost while open:
 5. A full restore of the counter and of the gateway (each stopped, its state removed,
    started again: records/s per partition from their logs), before the build-up (after
    2) and with the holds open.
-6. hfctl reconcile --quiescent 1 (time, peak RSS; sharded in HOLDS_RECONCILE_MEMORY_MB).
-Not measured here: a standby's catch-up (make test-integration's itest_standby shows it
-works; its time at this size is open).
+6. A standby's catch-up with the holds open, for the counter and the gateway: a second
+   process of the stage joins (instance "...-b", empty state): the group moves one
+   partition to it (it restores that one) and its standby follows the other from the
+   beginning of its changelog until it is current (records/s and time from its log line
+   "standby caught up with partition P"); then it stops and the partition moves back.
+7. hfctl reconcile --quiescent 1 (time, peak RSS; sharded in HOLDS_RECONCILE_MEMORY_MB).
 
 Verdict (the issue's targets): RSS of the three stages together <= 4 GB (scaled to 10M
 holds when HOLDS_N is smaller), reserve p99 "open" <= 1.5x "empty", each restore's records/s with
@@ -32,6 +35,8 @@ HOLDS_CONFIG (JSON merged into each stage's config), HOLDS_RECONCILE_MEMORY_MB 2
 HOLDS_OUT build/bench, HOLDFAST_BOOTSTRAP."""
 import json
 import os
+import re
+import shutil
 import sys
 import time
 
@@ -180,6 +185,8 @@ def run(work_root, broker_pid):
         res["open"] = load(procs, work, envx, broker_pid, "open", 2)
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
         res["restore"] = restores(procs, work, envx, broker_pid, f"{held} open holds")
+        res["standby"] = standbys(work, envx, broker_pid, f"{held} open holds")
+        pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "standbys")
         res["holds_still_open"] = OPEN_UNTIL is not None and time.time() < OPEN_UNTIL
         res["reconcile"] = reconcile(envx, work)
         log(f"  reconcile: {res['reconcile']}")
@@ -202,6 +209,51 @@ def restores(procs, work, envx, broker_pid, what):
         out[st] = r
         log(f"  {st} restore with {what}: {r['records']} records, median "
             f"{r['records_per_s_median']} records/s a partition, slowest {r['ms_max']} ms")
+    return out
+
+
+CAUGHT_UP = re.compile(r"standby caught up with partition (\d+): (\d+) changelog records "
+                       r"from offset (-?\d+) in (\d+) ms")
+STANDBY_TIMEOUT_S = 1800
+
+
+def standbys(work, envx, broker_pid, what):
+    """For the counter and the gateway: a second process of the stage joins with empty
+    state; its standby's catch-up of the partition it does not own, from its log."""
+    out = {}
+    for st in ("counter", "gateway"):
+        cfg = os.path.join(work, f"config-{st}-b.json")
+        with open(cfg, "w") as f:
+            json.dump(dict({"metrics_port": pl.free_port()}, **CONFIG), f)
+        log_path = os.path.join(work, f"{st}-b.log")
+        a = sc.sample({"broker": broker_pid})
+        proc = pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", st, "--instance",
+                        f"holds-{st}-b", "--state-dir", os.path.join(work, f"state-{st}-b"),
+                        "--config", cfg], log_path, envx)
+        try:
+            t0 = time.time()
+            got = None
+            while time.time() - t0 < STANDBY_TIMEOUT_S and got is None:
+                got = next((m for m in map(CAUGHT_UP.search, open(log_path)) if m), None)
+                if got is None and proc.p.poll() is not None:
+                    raise RuntimeError(f"the second {st} exited {proc.p.returncode}: {log_path}")
+                time.sleep(0.5)
+            if got is None:
+                raise RuntimeError(f"the second {st}'s standby did not catch up in "
+                                   f"{STANDBY_TIMEOUT_S} s: {log_path}")
+            b = sc.sample({"broker": broker_pid, st: proc.pid})
+            used = sc.between(a, b)
+            if b["cpu"][st] is not None:
+                used["cores"][st] = round(b["cpu"][st] / (b["t"] - a["t"]), 3)
+            records, ms = int(got.group(2)), int(got.group(4))
+            out[st] = {"partition": int(got.group(1)), "records": records, "ms": ms,
+                       "records_per_s": round(records * 1000 / ms) if ms else None,
+                       "used": used}
+            log(f"  {st} standby catch-up with {what}: partition {got.group(1)}, {records} "
+                f"records in {ms} ms ({out[st]['records_per_s']} records/s)")
+        finally:
+            proc.stop()
+            shutil.rmtree(os.path.join(work, f"state-{st}-b"), ignore_errors=True)
     return out
 
 
@@ -301,6 +353,9 @@ def main():
             print(f"  {st} restore with {what}: {x['records']} records, median "
                   f"{x['records_per_s_median']} records/s a partition, slowest partition "
                   f"{x['ms_max']} ms")
+    for st, x in (r.get("standby") or {}).items():
+        print(f"  {st} standby catch-up with the holds open: partition {x['partition']}, "
+              f"{x['records']} records in {x['ms']} ms ({x['records_per_s']} records/s)")
     print(f"  reconcile: {json.dumps(r.get('reconcile'))}" +
           (f"; error: {r['error']}" if r.get("error") else ""))
     print(f"  RSS of the three stages: {r.get('rss_mib_three_stages')} MiB; at 10M holds "

@@ -40,7 +40,10 @@ threads listed with its pid; e.g.
 BENCH_BUILDS="1p=build/holdfast 2p-2t=build/holdfast" BENCH_BUILD_CONFIG='{"2p-2t":
 {"threads_per_stage": 2}}' BENCH_BUILD_PROCESSES='{"2p-2t": 2}'; the range assignor gives
 partition p to the p-th task by instance id, so with more tasks (N x threads_per_stage)
-than partitions the last processes own none and are only standbys: a warning says so),
+than partitions the last processes own none and are only standbys: a warning says so;
+BENCH_PARTITIONS gives them some), BENCH_PARTITIONS (unset: each build's own
+topics/topics.json; N: a copy of it in BENCH_OUT with every topic of more than one
+partition given N, for every build alike),
 BENCH_HFBENCH_ARGS (extra hfbench run options), BENCH_IDLE_TIMEOUT_S 300,
 BENCH_TARGET_P99_MS 50,
 BENCH_WARMUP_SECONDS (unset: 60 when the broker has been up under 10 minutes, else 0; one
@@ -114,6 +117,10 @@ if not isinstance(BUILD_PROCESSES, dict) or not all(
         for v in BUILD_PROCESSES.values()):
     sys.exit("bench-pipeline: BENCH_BUILD_PROCESSES must be JSON {build name: processes "
              f"1..16}}, not {env('BENCH_BUILD_PROCESSES', '')!r}")
+PARTITIONS = env_int("BENCH_PARTITIONS", 0)
+if PARTITIONS < 0 or PARTITIONS > 64:
+    sys.exit(f"bench-pipeline: BENCH_PARTITIONS must be 1..64 (0 or unset: the topics file's), "
+             f"not {PARTITIONS}")
 ASSIGN_TIMEOUT_S = 180  # N processes: until every one is ready and the assignment settled
 ASSIGN_STILL_S = 3
 HFBENCH_ARGS = shlex.split(env("BENCH_HFBENCH_ARGS", ""))
@@ -150,7 +157,25 @@ def parse_builds():
                        # always build/hfbench's
                        "seeder": seeder if os.access(seeder, os.X_OK) else HFBENCH,
                        "commit": rev[:100]})
+    if PARTITIONS:
+        for b in builds:
+            b["topics_file"] = repartitioned(b["topics_file"], b["name"])
     return builds
+
+
+def repartitioned(topics_file, name):
+    """A copy of topics_file in OUT_DIR with every topic of more than one partition
+    given PARTITIONS (co-partitioned groups stay equal; single-partition topics such as
+    the dead letters stay single)."""
+    doc = json.load(open(topics_file))
+    for t in doc["topics"]:
+        if t["partitions"] > 1:
+            t["partitions"] = PARTITIONS
+    os.makedirs(OUT_DIR, exist_ok=True)
+    path = os.path.abspath(os.path.join(OUT_DIR, f"topics-{name}-{PARTITIONS}p.json"))
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    return path
 
 
 def run_text(cmd, timeout=30):
