@@ -185,7 +185,7 @@ def run(work_root, broker_pid):
         res["open"] = load(procs, work, envx, broker_pid, "open", 2)
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "drain")
         res["restore"] = restores(procs, work, envx, broker_pid, f"{held} open holds")
-        res["standby"] = standbys(work, envx, broker_pid, f"{held} open holds")
+        res["standby"] = standbys(procs, work, envx, broker_pid, f"{held} open holds")
         pl.wait_still(prefix, pl.IDLE_QUIET_S, 600, "standbys")
         res["holds_still_open"] = OPEN_UNTIL is not None and time.time() < OPEN_UNTIL
         res["reconcile"] = reconcile(envx, work)
@@ -217,7 +217,7 @@ CAUGHT_UP = re.compile(r"standby caught up with partition (\d+): (\d+) changelog
 STANDBY_TIMEOUT_S = 1800
 
 
-def standbys(work, envx, broker_pid, what):
+def standbys(procs, work, envx, broker_pid, what):
     """For the counter and the gateway: a second process of the stage joins with empty
     state; its standby's catch-up of the partition it does not own, from its log."""
     out = {}
@@ -226,6 +226,8 @@ def standbys(work, envx, broker_pid, what):
         with open(cfg, "w") as f:
             json.dump(dict({"metrics_port": pl.free_port()}, **CONFIG), f)
         log_path = os.path.join(work, f"{st}-b.log")
+        # From nothing: a copy a killed run left would only be brought up to date.
+        shutil.rmtree(os.path.join(work, f"state-{st}-b"), ignore_errors=True)
         a = sc.sample({"broker": broker_pid})
         proc = pl.Proc([os.path.abspath("build/holdfast"), "run", "--stages", st, "--instance",
                         f"holds-{st}-b", "--state-dir", os.path.join(work, f"state-{st}-b"),
@@ -234,7 +236,8 @@ def standbys(work, envx, broker_pid, what):
             t0 = time.time()
             got = None
             while time.time() - t0 < STANDBY_TIMEOUT_S and got is None:
-                got = next((m for m in map(CAUGHT_UP.search, open(log_path)) if m), None)
+                with open(log_path) as f:
+                    got = next((m for m in map(CAUGHT_UP.search, f) if m), None)
                 if got is None and proc.p.poll() is not None:
                     raise RuntimeError(f"the second {st} exited {proc.p.returncode}: {log_path}")
                 time.sleep(0.5)
@@ -245,15 +248,24 @@ def standbys(work, envx, broker_pid, what):
             used = sc.between(a, b)
             if b["cpu"][st] is not None:
                 used["cores"][st] = round(b["cpu"][st] / (b["t"] - a["t"]), 3)
+            if got.group(3) != "-1":
+                raise RuntimeError(f"the second {st}'s standby did not start from the beginning "
+                                   f"of the changelog (offset {got.group(3)}): {log_path}")
             records, ms = int(got.group(2)), int(got.group(4))
+            # used: from its start to the catch-up, so also its restore of the
+            # partition the group gave it.
             out[st] = {"partition": int(got.group(1)), "records": records, "ms": ms,
                        "records_per_s": round(records * 1000 / ms) if ms else None,
-                       "used": used}
+                       "used_with_its_restore": used}
             log(f"  {st} standby catch-up with {what}: partition {got.group(1)}, {records} "
                 f"records in {ms} ms ({out[st]['records_per_s']} records/s)")
         finally:
             proc.stop()
             shutil.rmtree(os.path.join(work, f"state-{st}-b"), ignore_errors=True)
+        # The first process takes its partition back before the next stage's joins.
+        want = pl.stage_partitions("topics/topics.json")
+        pl.wait_assigned([procs[st]], [procs[st].metrics_port], pl.ASSIGN_TIMEOUT_S,
+                         {st: want[st]})
     return out
 
 

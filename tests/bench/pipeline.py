@@ -668,10 +668,23 @@ def readyz(port):
         return None, str(e)
 
 
-def wait_assigned(hfs, ports, timeout_s):
+# Each stage's primary input: its partition count is what its processes own together.
+STAGE_PRIMARY = {"counter": "counter-commands", "aggregator": "stock-levels",
+                 "gateway": "requests"}
+
+
+def stage_partitions(topics_file):
+    """{stage: partitions of its primary input} from a topics file."""
+    by_name = {t["name"].split(".", 1)[-1]: t["partitions"]
+               for t in json.load(open(topics_file))["topics"]}
+    return {st: by_name[t] for st, t in STAGE_PRIMARY.items() if t in by_name}
+
+
+def wait_assigned(hfs, ports, timeout_s, want):
     """Until every one of several holdfast processes answers /readyz 200 (each of its
-    tasks assigned, restored, a loop done) and the partitions each stage's processes own
-    have not changed for ASSIGN_STILL_S: the group's last rebalance is over. Returns
+    tasks assigned, restored, a loop done), the processes together own every partition
+    of each stage (want: {stage: partitions}), and what each owns has not changed for
+    ASSIGN_STILL_S: the group's last rebalance is over. Returns
     seconds waited and each process's partitions owned; raises naming what was not ready."""
     t0 = time.time()
     last, since, why = None, time.time(), "no answer yet"
@@ -686,7 +699,7 @@ def wait_assigned(hfs, ports, timeout_s):
         totals = {s: sum(o.get(s, 0) for o in owned) for s in stages}
         not_ready = [f"process {i}: {a[0]} {a[1][:120]}" for i, a in enumerate(answers)
                      if a[0] != 200]
-        if not_ready or not stages or 0 in totals.values():
+        if not_ready or not stages or any(totals.get(st) != n for st, n in want.items()):
             why = "; ".join(not_ready) or f"partitions owned by stage {totals}"
             last, since = None, time.time()
         elif owned != last:
@@ -736,13 +749,14 @@ def one_run(build, rate, seconds, kind, rnd, n, work_root, broker):
             hfs.append(Proc([build["holdfast"], "run", "--stages", "counter,aggregator,gateway",
                              "--state-dir", os.path.join(work, f"state{sfx[i]}"), "--config",
                              os.path.join(work, f"config{sfx[i]}.json")]
-                            + ([] if nproc == 1 else ["--instance", str(i)]),
+                            # zero-padded: the range assignor orders members as strings
+                            + ([] if nproc == 1 else ["--instance", f"{i:02d}"]),
                             os.path.join(work, f"holdfast{sfx[i]}.log"), envx))
         _pids["holdfast"] = hfs[0].pid
         _pids["holdfast_all"] = [hf.pid for hf in hfs]
         if nproc > 1:
             run["assign_wait_s"], run["partitions_owned_at_seed"] = \
-                wait_assigned(hfs, ports, ASSIGN_TIMEOUT_S)
+                wait_assigned(hfs, ports, ASSIGN_TIMEOUT_S, stage_partitions(build["topics_file"]))
             log(f"  {nproc} processes ready in {run['assign_wait_s']} s, partitions owned "
                 f"{run['partitions_owned_at_seed']}")
             idle = [i for i, o in enumerate(run["partitions_owned_at_seed"])
