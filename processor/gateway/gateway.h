@@ -192,6 +192,9 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
 #define GW_TIMER_IDEMPOTENCY 'I'
 #define GW_TIMER_FORGET      'F'
 #define GW_SWEEP_CURSOR_KEY  "C"
+/* Never armed: the kind of the sweeper cursor's "swept up to" position
+ * (sweeper.c), sorting after every real kind of its due time. */
+#define GW_TIMER_SWEPT_TO    '~'
 size_t gw_res_key(char *out, const char *reservation_id);
 size_t gw_idem_key(char *out, const char *reservation_id, const char *idempotency_key);
 size_t gw_payment_key(char *out, const char *reservation_id, const char *payment_id);

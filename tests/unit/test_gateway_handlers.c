@@ -2112,6 +2112,65 @@ static int timers_of(stage_ctx_t *fx, const char *rid, char kind)
     return n;
 }
 
+/* The due time of partition p's sweeper cursor (key C: an 8-byte run id, then
+ * a timer key), -1 when it has none. */
+static int64_t cursor_due(stage_ctx_t *fx, int32_t p)
+{
+    fx->partition = p;
+    state_iter_t *it = stage_iter(fx, GW_SWEEP_CURSOR_KEY, 1, false);
+    assert_non_null(it);
+    const void *k, *v;
+    size_t klen, vlen;
+    int64_t due = -1;
+    while (state_iter_next(it, &k, &klen, &v, &vlen)) {
+        if (klen != 1)
+            continue;
+        char kind, ref[GW_KEY_MAX];
+        assert_true(vlen > 8);
+        assert_true(gw_timer_parse((const char *)v + 8, vlen - 8, &due, &kind, ref, sizeof ref));
+        break;
+    }
+    state_iter_destroy(it);
+    return due;
+}
+
+/* A tick with nothing due still moves the cursor up to its time: a Hold's
+ * result timer is deleted when the answer comes, before it is due, and a
+ * cursor that moved only past fired timers left every tick walking those
+ * tombstones again (with many open holds and no expiries, most of the
+ * gateway's CPU). A timer armed after it still fires, and an idle partition
+ * rewrites the cursor at most once a second. */
+static void test_sweeper_cursor_moves_past_timers_deleted_before_due(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    hf_reply_t a = reserve_held(fx, "mv1", "SKU-A", 1, 600000);
+    int32_t p = fake_stage_partition_of("mv1");
+    assert_int_equal(timers_of(fx, "mv1", GW_TIMER_PENDING), 0); /* deleted on HELD */
+    int64_t t1 = fx->now_ms + 10000;                             /* past its result deadline */
+    fx->now_ms = t1;
+    fx_tick(fx);
+    assert_int_equal(cursor_due(fx, p), t1);
+    assert_int_equal(load_rs(fx, "mv1").status, HF_RES_HELD); /* nothing fired */
+    fx->now_ms = t1 + 500;                                    /* within a second: not rewritten */
+    fx_tick(fx);
+    assert_int_equal(cursor_due(fx, p), t1);
+    fx->now_ms = t1 + 1500;
+    fx_tick(fx);
+    assert_int_equal(cursor_due(fx, p), t1 + 1500);
+    /* The hold armed before the cursor moved still expires in time. */
+    size_t from = fx->emits_count;
+    fx->now_ms = a.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, "mv1", HF_LEDGER_EXPIRED), 1);
+    assert_int_equal(cursor_due(fx, p), a.expires_at_ms);
+    /* And one armed after it, due later. */
+    hf_reply_t b = reserve_held(fx, "mv2", "SKU-A", 1, 1000);
+    fx->now_ms = b.expires_at_ms;
+    fx_tick(fx);
+    assert_int_equal(ledger_count(fx, from, "mv2", HF_LEDGER_EXPIRED), 1);
+}
+
 /* A transition deletes the timers it makes stale (nothing is left for the
  * sweeper to read, decode and drop): HELD ends the wait for results, a commit
  * or a release ends the hold, an extension moves the expiry. */
@@ -2937,6 +2996,7 @@ int main(void)
         T(test_sweeper_fires_a_timer_armed_before_where_it_stopped),
         T(test_sweeper_fires_again_after_an_aborted_tick),
         T(test_sweeper_ignores_the_cursor_of_an_earlier_run),
+        T(test_sweeper_cursor_moves_past_timers_deleted_before_due),
         T(test_transitions_delete_the_timers_they_make_stale),
         T(test_a_reserve_past_its_deadline_is_busy_and_leaves_nothing_behind),
         T(test_sweeper_forgets_ended_reservations_after_retention_and_only_those),
