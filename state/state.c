@@ -439,42 +439,13 @@ fail:
     return err;
 }
 
-static int state_get_buf(state_t *st, state_buf_t *buf, const uint8_t *sk, size_t sk_len, void *val,
-                         size_t val_size, size_t *val_len)
+/* Reads key through buf: its buffered value or delete, else (read_db) the DB's
+ * value; without read_db a key buf does not hold is absent. buf NULL: the DB. */
+static int state_get_through(state_t *st, state_buf_t *buf, bool read_db, int32_t partition,
+                             const void *key, size_t key_len, void *val, size_t val_size,
+                             size_t *val_len)
 {
-    const wbuf_entry_t *e = wbuf_find(buf->wb, sk, sk_len);
-    if (e == NULL)
-        return state_get_db(st, sk, sk_len, val, val_size, val_len);
-    if (e->deleted) {
-        *val_len = 0;
-        return HF_ERR_NOTFOUND;
-    }
-    return state_copy_out((const char *)e->val, e->val_len, val, val_size, val_len);
-}
-
-int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
-              void *val, size_t val_size, size_t *val_len)
-{
-    hf_assert(st != NULL && val_len != NULL);
-    hf_assert(val != NULL || val_size == 0);
-    uint8_t sk[STATE_KEY_LEN_MAX];
-    *val_len = 0;
-    int err = state_key_check(partition, key, key_len);
-    if (err != HF_OK)
-        goto fail;
-    size_t sk_len = state_key_encode(partition, key, key_len, sk);
-    if (buf == NULL)
-        return state_get_db(st, sk, sk_len, val, val_size, val_len);
-    hf_assert(buf->st == st);
-    return state_get_buf(st, buf, sk, sk_len, val, val_size, val_len);
-fail:
-    return err;
-}
-
-int state_get_buffered(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
-                       void *val, size_t val_size, size_t *val_len)
-{
-    hf_assert(buf != NULL && val_len != NULL);
+    hf_assert(val_len != NULL);
     hf_assert(val != NULL || val_size == 0);
     uint8_t sk[STATE_KEY_LEN_MAX];
     *val_len = 0;
@@ -482,10 +453,27 @@ int state_get_buffered(state_buf_t *buf, int32_t partition, const void *key, siz
     if (err != HF_OK)
         return err;
     size_t sk_len = state_key_encode(partition, key, key_len, sk);
-    const wbuf_entry_t *e = wbuf_find(buf->wb, sk, sk_len);
-    if (e == NULL || e->deleted)
+    const wbuf_entry_t *e = buf ? wbuf_find(buf->wb, sk, sk_len) : NULL;
+    if (e == NULL)
+        return read_db ? state_get_db(st, sk, sk_len, val, val_size, val_len) : HF_ERR_NOTFOUND;
+    if (e->deleted)
         return HF_ERR_NOTFOUND;
     return state_copy_out((const char *)e->val, e->val_len, val, val_size, val_len);
+}
+
+int state_get(state_t *st, state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+              void *val, size_t val_size, size_t *val_len)
+{
+    hf_assert(st != NULL);
+    hf_assert(buf == NULL || buf->st == st);
+    return state_get_through(st, buf, true, partition, key, key_len, val, val_size, val_len);
+}
+
+int state_get_buffered(state_buf_t *buf, int32_t partition, const void *key, size_t key_len,
+                       void *val, size_t val_size, size_t *val_len)
+{
+    hf_assert(buf != NULL);
+    return state_get_through(buf->st, buf, false, partition, key, key_len, val, val_size, val_len);
 }
 
 /* ---- offsets */
