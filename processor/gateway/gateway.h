@@ -180,8 +180,8 @@ int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
  *                                                 Extend; a Reserve's answer is in R)
  *   T<due_ms be64><kind><ref>                  -> "" (timer index, ordered by due time)
  *   P<reservation_id>|<payment_id>             -> "" (payment flagged for refund)
- *   C                                          -> run id be64 + the last timer key
- *                                                 the sweeper fired (local, gw_state.c)
+ *   C                                          -> run id be64 + the timer key the sweeper
+ *                                                 swept up to (local, gw_state.c)
  * Timer kinds: 'E' expiry (ref = reservation_id), 'P' pending results
  * (ref = reservation_id), 'I' idempotency retention (ref = rid|key), 'F' forget
  * an ended reservation after the retention (ref = reservation_id). A timer is
@@ -411,8 +411,9 @@ int gw_timer_add(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) H
  * the reservation read and decoded to find out it is stale. */
 int gw_timer_del(stage_ctx_t *ctx, int64_t due_ms, char kind, const char *ref) HF_MUST_CHECK;
 /* The sweeper's cursor of the current partition (see gw_state.c): *found and
- * the last timer key fired (key_out, GW_KEY_MAX bytes) when one of this process
- * run is kept; gw_sweep_mark keeps key, a timer key just fired, in the batch. */
+ * the timer key it swept up to (key_out, GW_KEY_MAX bytes) when one of this
+ * process run is kept; gw_sweep_mark keeps key — a timer key just fired, or the
+ * tick's own "due now" position once every due timer fired — in the batch. */
 int gw_sweep_resume(stage_ctx_t *ctx, char *key_out, size_t *len_out, bool *found) HF_MUST_CHECK;
 int gw_sweep_mark(stage_ctx_t *ctx, const char *key, size_t len) HF_MUST_CHECK;
 

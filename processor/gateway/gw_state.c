@@ -10,15 +10,17 @@
 #include "gateway.h"
 #include "hf_assert.h"
 
-/* The sweeper's cursor (key C, local): the last timer key it fired, so a tick
- * seeks past the tombstones of every timer fired before instead of skipping
- * them one by one from the start of the index (those tombstones stay in the
- * memtable and the young SST files until compaction, and a scan from "T" walked
- * all of them on every tick, per partition). It is written in the batch that
+/* The sweeper's cursor (key C, local): the timer key it swept up to — the last
+ * one it fired, or "due at the tick's time, after every kind" once every due
+ * timer fired (sweeper.c sweep_to_now) — so a tick seeks past the tombstones
+ * of every timer fired or deleted before instead of skipping them one by one
+ * from the start of the index (those tombstones stay in the memtable and the
+ * young SST files until compaction, and a scan from "T" walked all of them on
+ * every tick, per partition). It is written in the batch that
  * deletes the fired timers, so an aborted batch rolls both back together.
  *
  * Why no live timer can hide before it: timers fire in key order, every timer
- * up to the cursor was fired (deleted), and a timer armed later with a due time
+ * up to the cursor was fired or deleted, and a timer armed later with a due time
  * at or before any cursor this process wrote (sweep->fired_max_ms, the largest
  * due time of them) deletes the cursor of its partition in its own batch
  * (gw_timer_add) — a restore re-arming old timers, or a clock that went back.
