@@ -76,9 +76,13 @@ typedef struct {
      * and librdkafka less per record. */
     void (*pacing)(const struct hf_config *cfg, pacing_conf_t *out);
     /* Rebuilds derived state on restore; NULL: the stage has none. Called for
-     * every changelog record restored into ctx's partition, before it is applied
-     * (so stage_get still sees the value it replaces); rec is the decoded value,
-     * NULL for a tombstone. It writes only with stage_put_local / stage_del_local. */
+     * every changelog record a standby or an incremental restore applies to
+     * ctx's partition, before it is applied (so stage_get still sees the value
+     * it replaces); rec is the decoded value, NULL for a tombstone. A full
+     * restore instead calls it once per key after loading them all, with the
+     * key's final value and no previous one (stage_get of that key misses). It
+     * reads no key but the one it is given, and writes only with
+     * stage_put_local / stage_del_local. */
     int (*reindex)(stage_ctx_t *ctx, const char *key, size_t key_len, const hf_record_t *rec);
     /* First key bytes of the records reindex derives from (only those are
      * decoded for it, e.g. "H"), and of the derived keys themselves (e.g. "O"):

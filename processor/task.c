@@ -120,9 +120,10 @@ struct task {
     int metrics;                           /* this stage's slot in metrics.h */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
     int64_t cl_last[HF_PARTITIONS_MAX];    /* highest changelog offset delivered */
-    /* The partition whose first bulk-load run is being reindexed, -1 none:
-     * its DB part is empty (a full restore dropped it), so a stage's reads of
-     * it during the reindex stop at the buffer instead of missing in the DB. */
+    /* The partition a restore's derive pass is reindexing, -1 none: each of
+     * its keys is given to the stage as if it had no previous value, so a
+     * stage's reads of that partition during the pass stop at the buffer
+     * (restore_derive). */
     int32_t fresh_partition;
 
     kafka_msg_t *msgs;
@@ -937,7 +938,10 @@ typedef struct {
     int64_t current_at_ms; /* of the state being brought up to date */
     state_load_t *load;    /* a full restore's bulk load; NULL: record by record */
     size_t sealed_records; /* in its sealed run */
-    bool ingested;         /* a run of the load reached the DB */
+    /* The partition's derive mark is set (state.h): its records are applied
+     * without the stage's reindex, and one pass rebuilds what it derives at the
+     * end (restore_derive). */
+    bool derive_after;
 } restore_t;
 
 /* Lets the stage rebuild what it derives from a restored record (its local
@@ -983,15 +987,18 @@ static bool reindexes(const task_t *t, char tag)
 }
 
 /* Applies one changelog record of partition p to t->buf the way a restore
- * does — the stage's reindex first, then the value — for a restore and a
- * standby alike, so derived indexes come out the same. *applied: false for a
- * record skipped (not a key of ours, or derived state reindex rebuilds). */
-static int changelog_apply(task_t *t, int32_t p, const kafka_msg_t *msg, bool *applied)
+ * does — the stage's reindex first (unless reindex is false: a derive pass
+ * follows), then the value — for a restore and a standby alike, so derived
+ * indexes come out the same. *applied: false for a record skipped (not a key
+ * of ours, or derived state reindex rebuilds). */
+static int changelog_apply(task_t *t, int32_t p, const kafka_msg_t *msg, bool reindex,
+                           bool *applied)
 {
     *applied = false;
     if (!changelog_record_ours(t, p, msg))
         return HF_OK;
-    int err = reindexes(t, ((const char *)msg->key)[0]) ? reindex_record(t, p, msg) : HF_OK;
+    int err =
+        reindex && reindexes(t, ((const char *)msg->key)[0]) ? reindex_record(t, p, msg) : HF_OK;
     if (!err)
         err = msg->value ? state_put(t->buf, p, msg->key, msg->key_len, msg->value, msg->value_len)
                          : state_del(t->buf, p, msg->key, msg->key_len);
@@ -1017,30 +1024,10 @@ static void restore_alive(const task_t *t)
     metrics_task_alive(t->metrics, now_ms);
 }
 
-/* The stage's reindex of one key's last record in a bulk run, before the run
- * is ingested: stage_get still reads the value the record replaces, as in a
- * record-by-record restore. */
-static int reindex_loaded(void *opaque, const void *key, size_t key_len, const void *val,
-                          size_t val_len)
-{
-    restore_t *r = opaque;
-    if (!reindexes(r->t, ((const char *)key)[0]))
-        return HF_OK;
-    restore_alive(r->t);
-    kafka_msg_t msg = {.partition = r->partition,
-                       .offset = -1,
-                       .key = key,
-                       .key_len = key_len,
-                       .value = val,
-                       .value_len = val_len};
-    return reindex_record(r->t, r->partition, &msg);
-}
-
 /* Finishes the sealed run of a bulk load, if there is one: waits for its
- * file, rebuilds the stage's derived state from its keys in a write of its own
- * (killed before the ingest, the restore resumes before this run and rebuilds
- * it the same way from the values then in the DB), then ingests the run and
- * the offsets it brings the partition to, in one table file. */
+ * file, then ingests the run and the offsets it brings the partition to, in
+ * one table file. What the stage derives from the values is left to the pass
+ * at the end of the restore (restore_derive). */
 static int restore_finish_sealed(restore_t *r)
 {
     task_t *t = r->t;
@@ -1049,30 +1036,19 @@ static int restore_finish_sealed(restore_t *r)
     int64_t t0 = hf_mono_ms();
     int err = state_load_wait(r->load, t->errstr, sizeof t->errstr);
     int64_t t1 = hf_mono_ms();
-    if (!err && t->def->reindex) {
-        /* Before its first run is ingested, the partition's DB part is empty: a
-         * key's previous value can only be one the reindex itself buffered. */
-        t->fresh_partition = r->ingested ? -1 : r->partition;
-        err = state_load_foreach(r->load, reindex_loaded, r);
-        t->fresh_partition = -1;
-    }
-    if (!err)
-        err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
-    int64_t t2 = hf_mono_ms();
     if (!err)
         err = state_load_ingest(r->load, t->errstr, sizeof t->errstr);
-    r->ingested = r->ingested || !err;
     log_debug("task",
               "%s: partition %d: a run of %zu records loaded: waited %lld ms for its sort and "
-              "file, reindex %lld ms, ingest %lld ms",
+              "file, ingest %lld ms",
               t->def->name, r->partition, r->sealed_records, (long long)(t1 - t0),
-              (long long)(t2 - t1), (long long)(hf_mono_ms() - t2));
+              (long long)(hf_mono_ms() - t1));
     return err;
 }
 
 /* Ends the filling run at changelog offset cl_next: the run before it is
- * finished first (this run's reindex must read its values from the DB), then
- * this one is sorted and written in the background while the next fills. */
+ * finished first (at most one is sealed), then this one is sorted and written
+ * in the background while the next fills. */
 static int restore_run_end(restore_t *r, int64_t cl_next)
 {
     int err = restore_finish_sealed(r);
@@ -1103,7 +1079,7 @@ static int restore_record(void *opaque, const kafka_msg_t *msg)
     if (r->load)
         return restore_record_bulk(r, msg);
     bool applied = false;
-    int err = changelog_apply(t, r->partition, msg, &applied);
+    int err = changelog_apply(t, r->partition, msg, !r->derive_after, &applied);
     if (err || !applied)
         return err;
     if (++r->records % TASK_RESTORE_CHUNK_RECORDS == 0) {
@@ -1162,6 +1138,48 @@ static int check_group_offset(const task_t *t, int32_t p, int64_t group_next, in
     return HF_ERR_CONFIG;
 }
 
+/* The end of a restore that deferred the stage's reindex: one pass over the
+ * partition's keys of each tag the stage derives from, each value given to the
+ * reindex as if the key had none before (a stage's reindex reads no key but
+ * the one it is given, stage.h, and the partition holds no derived state yet),
+ * written every TASK_RESTORE_CHUNK_RECORDS keys. The caller's write, with the
+ * partition's offsets, clears the mark. One scan in key order instead of a
+ * read of each restored key's previous value (a random read once the restored
+ * values outgrow the caches). */
+static int restore_derive(restore_t *r)
+{
+    task_t *t = r->t;
+    int64_t t0 = hf_mono_ms();
+    uint64_t keys = 0;
+    /* The scan reads the DB alone: the records still buffered go first. */
+    int err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    t->fresh_partition = r->partition;
+    for (const char *tag = t->def->reindex_tags; !err && *tag; tag++) {
+        state_iter_t *it = state_iter_new(t->st, NULL, r->partition, tag, 1, false);
+        const void *key = NULL, *val = NULL;
+        size_t key_len = 0, val_len = 0;
+        while (!err && state_iter_next(it, &key, &key_len, &val, &val_len)) {
+            restore_alive(t);
+            kafka_msg_t msg = {.partition = r->partition,
+                               .offset = -1,
+                               .key = key,
+                               .key_len = key_len,
+                               .value = val,
+                               .value_len = val_len};
+            err = reindex_record(t, r->partition, &msg);
+            if (!err && ++keys % TASK_RESTORE_CHUNK_RECORDS == 0)
+                err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+        }
+        state_iter_destroy(it);
+    }
+    t->fresh_partition = -1;
+    if (!err)
+        err = state_buf_set_derive_pending(t->buf, r->partition, false);
+    log_debug("task", "%s: partition %d: derived state rebuilt from %llu keys in %lld ms",
+              t->def->name, r->partition, (unsigned long long)keys, (long long)(hf_mono_ms() - t0));
+    return err;
+}
+
 static int restore_partition(task_t *t, int32_t p, int64_t group_next)
 {
     int64_t input_next = -1, cl_next = -1, current_at_ms = -1;
@@ -1186,8 +1204,18 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
      * tombstone since is still in the changelog), so a crash mid-rebuild can
      * resume it instead of starting over. */
     restore_t r = {t, p, 0, full ? started_ms : current_at_ms, NULL, 0, false};
+    /* From nothing, the stage's derived state waits for one pass at the end,
+     * marked before any value lands (a restart resumes and still derives). */
+    if (full && t->def->reindex) {
+        err = state_buf_set_derive_pending(t->buf, p, true);
+        if (!err)
+            err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    } else if (t->def->reindex) {
+        err = state_get_derive_pending(t->st, p, &r.derive_after);
+    }
+    r.derive_after = r.derive_after || (full && t->def->reindex);
     /* From nothing, the whole changelog: a bulk load (state_load.h). */
-    if (full)
+    if (full && !err)
         err = state_load_new(t->st, p, (size_t)t->o.cfg->restore_run_mib << 20, &r.load, t->errstr,
                              sizeof t->errstr);
     int64_t next = -1;
@@ -1199,6 +1227,8 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
         err = restore_run_end(&r, next);
     if (!err && r.load)
         err = restore_finish_sealed(&r);
+    if (!err && r.derive_after)
+        err = restore_derive(&r);
     uint64_t files = r.load ? state_load_files(r.load) : 0;
     state_load_destroy(r.load);
     if (!err)
@@ -1651,7 +1681,7 @@ static int standby_apply(task_t *t, const int64_t *eof, uint64_t *applied_out)
             o->epoch[p] != t->sb_epoch[p] || m->offset < t->cl_next[p])
             continue; /* owned here now, or already in the state */
         bool ok = false;
-        err = changelog_apply(t, p, m, &ok);
+        err = changelog_apply(t, p, m, true, &ok);
         applied += ok;
         t->sb_applied[p] += ok;
         t->cl_next[p] = m->offset + 1;

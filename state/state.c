@@ -504,6 +504,32 @@ fail:
     return err;
 }
 
+int state_buf_set_derive_pending(state_buf_t *buf, int32_t partition, bool pending)
+{
+    hf_assert(buf != NULL);
+    if (partition < 0)
+        return HF_ERR_INVAL;
+    uint8_t sk[STATE_KEY_LEN_MAX];
+    size_t sk_len =
+        state_key_encode(partition, state_derive_suffix, sizeof state_derive_suffix, sk);
+    return wbuf_set(buf->wb, sk, sk_len, pending ? "1" : NULL, pending ? 1 : 0);
+}
+
+int state_get_derive_pending(state_t *st, int32_t partition, bool *pending)
+{
+    hf_assert(st != NULL && pending != NULL);
+    *pending = false;
+    if (partition < 0)
+        return HF_ERR_INVAL;
+    uint8_t sk[STATE_KEY_LEN_MAX], v[8];
+    size_t sk_len =
+        state_key_encode(partition, state_derive_suffix, sizeof state_derive_suffix, sk);
+    size_t v_len = 0;
+    int err = state_get_db(st, sk, sk_len, v, sizeof v, &v_len);
+    *pending = err == HF_OK;
+    return err == HF_ERR_NOTFOUND ? HF_OK : err;
+}
+
 int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset,
                       int64_t *changelog_next_offset, int64_t *current_at_ms)
 {

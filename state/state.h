@@ -76,6 +76,16 @@ int state_buf_set_offsets(state_buf_t *buf, int32_t partition, int64_t input_nex
 int state_get_offsets(state_t *st, int32_t partition, int64_t *input_next_offset,
                       int64_t *changelog_next_offset, int64_t *current_at_ms) HF_MUST_CHECK;
 
+/* Marks partition's derived state (a stage's local indexes, which its reindex
+ * rebuilds from the values) as still to be derived, or clears the mark: a full
+ * restore sets it before it loads the first values and clears it in the write
+ * of the pass that derived them all, so a process killed in between derives
+ * them on its next restore. Stored by the same atomic write as buf;
+ * state_drop_partition removes it. */
+int state_buf_set_derive_pending(state_buf_t *buf, int32_t partition, bool pending) HF_MUST_CHECK;
+/* Whether the mark is set in the DB. */
+int state_get_derive_pending(state_t *st, int32_t partition, bool *pending) HF_MUST_CHECK;
+
 /* Applies buf to the DB atomically and clears it. */
 int state_buf_write(state_t *st, state_buf_t *buf, char *errstr, size_t errstr_size) HF_MUST_CHECK;
 

@@ -37,6 +37,9 @@ enum {
 };
 
 static const uint8_t state_offsets_suffix[] = {STATE_RESERVED_BYTE, 'M', 'O'};
+/* Present while a partition's derived state is still to be derived (state.h
+ * state_buf_set_derive_pending); its value is not read. */
+static const uint8_t state_derive_suffix[] = {STATE_RESERVED_BYTE, 'M', 'D'};
 
 _Static_assert(STATE_RESERVED_BYTE < ' ', "reserved keys sort below printable tags");
 _Static_assert(STATE_PART_LEN + sizeof(state_offsets_suffix) <= STATE_KEY_LEN_MAX,

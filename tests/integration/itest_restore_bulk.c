@@ -1,8 +1,9 @@
 /* The bulk path of a full restore (state/state_load.h, processor/task.c
  * restore_partition): a counter whose state folder is gone reads its changelog
  * in sorted runs of restore_run_mib (here 1 MiB, so several table files a
- * partition), rebuilds the open-hold index from the hold records of each run,
- * and ingests every run with the partition's offsets. Proved through the real
+ * partition), ingests every run with the partition's offsets, then rebuilds the
+ * open-hold index in one pass over the hold records (the derive mark, state.h).
+ * Proved through the real
  * `holdfast` binary on the real broker:
  *
  *  - restored from nothing in several runs, every pair's counter is what it was
@@ -13,7 +14,8 @@
  *    a right open-hold index finds them);
  *  - killed -9 between two runs, the next start resumes from the changelog
  *    offset the last ingested run brought (an incremental restore of exactly
- *    the records after it), and the state is again right.
+ *    the records after it), and the state is again right: the mark the killed
+ *    restore left makes the resumed one derive the open-hold index too.
  *
  * Each time the restored DB itself is looked at too, after a clean stop: it
  * must hold the changelog's last value of every key and exactly one open-hold
