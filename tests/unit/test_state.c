@@ -378,6 +378,51 @@ static void test_offsets_are_absent_until_their_buffer_is_written(void **ctx)
     state_buf_destroy(buf);
 }
 
+/* A full restore's derive mark: stored by a buffer's write, per partition,
+ * outside every caller key and scan, cleared by a write, gone with a drop, and
+ * kept across a reopen (a killed restore's next start must see it). */
+static void test_derive_mark_is_per_partition_outside_the_keys_and_goes_with_a_drop(void **ctx)
+{
+    fixture_t *f = *ctx;
+    char errstr[256] = "";
+    bool pending = true;
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_false(pending);
+    state_buf_t *buf = state_buf_new(f->st);
+    assert_int_equal(state_buf_set_derive_pending(buf, 5, true), HF_OK);
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_false(pending); /* not before the write */
+    put(buf, 5, "a", "x");
+    assert_int_equal(state_buf_set_offsets(buf, 5, 1, 2, 1000), HF_OK);
+    write_buf(f->st, buf);
+    state_buf_destroy(buf);
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_true(pending);
+    assert_int_equal(state_get_derive_pending(f->st, 6, &pending), HF_OK);
+    assert_false(pending);
+    assert_string_equal(SCAN(f->st, NULL, 5, "", false), "a=x");
+    int64_t in, cl;
+    assert_int_equal(state_get_offsets(f->st, 5, &in, &cl, NULL), HF_OK);
+    assert_int_equal(cl, 2);
+    reopen(f);
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_true(pending);
+    buf = state_buf_new(f->st);
+    assert_int_equal(state_buf_set_derive_pending(buf, 5, false), HF_OK);
+    write_buf(f->st, buf);
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_false(pending);
+    assert_int_equal(state_buf_set_derive_pending(buf, 5, true), HF_OK);
+    write_buf(f->st, buf);
+    if (state_drop_partition(f->st, 5, errstr, sizeof(errstr)) != HF_OK)
+        fail_msg("drop: %s", errstr);
+    assert_int_equal(state_get_derive_pending(f->st, 5, &pending), HF_OK);
+    assert_false(pending);
+    assert_int_equal(state_buf_set_derive_pending(buf, -1, true), HF_ERR_INVAL);
+    assert_int_equal(state_get_derive_pending(f->st, -1, &pending), HF_ERR_INVAL);
+    state_buf_destroy(buf);
+}
+
 static void test_offsets_and_values_survive_close_and_reopen(void **ctx)
 {
     fixture_t *f = *ctx;
@@ -1046,6 +1091,7 @@ int main(void)
         T(test_drop_partition_removes_only_that_partition_and_its_offsets),
         T(test_drop_partition_works_for_the_largest_partition),
         T(test_offsets_are_absent_until_their_buffer_is_written),
+        T(test_derive_mark_is_per_partition_outside_the_keys_and_goes_with_a_drop),
         T(test_offsets_and_values_survive_close_and_reopen),
         T(test_iterator_forward_merges_buffer_over_db),
         T(test_iterator_resumes_after_a_key_through_buffer_and_db),
