@@ -18,9 +18,9 @@
  * partition to: the run is sorted and its file written on a worker thread
  * while the next run fills. Before sealing the next, and at the end: the
  * sealed run's state_load_wait, optionally state_load_foreach to see each key's
- * final record of the run before it is ingested (a stage rebuilds its derived
- * indexes there, reading the previous values still in the DB), then
- * state_load_ingest. The DB may be read and written meanwhile; the partition
+ * final record of the run before it is ingested (what its file holds; the
+ * restore derives a stage's indexes after the last run instead, in one scan of
+ * the DB: processor/task.c restore_derive), then state_load_ingest. The DB may be read and written meanwhile; the partition
  * being loaded should not be written by anyone else.
  *
  * Memory: two runs of up to run_bytes_max (keys, values and 6 bytes a record),
