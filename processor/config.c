@@ -30,6 +30,7 @@ void config_defaults(hf_config_t *cfg)
     cfg->state_memtable_mib = 32;
     cfg->consumer_session_timeout_ms = 3000;
     cfg->consumer_heartbeat_interval_ms = 500;
+    snprintf(cfg->group_protocol, sizeof cfg->group_protocol, "classic");
     cfg->standby_replicas = 1;
     cfg->metrics_port = 0;
     snprintf(cfg->metrics_bind, sizeof cfg->metrics_bind, "127.0.0.1");
@@ -179,6 +180,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(state_memtable_mib, 1, 1024),
     INT_FIELD(consumer_session_timeout_ms, 1000, 300000),
     INT_FIELD(consumer_heartbeat_interval_ms, 100, 100000),
+    STR_FIELD(group_protocol),
     INT_FIELD(standby_replicas, 0, 1),
     INT_FIELD(metrics_port, 0, 65535),
     STR_FIELD(metrics_bind),
@@ -343,6 +345,13 @@ int config_check(const hf_config_t *cfg, char *errstr, size_t errstr_size)
                  "consumer_heartbeat_interval_ms %d must be at most a third of "
                  "consumer_session_timeout_ms %d (e.g. 500 with 3000)",
                  cfg->consumer_heartbeat_interval_ms, cfg->consumer_session_timeout_ms);
+        return HF_ERR_CONFIG;
+    }
+    if (strcmp(cfg->group_protocol, "classic") != 0 &&
+        strcmp(cfg->group_protocol, "consumer") != 0) {
+        snprintf(errstr, errstr_size,
+                 "group_protocol: '%s' is not one of classic, consumer (KIP-848)",
+                 cfg->group_protocol);
         return HF_ERR_CONFIG;
     }
     struct in_addr bind_addr;

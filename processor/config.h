@@ -41,6 +41,11 @@ typedef struct hf_config {
      * consumer_heartbeat_interval_ms (at most a third of the session). */
     int consumer_session_timeout_ms;
     int consumer_heartbeat_interval_ms;
+    /* The group protocol: "classic" (the consumers' own session settings and
+     * range assignor) or "consumer" (KIP-848: the broker assigns with its range
+     * assignor, and holdfast sets the two settings above as the group's
+     * consumer.session.timeout.ms / consumer.heartbeat.interval.ms). */
+    char group_protocol[16];
     /* 1: the process keeps a warm copy of every partition of its stages that
      * it does not own, by following their changelogs (a standby), so a
      * takeover restores only the tail; 0: none (a takeover restores from

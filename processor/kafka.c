@@ -25,6 +25,7 @@ struct kafka_consumer {
     rd_kafka_t *rk;
     kafka_rebalance_t rebalance;
     char group_id[256];
+    bool incremental; /* the consumer protocol: assignments come as deltas */
 };
 
 struct kafka_producer {
@@ -408,6 +409,41 @@ static int fetch_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *part
     }
 }
 
+/* The assignment changes: the whole of it (classic, eager), or the partitions
+ * added or taken (consumer protocol, incremental). A failure leaves the
+ * consumer's assignment unknown: fatal, as a failed restore is. */
+static void assign(kafka_consumer_t *kc, rd_kafka_topic_partition_list_t *parts)
+{
+    if (!kc->incremental) {
+        rd_kafka_resp_err_t kerr = rd_kafka_assign(kc->rk, parts);
+        if (kerr) {
+            log_error("kafka", "assign: %s; exiting", rd_kafka_err2str(kerr));
+            exit(3);
+        }
+        return;
+    }
+    rd_kafka_error_t *e = rd_kafka_incremental_assign(kc->rk, parts);
+    if (e) {
+        log_error("kafka", "incremental assign: %s; exiting", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        exit(3);
+    }
+}
+
+static void unassign(kafka_consumer_t *kc, rd_kafka_topic_partition_list_t *parts)
+{
+    if (!kc->incremental) {
+        rd_kafka_assign(kc->rk, NULL);
+        return;
+    }
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(kc->rk, parts);
+    if (e) {
+        log_error("kafka", "incremental unassign: %s; exiting", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        exit(3);
+    }
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -442,20 +478,73 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
         /* Consume from the offsets the restore was made against (a partition
          * without one starts where auto.offset.reset says). */
-        rd_kafka_assign(rk, parts);
+        assign(kc, parts);
     } else {
         if (kc->rebalance.on_revoke)
             kc->rebalance.on_revoke(kc->rebalance.opaque, tps, n);
-        rd_kafka_assign(rk, NULL);
+        unassign(kc, parts);
     }
     free(tps);
     free(committed);
 }
 
-int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
-                       const char *group_instance_id, const char *const *topics,
-                       size_t topics_count, const kafka_rebalance_t *rebalance,
-                       kafka_consumer_t **kc_out, char *errstr, size_t errstr_size)
+/* Sets the group's own session settings (the consumer protocol's: the client
+ * may not), before the consumer joins. */
+static int group_session_set(rd_kafka_t *rk, const kafka_group_t *g, char *errstr,
+                             size_t errstr_size)
+{
+    char session[16], heartbeat[16], why[256];
+    snprintf(session, sizeof session, "%d", g->session_timeout_ms);
+    snprintf(heartbeat, sizeof heartbeat, "%d", g->heartbeat_interval_ms);
+    rd_kafka_ConfigResource_t *res =
+        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_GROUP, g->group_id);
+    hf_assert(res);
+    rd_kafka_error_t *e = NULL;
+    if (g->session_timeout_ms > 0)
+        e = rd_kafka_ConfigResource_add_incremental_config(
+            res, "consumer.session.timeout.ms", RD_KAFKA_ALTER_CONFIG_OP_TYPE_SET, session);
+    if (!e && g->heartbeat_interval_ms > 0)
+        e = rd_kafka_ConfigResource_add_incremental_config(
+            res, "consumer.heartbeat.interval.ms", RD_KAFKA_ALTER_CONFIG_OP_TYPE_SET, heartbeat);
+    hf_assert(e == NULL); /* names and values are well formed */
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opts =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_INCREMENTALALTERCONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(opts, 10000, why, sizeof why);
+    rd_kafka_IncrementalAlterConfigs(rk, &res, 1, opts, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 11000);
+    const rd_kafka_IncrementalAlterConfigs_result_t *r =
+        ev ? rd_kafka_event_IncrementalAlterConfigs_result(ev) : NULL;
+    size_t n = 0;
+    const rd_kafka_ConfigResource_t **out =
+        r ? rd_kafka_IncrementalAlterConfigs_result_resources(r, &n) : NULL;
+    const char *failed = !ev                        ? "no answer within 11 s"
+                         : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                         : n != 1                   ? "no result"
+                         : rd_kafka_ConfigResource_error(out[0])
+                             ? rd_kafka_ConfigResource_error_string(out[0])
+                             : NULL;
+    if (failed)
+        snprintf(errstr, errstr_size,
+                 "group %s (group_protocol consumer): the broker refuses "
+                 "consumer.session.timeout.ms=%s / consumer.heartbeat.interval.ms=%s: %s. Set the "
+                 "brokers' group.consumer.min.session.timeout.ms and "
+                 "group.consumer.min.heartbeat.interval.ms at or below "
+                 "consumer_session_timeout_ms and consumer_heartbeat_interval_ms (holdfast's "
+                 "broker scripts use 1000 and 100), raise those two, or use group_protocol classic",
+                 g->group_id, session, heartbeat, failed);
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return failed ? HF_ERR_CONFIG : HF_OK;
+}
+
+int kafka_consumer_new(const kafka_conf_t *conf, const kafka_group_t *group,
+                       const char *const *topics, size_t topics_count,
+                       const kafka_rebalance_t *rebalance, kafka_consumer_t **kc_out, char *errstr,
+                       size_t errstr_size)
 {
     /* read_committed + manual offsets committed inside transactions is the EOS
      * contract; range keeps co-partitioned topics' partition p on one task. */
@@ -470,11 +559,22 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
         "enable.auto.commit=false",
         "enable.auto.offset.store=false",
         "auto.offset.reset=earliest",
+        "fetch.wait.max.ms=100",
+        "fetch.error.backoff.ms=50",
+        NULL,
+    };
+    /* The consumer protocol refuses the session settings and the client-side
+     * assignor: the group has them (group_session_set), and the broker's range
+     * assignor keeps partition p of co-partitioned inputs together too. */
+    const char *const classic[] = {
         "partition.assignment.strategy=range",
         "session.timeout.ms=10000",
         "heartbeat.interval.ms=1000",
-        "fetch.wait.max.ms=100",
-        "fetch.error.backoff.ms=50",
+        NULL,
+    };
+    const char *const consumer[] = {
+        "group.protocol=consumer",
+        "group.remote.assignor=range",
         NULL,
     };
     // clang-format on
@@ -484,11 +584,26 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
     rd_kafka_topic_partition_list_t *subs = NULL;
     if (!kc || !c)
         goto fail;
-    if (conf_set(c, "group.id", group_id, errstr, errstr_size) != HF_OK)
+    char value[32];
+    if (conf_set_all(c, group->consumer_protocol ? consumer : classic, errstr, errstr_size) !=
+        HF_OK)
         goto fail;
-    snprintf(kc->group_id, sizeof kc->group_id, "%s", group_id);
-    if (group_instance_id &&
-        conf_set(c, "group.instance.id", group_instance_id, errstr, errstr_size) != HF_OK)
+    if (!group->consumer_protocol && group->session_timeout_ms > 0) {
+        snprintf(value, sizeof value, "%d", group->session_timeout_ms);
+        if (conf_set(c, "session.timeout.ms", value, errstr, errstr_size) != HF_OK)
+            goto fail;
+    }
+    if (!group->consumer_protocol && group->heartbeat_interval_ms > 0) {
+        snprintf(value, sizeof value, "%d", group->heartbeat_interval_ms);
+        if (conf_set(c, "heartbeat.interval.ms", value, errstr, errstr_size) != HF_OK)
+            goto fail;
+    }
+    if (conf_set(c, "group.id", group->group_id, errstr, errstr_size) != HF_OK)
+        goto fail;
+    snprintf(kc->group_id, sizeof kc->group_id, "%s", group->group_id);
+    kc->incremental = group->consumer_protocol;
+    if (group->instance_id &&
+        conf_set(c, "group.instance.id", group->instance_id, errstr, errstr_size) != HF_OK)
         goto fail;
     if (rebalance)
         kc->rebalance = *rebalance;
@@ -500,6 +615,11 @@ int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
         goto fail;
     }
     c = NULL; /* owned by rk now */
+    if (group->consumer_protocol &&
+        (group->session_timeout_ms > 0 || group->heartbeat_interval_ms > 0) &&
+        (err = group_session_set(kc->rk, group, errstr, errstr_size)) != HF_OK)
+        goto fail;
+    err = HF_ERR_KAFKA;
     rd_kafka_poll_set_consumer(kc->rk);
     subs = rd_kafka_topic_partition_list_new((int)topics_count);
     for (size_t i = 0; i < topics_count; i++)

@@ -108,14 +108,32 @@ int kafka_client_config_load(const char *path, const char *overrides, char *errs
  * HOLDFAST_KAFKA_OVERRIDES (a list). For hfctl, hfbench and test drivers. */
 int kafka_client_config_from_env(char *errstr, size_t errstr_size) HF_MUST_CHECK;
 
-/* ---- group consumer: read_committed, manual offsets, eager range assignor */
+/* ---- group consumer: read_committed, manual offsets, range assignment */
 
-/* group_instance_id (may be NULL) enables static membership, so a restarted
- * instance takes its partitions back without waiting for a session timeout. */
-int kafka_consumer_new(const kafka_conf_t *conf, const char *group_id,
-                       const char *group_instance_id, const char *const *topics,
-                       size_t topics_count, const kafka_rebalance_t *rebalance,
-                       kafka_consumer_t **kc_out, char *errstr, size_t errstr_size) HF_MUST_CHECK;
+/* The group a consumer joins and how. */
+typedef struct {
+    const char *group_id;
+    /* May be NULL; enables static membership, so a restarted instance takes
+     * its partitions back without waiting for a session timeout (classic; under
+     * the consumer protocol a member that comes back before its old session
+     * ended is refused with UNRELEASED_INSTANCE_ID, a fatal error). */
+    const char *instance_id;
+    /* false: the classic protocol, the eager range assignor run by a member,
+     * and the session settings below set on the client. true: KIP-848's
+     * consumer protocol: the broker's range assignor, incremental assignment,
+     * and the settings below set on the group itself before joining
+     * (IncrementalAlterConfigs of consumer.session.timeout.ms and
+     * consumer.heartbeat.interval.ms: the brokers' group.consumer.min.* bounds
+     * must allow them). */
+    bool consumer_protocol;
+    int session_timeout_ms;    /* 0: the default (10000 classic, the broker's otherwise) */
+    int heartbeat_interval_ms; /* 0: likewise (1000 classic) */
+} kafka_group_t;
+
+int kafka_consumer_new(const kafka_conf_t *conf, const kafka_group_t *group,
+                       const char *const *topics, size_t topics_count,
+                       const kafka_rebalance_t *rebalance, kafka_consumer_t **kc_out, char *errstr,
+                       size_t errstr_size) HF_MUST_CHECK;
 /* Returns 1 with *msg set, 0 on timeout, or an error. */
 int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;

@@ -53,6 +53,8 @@ static const reserved_t reserved[] = {
     {"group.id", "holdfast derives it from app_id and the stage"},
     {"group.instance.id", "holdfast derives it from instance_id (static membership)"},
     {"partition.assignment.strategy", "range keeps partition p of every input on one task"},
+    {"group.remote.assignor", "range keeps partition p of every input on one task"},
+    {"group.protocol", "holdfast's group_protocol setting chooses it"},
     {"enable.partition.eof", "restores stop at the end-of-partition event"},
 };
 

@@ -116,6 +116,7 @@ struct task {
 
     bool owned[HF_PARTITIONS_MAX];
     bool revoked;                          /* set by on_revoke, consumed by gather */
+    bool revoked_p[HF_PARTITIONS_MAX];     /* which partitions, since gather last looked */
     int64_t input_next[HF_PARTITIONS_MAX]; /* primary input topic, for state */
     int metrics;                           /* this stage's slot in metrics.h */
     int64_t cl_next[HF_PARTITIONS_MAX];    /* changelog offset state reflects */
@@ -1377,24 +1378,52 @@ static int on_assign(void *opaque, const kafka_tp_t *tps, const int64_t *committ
     return HF_OK;
 }
 
+/* The partitions in tps are taken away: all of the assignment (classic,
+ * eager) or some (the consumer protocol, incremental). State stays on disk:
+ * when a partition comes back, restore resumes from the changelog offset it
+ * reflects instead of replaying everything. */
 static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
 {
     task_t *t = opaque;
-    t->revoked = true;
-    /* State stays on disk: when the partition comes back, restore resumes from the
-     * changelog offset it reflects instead of replaying everything. */
-    int64_t owned = 0;
-    for (int32_t p = 0; p < HF_PARTITIONS_MAX; p++) {
-        owned += t->owned[p];
-        if (t->owned[p]) { /* its state is written: gather polls between batches */
-            owners_release(t->o.owners, p);
-            metrics_partition_gone(t->metrics, p);
-        }
+    int64_t released = 0;
+    for (size_t i = 0; i < count; i++) {
+        int32_t p = tps[i].partition;
+        if (p < 0 || p >= HF_PARTITIONS_MAX)
+            continue;
+        t->revoked = true;
+        t->revoked_p[p] = true;
+        if (!t->owned[p])
+            continue; /* co-partitioned topics share partition p */
+        /* Its state is written: gather polls between batches. */
+        owners_release(t->o.owners, p);
+        metrics_partition_gone(t->metrics, p);
+        t->owned[p] = false;
         t->assigned_at_ms[p] = 0;
+        released++;
     }
-    metrics_add_partitions(t->metrics, -owned);
-    memset(t->owned, 0, sizeof t->owned);
+    metrics_add_partitions(t->metrics, -released);
     log_info("task", "%s: %zu partitions revoked", t->def->name, count);
+}
+
+/* After a revoke: the records gathered from a revoked partition go (it may
+ * belong to another task now, and its position was reset, so a later
+ * assignment fetches them again from the committed offsets); those of
+ * partitions kept (an incremental revoke) stay, since nothing fetches them
+ * again. The records from index keep on came after the callbacks. */
+static void drop_revoked(task_t *t, size_t keep)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->msgs_count; i++) {
+        int32_t p = t->msgs[i].partition;
+        bool gone = i < keep && p >= 0 && p < HF_PARTITIONS_MAX && t->revoked_p[p];
+        if (gone)
+            kafka_msg_release(&t->msgs[i]);
+        else
+            t->msgs[n++] = t->msgs[i];
+    }
+    t->msgs_count = n;
+    t->revoked = false;
+    memset(t->revoked_p, 0, sizeof t->revoked_p);
 }
 
 /* ---- the loop */
@@ -1424,15 +1453,12 @@ static int gather(task_t *t)
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
         if (t->revoked) {
-            /* Records gathered before a revoke may belong to another task now;
-             * the revoke reset their partitions' positions, so a later assignment
-             * fetches them again from the committed offsets. A record this poll
-             * returned came after the callbacks and belongs to the new assignment. */
-            t->revoked = false;
-            kafka_msg_t current = t->msgs[t->msgs_count];
-            release_msgs(t, t->msgs_count);
+            /* A record this poll returned came after the callbacks and belongs
+             * to the new assignment. */
+            size_t before = t->msgs_count;
             if (rc == 1)
-                t->msgs[t->msgs_count++] = current;
+                t->msgs_count++;
+            drop_revoked(t, before);
             started = hf_mono_ms();
             continue;
         }
@@ -1870,16 +1896,15 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
                             .opaque = t,
                             .committed_timeout_ms = 2 * cfg->transaction_timeout_ms + 10000};
     /* The session decides how soon the others take over after this process
-     * dies (config.h): the consumer's own client settings. */
-    char session[64], heartbeat[64];
-    snprintf(session, sizeof session, "session.timeout.ms=%d", cfg->consumer_session_timeout_ms);
-    snprintf(heartbeat, sizeof heartbeat, "heartbeat.interval.ms=%d",
-             cfg->consumer_heartbeat_interval_ms);
-    const char *const consumer_overrides[] = {session, heartbeat, NULL};
-    kafka_conf_t cconf = t->kconf;
-    cconf.overrides = consumer_overrides;
-    err = kafka_consumer_new(&cconf, t->group_id, t->txn_id, t->inputs, t->def->input_topics_count,
-                             &rb, &t->kc, errstr, errstr_size);
+     * dies (config.h): the consumer's settings under the classic protocol, the
+     * group's under KIP-848's. */
+    kafka_group_t group = {.group_id = t->group_id,
+                           .instance_id = t->txn_id,
+                           .consumer_protocol = strcmp(cfg->group_protocol, "consumer") == 0,
+                           .session_timeout_ms = cfg->consumer_session_timeout_ms,
+                           .heartbeat_interval_ms = cfg->consumer_heartbeat_interval_ms};
+    err = kafka_consumer_new(&t->kconf, &group, t->inputs, t->def->input_topics_count, &rb, &t->kc,
+                             errstr, errstr_size);
     if (err)
         goto fail;
     *t_out = t;

@@ -512,9 +512,9 @@ static void test_a_fenced_task_recovers_inside_the_process(void **state)
     const char *topics[] = {topic_name(HF_T_REQUESTS)};
     kafka_rebalance_t rb = {.committed_timeout_ms = 15000};
     kafka_consumer_t *zombie = NULL;
+    kafka_group_t g = {.group_id = group, .instance_id = inst};
     assert_int_equal(
-        kafka_consumer_new(&a.h.kconf, group, inst, topics, 1, &rb, &zombie, errstr, sizeof errstr),
-        HF_OK);
+        kafka_consumer_new(&a.h.kconf, &g, topics, 1, &rb, &zombie, errstr, sizeof errstr), HF_OK);
     for (int i = 0; i < 40; i++) {
         kafka_msg_t m;
         if (kafka_consumer_poll(zombie, 100, &m, errstr, sizeof errstr) == 1)

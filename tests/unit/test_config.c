@@ -101,6 +101,11 @@ static void test_session_heartbeat_and_standby_settings_are_checked(void **state
                    "consumer_session_timeout_ms 3000");
     expect_refused("{\"consumer_session_timeout_ms\": 500}", "consumer_session_timeout_ms");
     expect_refused("{\"standby_replicas\": 2}", "standby_replicas");
+    assert_string_equal(cfg.group_protocol, "classic");
+    assert_int_equal(load("{\"group_protocol\": \"consumer\"}", &cfg), HF_OK);
+    assert_string_equal(cfg.group_protocol, "consumer");
+    expect_refused("{\"group_protocol\": \"cooperative\"}",
+                   "group_protocol: 'cooperative' is not one of classic, consumer");
 }
 
 static void test_reservations_outlive_their_idempotency_records(void **state)

@@ -65,8 +65,9 @@ test_send_offsets_to_a_silent_coordinator_ends_within_the_transaction_timeout(vo
     const char *topics[] = {TOPIC};
     kafka_rebalance_t rb = {.committed_timeout_ms = 10000};
     kafka_consumer_t *cons = NULL;
-    assert_int_equal(
-        kafka_consumer_new(&kc, GROUP, NULL, topics, 1, &rb, &cons, errstr, sizeof errstr), HF_OK);
+    kafka_group_t g = {.group_id = GROUP};
+    assert_int_equal(kafka_consumer_new(&kc, &g, topics, 1, &rb, &cons, errstr, sizeof errstr),
+                     HF_OK);
     assert_int_equal(kafka_txn_begin(kp, errstr, sizeof errstr), HF_OK);
 
     /* Every attempt librdkafka makes within the call meets the same silence. */
