@@ -452,9 +452,13 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     kafka_tp_t *tps = calloc(n ? n : 1, sizeof *tps);
     int64_t *committed = calloc(n ? n : 1, sizeof *committed);
     hf_assert(tps && committed);
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && kc->rebalance.before_assign)
+    /* An empty incremental assignment (one follows each revoke) adds nothing
+     * to fence for; an empty eager one is still this member's view of the
+     * whole group, and under classic the first member fences alone. */
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && (n > 0 || !kc->incremental) &&
+        kc->rebalance.before_assign)
         kc->rebalance.before_assign(kc->rebalance.opaque);
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS &&
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && n > 0 &&
         fetch_committed(rk, parts, kc->rebalance.committed_timeout_ms) != HF_OK) {
         /* Restoring without them could miss a batch a previous owner still
          * commits; a restart tries again. */
@@ -526,12 +530,14 @@ static int group_session_set(rd_kafka_t *rk, const kafka_group_t *g, char *errst
                              : NULL;
     if (failed)
         snprintf(errstr, errstr_size,
-                 "group %s (group_protocol consumer): the broker refuses "
-                 "consumer.session.timeout.ms=%s / consumer.heartbeat.interval.ms=%s: %s. Set the "
-                 "brokers' group.consumer.min.session.timeout.ms and "
-                 "group.consumer.min.heartbeat.interval.ms at or below "
-                 "consumer_session_timeout_ms and consumer_heartbeat_interval_ms (holdfast's "
-                 "broker scripts use 1000 and 100), raise those two, or use group_protocol classic",
+                 "group %s (group_protocol consumer): setting the group's "
+                 "consumer.session.timeout.ms=%s / consumer.heartbeat.interval.ms=%s failed: %s. "
+                 "Below the brokers' group.consumer.min.session.timeout.ms or "
+                 "group.consumer.min.heartbeat.interval.ms (45000 and 5000 by default; holdfast's "
+                 "broker scripts use 1000 and 100): lower those or raise "
+                 "consumer_session_timeout_ms / consumer_heartbeat_interval_ms; not authorized: "
+                 "grant ALTER_CONFIGS on the group; a broker before Kafka 4.0: use "
+                 "group_protocol classic",
                  g->group_id, session, heartbeat, failed);
     if (ev)
         rd_kafka_event_destroy(ev);
@@ -640,6 +646,11 @@ fail:
         rd_kafka_destroy(kc->rk);
     free(kc);
     return err;
+}
+
+bool kafka_consumer_incremental(const kafka_consumer_t *kc)
+{
+    return kc->incremental;
 }
 
 int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,

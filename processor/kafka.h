@@ -134,6 +134,9 @@ int kafka_consumer_new(const kafka_conf_t *conf, const kafka_group_t *group,
                        const char *const *topics, size_t topics_count,
                        const kafka_rebalance_t *rebalance, kafka_consumer_t **kc_out, char *errstr,
                        size_t errstr_size) HF_MUST_CHECK;
+/* Whether assignments come as deltas (the consumer protocol): a member is then
+ * called back only when its own assignment changes, never for an empty one. */
+bool kafka_consumer_incremental(const kafka_consumer_t *kc);
 /* Returns 1 with *msg set, 0 on timeout, or an error. */
 int kafka_consumer_poll(kafka_consumer_t *kc, int timeout_ms, kafka_msg_t *msg, char *errstr,
                         size_t errstr_size) HF_MUST_CHECK;

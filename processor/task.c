@@ -160,6 +160,7 @@ struct task {
     /* Epoch ms at which each partition's assignment began, until its first
      * record is applied (then 0): the takeover time in the log. */
     int64_t assigned_at_ms[HF_PARTITIONS_MAX];
+    int64_t created_mono_ms; /* when the task was made (hf_mono_ms) */
     /* A standby's view: which partitions it follows, at which claim epoch it
      * loaded their stored offsets (cl_next and input_next above hold them), and
      * since when their state is known current. */
@@ -1139,6 +1140,29 @@ static int check_group_offset(const task_t *t, int32_t p, int64_t group_next, in
     return HF_ERR_CONFIG;
 }
 
+/* Deletes partition p's keys that start with tag, written in chunks. */
+static int delete_prefix(task_t *t, int32_t p, char tag)
+{
+    state_iter_t *it = state_iter_new(t->st, NULL, p, &tag, 1, false);
+    hf_assert(it != NULL);
+    const void *key = NULL, *val = NULL;
+    size_t key_len = 0, val_len = 0;
+    uint64_t n = 0;
+    int err = HF_OK;
+    while (!err && state_iter_next(it, &key, &key_len, &val, &val_len)) {
+        err = state_del(t->buf, p, key, key_len);
+        if (!err && ++n % TASK_RESTORE_CHUNK_RECORDS == 0)
+            err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    }
+    state_iter_destroy(it);
+    if (n > 0)
+        log_info("task",
+                 "%s: partition %d: %llu derived keys '%c' of an unfinished restore "
+                 "deleted before they are derived again",
+                 t->def->name, p, (unsigned long long)n, tag);
+    return err;
+}
+
 /* The end of a restore that deferred the stage's reindex: one pass over the
  * partition's keys of each tag the stage derives from, each value given to the
  * reindex as if the key had none before (a stage's reindex reads no key but
@@ -1154,9 +1178,16 @@ static int restore_derive(restore_t *r)
     uint64_t keys = 0;
     /* The scan reads the DB alone: the records still buffered go first. */
     int err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
+    /* Derived keys already there are not the pass's: a pass killed after some
+     * of its writes, or a standby that followed the marked partition with its
+     * reindex, left them, and a record applied since without the reindex may
+     * have made them stale. */
+    for (const char *tag = t->def->local_tags; !err && tag && *tag; tag++)
+        err = delete_prefix(t, r->partition, *tag);
     t->fresh_partition = r->partition;
-    for (const char *tag = t->def->reindex_tags; !err && *tag; tag++) {
+    for (const char *tag = t->def->reindex_tags; !err && tag && *tag; tag++) {
         state_iter_t *it = state_iter_new(t->st, NULL, r->partition, tag, 1, false);
+        hf_assert(it != NULL);
         const void *key = NULL, *val = NULL;
         size_t key_len = 0, val_len = 0;
         while (!err && state_iter_next(it, &key, &key_len, &val, &val_len)) {
@@ -1213,6 +1244,8 @@ static int restore_partition(task_t *t, int32_t p, int64_t group_next)
             err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     } else if (t->def->reindex) {
         err = state_get_derive_pending(t->st, p, &r.derive_after);
+        if (err)
+            snprintf(t->errstr, sizeof t->errstr, "reading the derive mark: %s", hf_err_name(err));
     }
     r.derive_after = r.derive_after || (full && t->def->reindex);
     /* From nothing, the whole changelog: a bulk load (state_load.h). */
@@ -1313,8 +1346,11 @@ static void fence_departed(void *opaque)
         count = TASK_GROUP_MEMBERS_MAX;
     char prefix[160];
     snprintf(prefix, sizeof prefix, "%s-%s-", t->o.cfg->app_id, t->def->name);
+    /* Classic: every member sees every rebalance, so the first fences alone.
+     * Incremental (KIP-848): only members whose assignment changes are called,
+     * with partitions (kafka.c skips this for empty ones): each fences. */
     bool first = true;
-    for (size_t j = 0; j < count && first; j++)
+    for (size_t j = 0; j < count && first && !kafka_consumer_incremental(t->kc); j++)
         first = strcmp(t->txn_id, now[j]) <= 0;
     for (size_t i = 0; i < t->members_count && first; i++) {
         const char *id = t->members[i];
@@ -1428,6 +1464,20 @@ static void drop_revoked(task_t *t, size_t keep)
 
 /* ---- the loop */
 
+/* Under the consumer protocol a member given nothing is never called back (no
+ * change to report), so the standby, which waits for a first assignment, is
+ * let go once a session has passed without one. */
+static void standby_start_unassigned(task_t *t)
+{
+    task_owners_t *o = t->o.owners;
+    if (!o || !kafka_consumer_incremental(t->kc) || atomic_load(&o->assigned) ||
+        hf_mono_ms() - t->created_mono_ms < t->o.cfg->consumer_session_timeout_ms)
+        return;
+    atomic_store(&o->assigned, true);
+    log_info("task", "%s: no partitions assigned %d ms after joining: the standby starts",
+             t->def->name, t->o.cfg->consumer_session_timeout_ms);
+}
+
 /* Appends what the consumer has to t->msgs: waits for the first record (bounded by
  * idle_poll_ms), then takes whatever else is already there without waiting — or,
  * while the stage's pacing asks for a wait (pacing.h: a configured floor after
@@ -1452,6 +1502,7 @@ static int gather(task_t *t)
                                 : pacing_wait_max_ms(&t->pacing));
         int rc = kafka_consumer_poll(t->kc, timeout, &t->msgs[t->msgs_count], t->errstr,
                                      sizeof t->errstr);
+        standby_start_unassigned(t);
         if (t->revoked) {
             /* A record this poll returned came after the callbacks and belongs
              * to the new assignment. */
@@ -1837,6 +1888,7 @@ int task_new(const task_opts_t *opts, task_t **t_out, char *errstr, size_t errst
     t->st = opts->st;
     t->ctx.t = t;
     t->fresh_partition = -1;
+    t->created_mono_ms = hf_mono_ms();
     hf_assert(t->def->input_topics_count <= TASK_INPUT_TOPICS_MAX);
     hf_assert(!t->def->init || opts->env); /* built before any task starts (main.c) */
     for (int p = 0; p < HF_PARTITIONS_MAX; p++) {

@@ -15,7 +15,10 @@
  *  - killed -9 between two runs, the next start resumes from the changelog
  *    offset the last ingested run brought (an incremental restore of exactly
  *    the records after it), and the state is again right: the mark the killed
- *    restore left makes the resumed one derive the open-hold index too.
+ *    restore left makes the resumed one derive the open-hold index too;
+ *  - a restore that finds the mark with a stale index entry beside it (what a
+ *    pass killed after some writes, or a standby following the partition, can
+ *    leave) deletes the entry and derives the index again from nothing.
  *
  * Each time the restored DB itself is looked at too, after a clean stop: it
  * must hold the changelog's last value of every key and exactly one open-hold
@@ -1090,11 +1093,61 @@ static void test_a_restore_killed_between_runs_resumes_after_the_last_one(void *
     dataset_free(&d);
 }
 
+/* ---- 3. a derive mark left with stale index entries */
+
+/* Leaves the stopped counter's DB the way a restore killed in its derive pass,
+ * or a standby that followed the marked partition with its reindex, can: the
+ * derive mark set, and an open-hold index entry no open hold has. */
+static void plant_stale_index_entry(const dataset_t *d, int32_t p)
+{
+    char path[600], errstr[512];
+    snprintf(path, sizeof path, "%s/state-a/counter-a", d->h.workdir);
+    state_t *st = NULL;
+    if (state_open(path, NULL, &st, errstr, sizeof errstr) != HF_OK)
+        fail_msg("cannot open %s: %s", path, errstr);
+    state_buf_t *buf = state_buf_new(st);
+    static const char stale[] = "OWB0|restore-bulk-stale|\0\0\0\0\0\0\0\1";
+    assert_int_equal(state_put(buf, p, stale, sizeof stale - 1, "0|stale", 7), HF_OK);
+    assert_int_equal(state_buf_set_derive_pending(buf, p, true), HF_OK);
+    if (state_buf_write(st, buf, errstr, sizeof errstr) != HF_OK)
+        fail_msg("cannot write %s: %s", path, errstr);
+    state_buf_destroy(buf);
+    state_close(st);
+}
+
+static void test_a_marked_partition_derives_its_index_again_from_nothing(void **state)
+{
+    (void)state;
+    static dataset_t d;
+    memset(&d, 0, sizeof d);
+    populate(&d, "rbulk-mark");
+    plant_stale_index_entry(&d, 0);
+    long start = log_size(&d.h, "a");
+    pid_t pid = harness_start_with(&d.h, "a", "counter", RB_CONFIG);
+    restored_t rs[PARTS_MAX];
+    wait_restored(&d.h, pid, start, d.parts, rs);
+    assert_true(rs[0].from > 0); /* an incremental restore: its offsets were current */
+    assert_int_equal(harness_stop(pid), 0);
+    /* The stale entry went, every open hold's is back, and the mark is cleared. */
+    check_state_db(&d, "after a restore that found the derive mark");
+    char path[600], errstr[512];
+    snprintf(path, sizeof path, "%s/state-a/counter-a", d.h.workdir);
+    state_t *st = NULL;
+    if (state_open(path, NULL, &st, errstr, sizeof errstr) != HF_OK)
+        fail_msg("cannot open %s: %s", path, errstr);
+    bool pending = true;
+    assert_int_equal(state_get_derive_pending(st, 0, &pending), HF_OK);
+    assert_false(pending);
+    state_close(st);
+    dataset_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_restore_loads_runs_and_rebuilds_the_open_hold_index),
         cmocka_unit_test(test_a_restore_killed_between_runs_resumes_after_the_last_one),
+        cmocka_unit_test(test_a_marked_partition_derives_its_index_again_from_nothing),
     };
     return cmocka_run_group_tests_name("bulk restore on a real broker", tests, NULL, NULL);
 }

@@ -173,8 +173,7 @@ static void test_a_joining_member_takes_only_what_moves_and_keeps_partitions_tog
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(
-            test_a_joining_member_takes_only_what_moves_and_keeps_partitions_together),
+        cmocka_unit_test(test_a_joining_member_takes_only_what_moves_and_keeps_partitions_together),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
