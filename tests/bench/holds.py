@@ -31,7 +31,8 @@ Printed beside them: the broker (version, heap, age), its ceiling (HOLDS_CEILING
 15, 0: none), cores of the broker and the stages over each load.
 Env (defaults): HOLDS_N 10000000, HOLDS_RATE 3000, HOLDS_TTL_MS, HOLDS_SKUS 100000,
 HOLDS_PER_SKU 5, HOLDS_STOCK 1000000, HOLDS_LOAD_RATE 1000, HOLDS_LOAD_SECONDS 20,
-HOLDS_CONFIG (JSON merged into each stage's config), HOLDS_RECONCILE_MEMORY_MB 2048,
+HOLDS_CONFIG (JSON merged into each stage's config), HOLDS_RECONCILE_MEMORY_MB (700 a
+million holds, at least 2048),
 HOLDS_OUT build/bench, HOLDFAST_BOOTSTRAP."""
 import json
 import os
@@ -52,7 +53,9 @@ STOCK = pl.env_int("HOLDS_STOCK", 1000000)
 LOAD_RATE = pl.env_int("HOLDS_LOAD_RATE", 1000)
 LOAD_S = pl.env_int("HOLDS_LOAD_SECONDS", 20)
 CONFIG = json.loads(pl.env("HOLDS_CONFIG", "{}"))
-RECONCILE_MEMORY_MB = pl.env_int("HOLDS_RECONCILE_MEMORY_MB", 2048)
+# The replay keeps every reservation's record in memory whatever the shards (hfctl
+# estimates ~420 MiB a million; 2048 refused 10M on 2026-12-07): 700 MiB a million.
+RECONCILE_MEMORY_MB = pl.env_int("HOLDS_RECONCILE_MEMORY_MB", max(2048, 700 * -(-N // 1000000)))
 CEILING_S = pl.env_int("HOLDS_CEILING_SECONDS", 15)
 OUT_DIR = pl.env("HOLDS_OUT", "build/bench")
 BUILD_S = -(-N // RATE)
