@@ -1422,6 +1422,8 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
 {
     task_t *t = opaque;
     int64_t released = 0;
+    char list[256] = ""; /* which: the fault suites follow ownership by it */
+    size_t at = 0;
     for (size_t i = 0; i < count; i++) {
         int32_t p = tps[i].partition;
         if (p < 0 || p >= HF_PARTITIONS_MAX)
@@ -1436,9 +1438,12 @@ static void on_revoke(void *opaque, const kafka_tp_t *tps, size_t count)
         t->owned[p] = false;
         t->assigned_at_ms[p] = 0;
         released++;
+        int n = at < sizeof list ? snprintf(list + at, sizeof list - at, " %d", p) : 0;
+        at += n > 0 ? (size_t)n : 0;
     }
     metrics_add_partitions(t->metrics, -released);
-    log_info("task", "%s: %zu partitions revoked", t->def->name, count);
+    log_info("task", "%s: %zu partitions revoked (released:%s)", t->def->name, count,
+             at < sizeof list ? list : " ...");
 }
 
 /* After a revoke: the records gathered from a revoked partition go (it may

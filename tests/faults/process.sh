@@ -68,11 +68,14 @@ echo "${FT_CONFIG:-$default_config}" >"$FT_WORK/config.json"
 log_lines() { wc -l <"$FT_WORK/$1.log"; }
 
 # current INSTANCE STAGE: the partitions of STAGE the instance holds now: those
-# restored after its last revocation (eager protocol: every rebalance revokes
-# all) or its last start.
+# restored since its last start and not released since (the revoke line names
+# them: all of them under the classic protocol's eager rebalances, some under
+# the consumer protocol's incremental ones).
 current() {
   awk -v st="$2" '
-    index($0, "\"msg\":\"" st ": ") && / partitions revoked/ { delete have }
+    index($0, "\"msg\":\"" st ": ") && / partitions revoked/ {
+      s = $0; sub(/.*\(released:/, "", s); sub(/\).*/, "", s)
+      n = split(s, gone, " "); for (k = 1; k <= n; k++) delete have[gone[k]] }
     index($0, "\"comp\":\"faults\"") && /"msg":"start #/ { delete have }
     index($0, "\"msg\":\"" st ": partition ") && / restored: / {
       s = $0; sub(/.*partition /, "", s); sub(/ .*/, "", s); have[s] = 1 }
