@@ -625,7 +625,6 @@ int kafka_consumer_new(const kafka_conf_t *conf, const kafka_group_t *group,
         (group->session_timeout_ms > 0 || group->heartbeat_interval_ms > 0) &&
         (err = group_session_set(kc->rk, group, errstr, errstr_size)) != HF_OK)
         goto fail;
-    err = HF_ERR_KAFKA;
     rd_kafka_poll_set_consumer(kc->rk);
     subs = rd_kafka_topic_partition_list_new((int)topics_count);
     for (size_t i = 0; i < topics_count; i++)
