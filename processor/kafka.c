@@ -412,33 +412,22 @@ static int fetch_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *part
 /* The assignment changes: the whole of it (classic, eager), or the partitions
  * added or taken (consumer protocol, incremental). A failure leaves the
  * consumer's assignment unknown: fatal, as a failed restore is. */
-static void assign(kafka_consumer_t *kc, rd_kafka_topic_partition_list_t *parts)
+static void assignment_change(kafka_consumer_t *kc, rd_kafka_topic_partition_list_t *parts,
+                              bool add)
 {
     if (!kc->incremental) {
-        rd_kafka_resp_err_t kerr = rd_kafka_assign(kc->rk, parts);
-        if (kerr) {
+        rd_kafka_resp_err_t kerr = rd_kafka_assign(kc->rk, add ? parts : NULL);
+        if (kerr && add) {
             log_error("kafka", "assign: %s; exiting", rd_kafka_err2str(kerr));
             exit(3);
         }
         return;
     }
-    rd_kafka_error_t *e = rd_kafka_incremental_assign(kc->rk, parts);
+    rd_kafka_error_t *e = add ? rd_kafka_incremental_assign(kc->rk, parts)
+                              : rd_kafka_incremental_unassign(kc->rk, parts);
     if (e) {
-        log_error("kafka", "incremental assign: %s; exiting", rd_kafka_error_string(e));
-        rd_kafka_error_destroy(e);
-        exit(3);
-    }
-}
-
-static void unassign(kafka_consumer_t *kc, rd_kafka_topic_partition_list_t *parts)
-{
-    if (!kc->incremental) {
-        rd_kafka_assign(kc->rk, NULL);
-        return;
-    }
-    rd_kafka_error_t *e = rd_kafka_incremental_unassign(kc->rk, parts);
-    if (e) {
-        log_error("kafka", "incremental unassign: %s; exiting", rd_kafka_error_string(e));
+        log_error("kafka", "incremental %s: %s; exiting", add ? "assign" : "unassign",
+                  rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
         exit(3);
     }
@@ -482,11 +471,11 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
         /* Consume from the offsets the restore was made against (a partition
          * without one starts where auto.offset.reset says). */
-        assign(kc, parts);
+        assignment_change(kc, parts, true);
     } else {
         if (kc->rebalance.on_revoke)
             kc->rebalance.on_revoke(kc->rebalance.opaque, tps, n);
-        unassign(kc, parts);
+        assignment_change(kc, parts, false);
     }
     free(tps);
     free(committed);

@@ -1140,27 +1140,41 @@ static int check_group_offset(const task_t *t, int32_t p, int64_t group_next, in
     return HF_ERR_CONFIG;
 }
 
-/* Deletes partition p's keys that start with tag, written in chunks. */
-static int delete_prefix(task_t *t, int32_t p, char tag)
+/* Calls each(t, p, record) for every key of partition p in the DB (not the
+ * buffer) that starts with tag, writing the buffer every
+ * TASK_RESTORE_CHUNK_RECORDS keys; *count grows by the keys seen. */
+typedef int (*tagged_fn)(task_t *t, int32_t p, const kafka_msg_t *rec);
+static int for_each_tagged(task_t *t, int32_t p, char tag, tagged_fn each, uint64_t *count)
 {
     state_iter_t *it = state_iter_new(t->st, NULL, p, &tag, 1, false);
     hf_assert(it != NULL);
     const void *key = NULL, *val = NULL;
     size_t key_len = 0, val_len = 0;
-    uint64_t n = 0;
     int err = HF_OK;
     while (!err && state_iter_next(it, &key, &key_len, &val, &val_len)) {
-        err = state_del(t->buf, p, key, key_len);
-        if (!err && ++n % TASK_RESTORE_CHUNK_RECORDS == 0)
+        kafka_msg_t rec = {.partition = p,
+                           .offset = -1,
+                           .key = key,
+                           .key_len = key_len,
+                           .value = val,
+                           .value_len = val_len};
+        err = each(t, p, &rec);
+        if (!err && ++*count % TASK_RESTORE_CHUNK_RECORDS == 0)
             err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
     }
     state_iter_destroy(it);
-    if (n > 0)
-        log_info("task",
-                 "%s: partition %d: %llu derived keys '%c' of an unfinished restore "
-                 "deleted before they are derived again",
-                 t->def->name, p, (unsigned long long)n, tag);
     return err;
+}
+
+static int delete_derived(task_t *t, int32_t p, const kafka_msg_t *rec)
+{
+    return state_del(t->buf, p, rec->key, rec->key_len);
+}
+
+static int derive_one(task_t *t, int32_t p, const kafka_msg_t *rec)
+{
+    restore_alive(t);
+    return reindex_record(t, p, rec);
 }
 
 /* The end of a restore that deferred the stage's reindex: one pass over the
@@ -1182,28 +1196,17 @@ static int restore_derive(restore_t *r)
      * of its writes, or a standby that followed the marked partition with its
      * reindex, left them, and a record applied since without the reindex may
      * have made them stale. */
+    uint64_t stale = 0;
     for (const char *tag = t->def->local_tags; !err && tag && *tag; tag++)
-        err = delete_prefix(t, r->partition, *tag);
+        err = for_each_tagged(t, r->partition, *tag, delete_derived, &stale);
+    if (stale > 0)
+        log_info("task",
+                 "%s: partition %d: %llu derived keys of an unfinished restore deleted before "
+                 "they are derived again",
+                 t->def->name, r->partition, (unsigned long long)stale);
     t->fresh_partition = r->partition;
-    for (const char *tag = t->def->reindex_tags; !err && tag && *tag; tag++) {
-        state_iter_t *it = state_iter_new(t->st, NULL, r->partition, tag, 1, false);
-        hf_assert(it != NULL);
-        const void *key = NULL, *val = NULL;
-        size_t key_len = 0, val_len = 0;
-        while (!err && state_iter_next(it, &key, &key_len, &val, &val_len)) {
-            restore_alive(t);
-            kafka_msg_t msg = {.partition = r->partition,
-                               .offset = -1,
-                               .key = key,
-                               .key_len = key_len,
-                               .value = val,
-                               .value_len = val_len};
-            err = reindex_record(t, r->partition, &msg);
-            if (!err && ++keys % TASK_RESTORE_CHUNK_RECORDS == 0)
-                err = state_buf_write(t->st, t->buf, t->errstr, sizeof t->errstr);
-        }
-        state_iter_destroy(it);
-    }
+    for (const char *tag = t->def->reindex_tags; !err && tag && *tag; tag++)
+        err = for_each_tagged(t, r->partition, *tag, derive_one, &keys);
     t->fresh_partition = -1;
     if (!err)
         err = state_buf_set_derive_pending(t->buf, r->partition, false);
