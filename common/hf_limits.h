@@ -130,6 +130,12 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* TTL bounds a request may ask for. */
 #define HF_TTL_MIN_MS                   1000LL
 #define HF_TTL_MAX_MS                   (24LL * 3600 * 1000)
+/* A payment event's reason (bytes): room left in a ledger reason for ours. */
+#define HF_PAYMENT_REASON_LEN_MAX       200
+/* The longest a pending payment may keep a hold, from the reservation's
+ * creation (payment_pending_max_ms): a bank transfer takes a working day or
+ * two; a week of held stock is more than any retailer asked for. */
+#define HF_PAYMENT_PENDING_MAX_MS       (7 * 24 * 3600 * 1000)
 /* Warehouses file size (JSON) the router loads. */
 #define HF_WAREHOUSES_FILE_BYTES_MAX    (1 << 20)
 

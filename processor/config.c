@@ -57,6 +57,9 @@ void config_defaults(hf_config_t *cfg)
     cfg->reservation_retention_ms = 7 * 24 * 3600 * 1000;
     cfg->hold_retention_ms = HF_HOLD_RETENTION_DEFAULT_MS;
     snprintf(cfg->late_payment_policy, sizeof cfg->late_payment_policy, "refund");
+    snprintf(cfg->payment_policy, sizeof cfg->payment_policy, "%s", HF_PAYMENT_POLICY_DEFAULT);
+    cfg->payment_pending_extend_ms = 15 * 60 * 1000;
+    cfg->payment_pending_max_ms = 2 * 3600 * 1000;
     snprintf(cfg->reply_topic_prefix, sizeof cfg->reply_topic_prefix, "holdfast.replies.");
     cfg->result_timeout_ms = 3000;
     /* A SKU taking 50 reserves a second at one gateway partition goes to
@@ -206,6 +209,9 @@ static const config_field_t config_fields[] = {
     INT_FIELD(reservation_retention_ms, 1000, 1814400000),
     INT_FIELD(hold_retention_ms, 1000, 1814400000),
     STR_FIELD(late_payment_policy),
+    STR_FIELD(payment_policy),
+    INT_FIELD(payment_pending_extend_ms, 1000, 86400000),
+    INT_FIELD(payment_pending_max_ms, 1000, HF_PAYMENT_PENDING_MAX_MS),
     STR_FIELD(reply_topic_prefix),
     INT_FIELD(result_timeout_ms, 100, 60000),
     INT_FIELD(view_stale_max_ms, 100, 3600000),

@@ -11,6 +11,10 @@
 
 #define HF_CONFIG_STR_MAX 256
 
+/* What payment events do to their hold unless payment_policy says otherwise. */
+#define HF_PAYMENT_POLICY_DEFAULT                                                                  \
+    "processing=extend,requires_action=extend,failed=keep,canceled=release"
+
 typedef struct hf_config {
     char bootstrap[HF_CONFIG_STR_MAX]; /* "127.0.0.1:9092" */
     char app_id[64];                   /* prefix of group and transactional ids */
@@ -88,9 +92,14 @@ typedef struct hf_config {
     int reservation_retention_ms;          /* how long an ended reservation is kept */
     int hold_retention_ms;                 /* counter: how long a settled hold is kept */
     char late_payment_policy[16];          /* "refund" (flag) or "rereserve" */
-    char reply_topic_prefix[64];           /* reply_to may name topics under it */
-    int result_timeout_ms;                 /* unanswered holds are asked again after it */
-    int route_hint_ttl_ms;                 /* route on a counter's answer this long (0: off) */
+    /* What each payment event does to its hold (gateway/payment_event.c);
+     * HF_PAYMENT_POLICY_DEFAULT applies under it. */
+    char payment_policy[HF_CONFIG_STR_MAX];
+    int payment_pending_extend_ms; /* a pending event holds until now + this ... */
+    int payment_pending_max_ms;    /* ... never past created + this (or the hold deadline) */
+    char reply_topic_prefix[64];   /* reply_to may name topics under it */
+    int result_timeout_ms;         /* unanswered holds are asked again after it */
+    int route_hint_ttl_ms;         /* route on a counter's answer this long (0: off) */
     /* 1: a reservation one hold covers is answered by that hold's counter (two
      * hops: gateway, counter); 0: always by the gateway (three). */
     int reserve_answer_from_counter;

@@ -17,8 +17,16 @@
 #define FLOW_TOPIC_LEN_MAX (HF_TOPIC_LEN_MAX + 1)
 
 /* The request kinds a reply answers (label request). */
-typedef enum { REQ_RESERVE = 0, REQ_COMMIT, REQ_RELEASE, REQ_EXTEND, REQ__COUNT } flow_request_t;
-static const char *const request_names[REQ__COUNT] = {"reserve", "commit", "release", "extend"};
+typedef enum {
+    REQ_RESERVE = 0,
+    REQ_COMMIT,
+    REQ_RELEASE,
+    REQ_EXTEND,
+    REQ_PAYMENT,
+    REQ__COUNT
+} flow_request_t;
+static const char *const request_names[REQ__COUNT] = {"reserve", "commit", "release", "extend",
+                                                      "payment"};
 
 /* Request latency and expiry lag buckets, ms (metrics-spec.md). */
 static const int64_t latency_le_ms[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
@@ -97,6 +105,8 @@ static int request_index(hf_rec_type_t request)
         return REQ_RELEASE;
     case HF_REC_EXTEND:
         return REQ_EXTEND;
+    case HF_REC_PAYMENT_EVENT:
+        return REQ_PAYMENT;
     default:
         return -1;
     }

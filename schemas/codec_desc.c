@@ -349,6 +349,17 @@ static const codec_field_t extend_fields[] = {
 };
 REC_DESC(extend_desc, "Extend", hf_extend_t, extend_fields);
 
+static const codec_field_t payment_event_fields[] = {
+    F_STRING(hf_payment_event_t, reservation_id),
+    F_STRING(hf_payment_event_t, idempotency_key),
+    F_ENUM(hf_payment_event_t, event, hf_payment_event_kind_symbols),
+    F_STRING(hf_payment_event_t, payment_id),
+    F_STRING(hf_payment_event_t, reason),
+    F_STRING(hf_payment_event_t, reply_to),
+    F_LONG(hf_payment_event_t, sent_at_ms),
+};
+REC_DESC(payment_event_desc, "PaymentEvent", hf_payment_event_t, payment_event_fields);
+
 /* ---- escrow */
 
 static const codec_field_t allotment_request_fields[] = {

@@ -48,6 +48,7 @@ extern const char *const hf_signal_kind_symbols[HF_SIGNAL__COUNT];
 extern const char *const hf_res_status_symbols[HF_RES__COUNT];
 extern const char *const hf_hold_ref_status_symbols[HF_HOLD_REF__COUNT];
 extern const char *const hf_rebook_symbols[HF_REBOOK__COUNT];
+extern const char *const hf_payment_event_kind_symbols[HF_PAY__COUNT];
 
 /* ---- field descriptors: one table per struct (schemas/codec_desc.c) */
 

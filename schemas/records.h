@@ -44,7 +44,8 @@ typedef char hf_topic_t[HF_TOPIC_LEN_MAX + 1];
     X(ALLOTMENT_GRANT, AllotmentGrant, hf_allotment_grant_t, allotment_grant)                      \
     X(ALLOTMENT_SALE, AllotmentSale, hf_allotment_sale_t, allotment_sale)                          \
     X(ALLOTMENT_STATE, AllotmentState, hf_allotment_state_t, allotment_state)                      \
-    X(ESCROW_STATE, EscrowState, hf_escrow_state_t, escrow_state)
+    X(ESCROW_STATE, EscrowState, hf_escrow_state_t, escrow_state)                                  \
+    X(PAYMENT_EVENT, PaymentEvent, hf_payment_event_t, payment_event)
 
 typedef enum {
 #define HF_REC_ENUM(UP, Name, type, field) HF_REC_##UP,
@@ -156,6 +157,19 @@ typedef enum {
     HF_LEDGER_LATE_PAYMENT,
     HF_LEDGER__COUNT
 } hf_ledger_kind_t;
+
+/* Avro enum "PaymentEventKind" (PaymentEvent.event): what the payment provider
+ * says happened. UNKNOWN (the schema's default symbol) is what a reader makes
+ * of a symbol appended after it was built. */
+typedef enum {
+    HF_PAY_UNKNOWN = 0,
+    HF_PAY_PROCESSING,      /* pending: a bank transfer, a slow card network */
+    HF_PAY_REQUIRES_ACTION, /* pending: the shopper must act (3-D Secure) */
+    HF_PAY_SUCCEEDED,
+    HF_PAY_FAILED, /* this attempt failed; most providers let the shopper retry */
+    HF_PAY_CANCELED,
+    HF_PAY__COUNT
+} hf_payment_event_kind_t;
 
 /* Avro enum "SignalKind". */
 typedef enum { HF_SIGNAL_SOLD_OUT = 0, HF_SIGNAL_BACK_IN_STOCK, HF_SIGNAL__COUNT } hf_signal_kind_t;
@@ -550,6 +564,18 @@ typedef struct {
     int64_t sent_at_ms;
 } hf_extend_t;
 
+/* Topic holdfast.requests, key reservation_id: a payment provider's event
+ * (idempotency_key is its event id). */
+typedef struct {
+    hf_id_t reservation_id;
+    hf_id_t idempotency_key;
+    hf_payment_event_kind_t event;
+    hf_id_t payment_id;
+    hf_text_t reason; /* the provider's decline or cancellation reason; "" = none */
+    hf_topic_t reply_to;
+    int64_t sent_at_ms;
+} hf_payment_event_t;
+
 /* A record of any type. */
 typedef struct {
     hf_rec_type_t type;
@@ -574,6 +600,11 @@ const char *hf_signal_kind_name(hf_signal_kind_t v);
 const char *hf_res_status_name(hf_res_status_t v);
 const char *hf_hold_ref_status_name(hf_hold_ref_status_t v);
 const char *hf_rebook_name(hf_rebook_t v);
+/* "PROCESSING", ...; hf_payment_event_kind_parse takes the webhook's spelling
+ * ("payment.processing") or the symbol ("PROCESSING"), and answers
+ * HF_PAY_UNKNOWN for anything else. */
+const char *hf_payment_event_kind_name(hf_payment_event_kind_t v);
+hf_payment_event_kind_t hf_payment_event_kind_parse(const char *s);
 /* "Hold", "CommitHold", ... (the Avro record name). */
 const char *hf_rec_type_name(hf_rec_type_t t);
 

@@ -2,6 +2,9 @@
  * symbol tables here are the C side of the Avro enums: codec_init checks them
  * against every schema's symbols, so a drift between records.h and an .avsc file
  * stops the process at start instead of mislabelling records. */
+#include <ctype.h>
+#include <string.h>
+
 #include "codec_internal.h"
 
 /* Defined unsized: their declarations in codec_internal.h carry the records.h
@@ -26,6 +29,8 @@ const char *const hf_res_status_symbols[] = {"PENDING",  "HELD",    "COMMITTED",
                                              "RELEASED", "EXPIRED", "REJECTED"};
 const char *const hf_hold_ref_status_symbols[] = {"HOLD_SENT", "HELD", "REFUSED", "RELEASE_SENT"};
 const char *const hf_rebook_symbols[] = {"NONE", "PENDING", "COMMITTED", "REFUNDED"};
+const char *const hf_payment_event_kind_symbols[] = {"UNKNOWN",   "PROCESSING", "REQUIRES_ACTION",
+                                                     "SUCCEEDED", "FAILED",     "CANCELED"};
 
 static const char *const rec_type_names[HF_REC__COUNT] = {
 #define HF_REC_NAME(UP, Name, type, field) [HF_REC_##UP] = #Name,
@@ -98,6 +103,36 @@ const char *hf_hold_ref_status_name(hf_hold_ref_status_t v)
 const char *hf_rebook_name(hf_rebook_t v)
 {
     return symbol_or_unknown(hf_rebook_symbols, HF_SYMBOLS_COUNT(hf_rebook_symbols), (int)v);
+}
+
+const char *hf_payment_event_kind_name(hf_payment_event_kind_t v)
+{
+    return symbol_or_unknown(hf_payment_event_kind_symbols,
+                             HF_SYMBOLS_COUNT(hf_payment_event_kind_symbols), (int)v);
+}
+
+/* name is sym in lower case ("requires_action" for "REQUIRES_ACTION"). */
+static bool is_lower_of(const char *name, const char *sym)
+{
+    size_t i = 0;
+    while (sym[i] && name[i] == (char)tolower((unsigned char)sym[i]))
+        i++;
+    return !sym[i] && !name[i];
+}
+
+/* The webhook's event types are the symbols in lower case after "payment."
+ * (a provider's own names, such as Stripe's payment_intent.*, are mapped by
+ * the adapter that signs the webhook). */
+hf_payment_event_kind_t hf_payment_event_kind_parse(const char *s)
+{
+    static const char prefix[] = "payment.";
+    bool dotted = strncmp(s, prefix, sizeof prefix - 1) == 0;
+    for (int k = HF_PAY_UNKNOWN + 1; k < HF_PAY__COUNT; k++) {
+        const char *sym = hf_payment_event_kind_symbols[k];
+        if (dotted ? is_lower_of(s + sizeof prefix - 1, sym) : strcmp(s, sym) == 0)
+            return (hf_payment_event_kind_t)k;
+    }
+    return HF_PAY_UNKNOWN;
 }
 
 const char *hf_rec_type_name(hf_rec_type_t t)

@@ -65,6 +65,7 @@ typedef struct {
     const char *partitioner; /* the requests producer's (--partitioner); NULL = murmur2_random */
     int rate, seconds, skus, per_sku, dup_pct, commit_pct, abandon_pct, late_pct, ttl_ms,
         timeout_ms, busy_retries;
+    int declined_pct, canceled_pct; /* payment events: a card declined then another; canceled */
     int64_t stock, doorbuster_stock;
     int burst_factor;
     int door_tail_rate; /* flash-sale: doorbuster shoppers/s after the burst */
@@ -84,7 +85,10 @@ typedef struct {
 typedef struct {
     int64_t intended_ms, reply_ms;
     int8_t outcome; /* -1 = no reply yet */
-    int8_t fate;    /* 0 commit, 1 abandon, 2 let expire, 3 pay after expiry */
+    /* 0 commit, 1 abandon, 2 let expire, 3 pay after expiry, 4 a card declined
+     * (payment.failed) then another paid, 5 payment canceled */
+    int8_t fate;
+    uint8_t settles_sent; /* fate 4 sends two: the failure, then the commit */
     bool doorbuster, built, settled;
     bool resend_unanswered; /* its duplicate was sent and not answered yet */
     uint8_t busy_retries;   /* sends again after a BUSY answer (--busy-retries) */
@@ -119,6 +123,9 @@ static int64_t settle_lat[2][BENCH_SETTLE_SAMPLES_MAX]; /* commit, release */
 static size_t settle_count[2];
 /* Payments sent after their hold expired, and how they were answered. */
 static size_t late_sent, late_committed, late_expired, late_other;
+/* payment.failed events sent (fate 4), answered HELD (the default policy keeps the
+ * hold for the next card) or otherwise; payment.canceled events sent (fate 5). */
+static size_t declined_sent, declined_held, declined_other, canceled_sent;
 static int64_t doorbuster_reject_lat[BENCH_REJECT_SAMPLES_MAX];
 static size_t doorbuster_reject_count;
 static size_t duplicate_mismatches, duplicates_checked, expired_seen;
@@ -210,10 +217,29 @@ static hf_record_t make_reserve(const bench_opts_t *o, int i, unsigned *seed)
     return r;
 }
 
+/* A payment event of kind for reserve i, under the event id "<tag>-<seed>-<i>". */
+static hf_record_t *make_payment_event(const bench_opts_t *o, int i, hf_payment_event_kind_t kind,
+                                       char tag, hf_record_t *r)
+{
+    hf_payment_event_t *p = &hf_record_reset(r, HF_REC_PAYMENT_EVENT)->u.payment_event;
+    snprintf(p->reservation_id, sizeof p->reservation_id, "hb-%u-%d", o->seed, i);
+    snprintf(p->idempotency_key, sizeof p->idempotency_key, "hb%c-%u-%d", tag, o->seed, i);
+    p->event = kind;
+    snprintf(p->payment_id, sizeof p->payment_id, "pay-%u-%d", o->seed, i);
+    snprintf(p->reason, sizeof p->reason, "%s",
+             kind == HF_PAY_FAILED ? "card_declined" : "shopper_canceled");
+    return r;
+}
+
 static hf_record_t make_settle(const bench_opts_t *o, int i)
 {
     static hf_record_t r;
-    if (reqs[i].fate == 0 || reqs[i].fate == 3) {
+    const req_t *q = &reqs[i];
+    if (q->fate == 4 && q->settles_sent == 0)
+        return *make_payment_event(o, i, HF_PAY_FAILED, 'f', &r);
+    if (q->fate == 5)
+        return *make_payment_event(o, i, HF_PAY_CANCELED, 'x', &r);
+    if (q->fate == 0 || q->fate == 3 || q->fate == 4) {
         hf_commit_t *c = &hf_record_reset(&r, HF_REC_COMMIT)->u.commit;
         snprintf(c->reservation_id, sizeof c->reservation_id, "hb-%u-%d", o->seed, i);
         snprintf(c->idempotency_key, sizeof c->idempotency_key, "hbc-%u-%d", o->seed, i);
@@ -265,6 +291,12 @@ static void count_outcome(int i, const hf_reply_t *rep, int64_t now, int64_t lat
         else if (q->fate == 3) /* the payment comes 0.5-1.5 s after the hold expired */
             heap_push(
                 (action_t){now + ttl_ms_global + 500 + rand_r(&settle_seed) % 1000, i, false});
+        else if (q->fate == 4) { /* declined after 50-300 ms, another card 100-400 ms later */
+            int64_t declined_at = now + 50 + rand_r(&settle_seed) % 250;
+            heap_push((action_t){declined_at, i, false});
+            heap_push((action_t){declined_at + 100 + rand_r(&settle_seed) % 300, i, false});
+        } else if (q->fate == 5) /* canceled after 50-1000 ms */
+            heap_push((action_t){now + 50 + rand_r(&settle_seed) % 950, i, false});
     } else if (rep->outcome == HF_REPLY_REJECTED_INSUFFICIENT) {
         s->rejected_insufficient++;
         if (q->doorbuster &&
@@ -342,7 +374,12 @@ static void on_reply(const bench_opts_t *o, const hf_reply_t *rep, int reqs_coun
         return;
     }
     req_t *q = &reqs[i];
-    int kind = rep->idempotency_key[2] == 'c' ? 0 : 1;
+    if (rep->idempotency_key[2] == 'f') { /* the declined card: the hold waits for the next */
+        declined_held += rep->outcome == HF_REPLY_HELD;
+        declined_other += rep->outcome != HF_REPLY_HELD;
+        return;
+    }
+    int kind = rep->idempotency_key[2] == 'c' ? 0 : 1; /* a cancellation releases */
     if (q->settled)
         return;
     q->settled = true;
@@ -524,6 +561,11 @@ static json_t *summary_json(const bench_opts_t *o, int reqs_count)
                                   "p50", (json_int_t)pctl(expiry_lag, expiry_lag_count, 0.50),
                                   "p99", (json_int_t)pctl(expiry_lag, expiry_lag_count, 0.99),
                                   "max", (json_int_t)pctl(expiry_lag, expiry_lag_count, 1.0)));
+    json_object_set_new(
+        j, "payment_events",
+        json_pack("{s:I, s:I, s:I, s:I}", "declined_sent", (json_int_t)declined_sent,
+                  "declined_held", (json_int_t)declined_held, "declined_other",
+                  (json_int_t)declined_other, "canceled_sent", (json_int_t)canceled_sent));
     json_object_set_new(j, "late_payments",
                         json_pack("{s:I, s:I, s:I, s:I}", "sent", (json_int_t)late_sent,
                                   "committed", (json_int_t)late_committed, "expired",
@@ -631,6 +673,10 @@ static int send_due(const bench_opts_t *o, run_t *r, int64_t now)
         }
         hf_record_t s = make_settle(o, a.req);
         late_sent += reqs[a.req].fate == 3;
+        declined_sent += s.type == HF_REC_PAYMENT_EVENT && s.u.payment_event.event == HF_PAY_FAILED;
+        canceled_sent +=
+            s.type == HF_REC_PAYMENT_EVENT && s.u.payment_event.event == HF_PAY_CANCELED;
+        reqs[a.req].settles_sent++;
         reqs[a.req].intended_ms = now; /* settle latency from its own send */
         if (client_send_async(r->c, &s, errstr, sizeof errstr))
             return HF_ERR_KAFKA;
@@ -713,11 +759,15 @@ static int plan(const bench_opts_t *o, unsigned *seed)
         reqs[i].outcome = -1;
         /* A shopper who got a doorbuster nearly always buys it. */
         int f = (int)(rand_r(seed) % 100), commit = door ? 90 : o->commit_pct,
-            abandon = door ? 10 : o->abandon_pct, late = door ? 0 : o->late_pct;
-        reqs[i].fate = f < commit                    ? 0
-                       : f < commit + abandon        ? 1
-                       : f < commit + abandon + late ? 3
-                                                     : 2;
+            abandon = door ? 10 : o->abandon_pct, late = door ? 0 : o->late_pct,
+            declined = door ? 0 : o->declined_pct, canceled = door ? 0 : o->canceled_pct;
+        int settled = commit + abandon + late;
+        reqs[i].fate = f < commit                          ? 0
+                       : f < commit + abandon              ? 1
+                       : f < settled                       ? 3
+                       : f < settled + declined            ? 4
+                       : f < settled + declined + canceled ? 5
+                                                           : 2;
         door ? bi++ : si++;
     }
     return n;
@@ -796,10 +846,11 @@ static int run_bench(const bench_opts_t *o)
     for (size_t i = 0; i < sizeof series / sizeof series[0]; i++)
         series[i].doorbuster_in_stock = -1;
     printf("hfbench %s: %d reserves/s for %d s over %d SKUs (Zipf s=%.2f)%s; fates: %d%% commit, "
-           "%d%% abandon, %d%% pay after expiry, rest expire (ttl %d ms); %d%% duplicates\n",
+           "%d%% abandon, %d%% pay after expiry, %d%% a card declined then another paid, %d%% "
+           "payment canceled, rest expire (ttl %d ms); %d%% duplicates\n",
            o->scenario, o->rate, o->seconds, o->skus, o->zipf_s,
            strcmp(o->scenario, "flash-sale") == 0 ? ", plus a doorbuster burst" : "", o->commit_pct,
-           o->abandon_pct, o->late_pct, o->ttl_ms, o->dup_pct);
+           o->abandon_pct, o->late_pct, o->declined_pct, o->canceled_pct, o->ttl_ms, o->dup_pct);
     /* Past the last send: 3 s for its answer, then (unless --leave-open) the TTL and
      * 6 s for the expiries of the holds left to lapse. */
     int64_t end =
@@ -1642,6 +1693,9 @@ static const hf_cli_opt_t run_opts[] = {
     {"commit-pct", "P", false, "held reserves that are paid (default 60)"},
     {"abandon-pct", "P", false, "held reserves released (default 25)"},
     {"late-pct", "P", false, "held reserves paid after they expired (default 0)"},
+    {"declined-pct", "P", false,
+     "held reserves whose card is declined (payment.failed), then paid with another (default 0)"},
+    {"canceled-pct", "P", false, "held reserves whose payment is canceled (default 0)"},
     {"ttl-ms", "T", false, "TTL of the holds left to expire (default 3000, at most 86400000)"},
     {"leave-open", NULL, false,
      "end once every reserve is answered, without waiting for the holds left to expire "
@@ -1775,11 +1829,13 @@ static int apply_opts(const hf_cli_args_t *a, bench_opts_t *o)
         int_opt(a, "commit-pct", 0, 100, &o->commit_pct) ||
         int_opt(a, "abandon-pct", 0, 100, &o->abandon_pct) ||
         int_opt(a, "late-pct", 0, 100, &o->late_pct) ||
+        int_opt(a, "declined-pct", 0, 100, &o->declined_pct) ||
+        int_opt(a, "canceled-pct", 0, 100, &o->canceled_pct) ||
         int_opt(a, "ttl-ms", 1000, BENCH_TTL_MS_MAX, &o->ttl_ms))
         return -1;
-    if (o->commit_pct + o->abandon_pct + o->late_pct > 100) {
-        fprintf(stderr, "hfbench run: --commit-pct + --abandon-pct + --late-pct must not exceed "
-                        "100\n");
+    if (o->commit_pct + o->abandon_pct + o->late_pct + o->declined_pct + o->canceled_pct > 100) {
+        fprintf(stderr, "hfbench run: --commit-pct + --abandon-pct + --late-pct + --declined-pct + "
+                        "--canceled-pct must not exceed 100\n");
         return -1;
     }
     /* Without --leave-open the run waits out the TTL, and its per-second series

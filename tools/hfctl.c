@@ -446,7 +446,10 @@ static int call_and_print(cli_t *c, const hf_record_t *req, hf_reply_outcome_t s
     char *json = client_reply_json(&rep);
     printf("%s\n", json ? json : "{}");
     free(json);
-    c->refused = rep.outcome != success;
+    /* HF_REPLY__COUNT: a payment event, whose answer follows the policy: any
+     * of HELD, COMMITTED, RELEASED is what was asked for. */
+    c->refused =
+        success == HF_REPLY__COUNT ? rep.outcome > HF_REPLY_RELEASED : rep.outcome != success;
     return HF_OK;
 }
 
@@ -542,6 +545,43 @@ static int cmd_extend(cli_t *c)
         snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
     r->sent_at_ms = hf_wall_ms();
     return call_and_print(c, &rec, HF_REPLY_HELD);
+}
+
+static int cmd_payment(cli_t *c)
+{
+    hf_record_t rec = {.type = HF_REC_PAYMENT_EVENT};
+    hf_payment_event_t *r = &rec.u.payment_event;
+    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
+                "reservation") ||
+        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+        copy_id(r->payment_id, sizeof r->payment_id, need(c, "payment"), "payment"))
+        return HF_ERR_INVAL;
+    const char *event = need(c, "event");
+    if (!event)
+        return HF_ERR_INVAL;
+    r->event = hf_payment_event_kind_parse(event);
+    if (r->event == HF_PAY_UNKNOWN) { /* "failed" as well as "payment.failed" or "FAILED" */
+        char dotted[64];
+        snprintf(dotted, sizeof dotted, "payment.%.40s", event);
+        r->event = hf_payment_event_kind_parse(dotted);
+    }
+    if (r->event == HF_PAY_UNKNOWN) {
+        fprintf(stderr,
+                "hfctl: --event '%s' is not one of processing, requires_action, "
+                "succeeded, failed, canceled\n",
+                event);
+        return HF_ERR_INVAL;
+    }
+    const char *reason = opt(c, "reason");
+    if (reason && strlen(reason) > HF_PAYMENT_REASON_LEN_MAX) {
+        fprintf(stderr, "hfctl: --reason is longer than %d bytes\n", HF_PAYMENT_REASON_LEN_MAX);
+        return HF_ERR_INVAL;
+    }
+    snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+    if (opt(c, "reply-to"))
+        snprintf(r->reply_to, sizeof r->reply_to, "%s", opt(c, "reply-to"));
+    r->sent_at_ms = hf_wall_ms();
+    return call_and_print(c, &rec, HF_REPLY__COUNT);
 }
 
 /* A reservation's committed state, read from the gateway changelog partition
@@ -739,6 +779,14 @@ static const hf_cli_opt_t extend_opts[] = {{"reservation", "R", true, "reservati
                                            {"by-ms", "N", true, "add N ms to the hold's expiry"},
                                            OPT_CALL,
                                            OPT_END};
+static const hf_cli_opt_t payment_opts[] = {
+    {"reservation", "R", true, "reservation id"},
+    {"key", "K", true, "the provider's event id (idempotency key)"},
+    {"event", "E", true, "processing, requires_action, succeeded, failed or canceled"},
+    {"payment", "P", true, "payment id"},
+    {"reason", "TEXT", false, "the provider's decline or cancellation reason"},
+    OPT_CALL,
+    OPT_END};
 static const hf_cli_opt_t status_opts[] = {{"reservation", "R", true, "reservation id"}, OPT_END};
 static const hf_cli_opt_t reconcile_opts[] = {
     {"quiescent", "0|1", false, "1: the system is idle, so nothing may be in flight"},
@@ -800,6 +848,10 @@ static const command_t commands[] = {
      cmd_release},
     {{"extend", NULL, 0, "Extends a held reservation's expiry; exit 3 unless HELD.", extend_opts},
      cmd_extend},
+    {{"payment", NULL, 0,
+      "Sends a payment event (payment_policy decides): exit 3 unless HELD, COMMITTED or RELEASED.",
+      payment_opts},
+     cmd_payment},
     {{"status", NULL, 0, "Prints a reservation's committed state (from the gateway changelog).",
       status_opts},
      cmd_status},

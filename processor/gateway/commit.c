@@ -34,19 +34,14 @@ static int commit_held(stage_ctx_t *ctx, const hf_commit_t *c, gw_request_t *req
                               .ledger_reason = ""});
 }
 
-int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
+int gw_commit_request(stage_ctx_t *ctx, gw_request_t *req, const hf_commit_t *c)
 {
-    gw_request_t req;
-    int err = gw_request_begin(ctx, rec, &req);
-    if (err || req.result != GW_REQ_FOUND)
-        return err;
-    const hf_commit_t *c = &rec->u.commit;
-    hf_reservation_state_t *rs = &req.rs;
-    const gw_asker_t *a = &req.asker;
+    hf_reservation_state_t *rs = &req->rs;
+    const gw_asker_t *a = &req->asker;
     switch (rs->status) {
     case HF_RES_HELD: {
         bool owes = false;
-        err = gw_escrow_owes(ctx, rs, &owes);
+        int err = gw_escrow_owes(ctx, rs, &owes);
         if (err)
             return err;
         if (owes) {
@@ -60,7 +55,7 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
                                            "flagged for refund");
         }
         if (stage_now_ms(ctx) < rs->expires_at_ms)
-            return commit_held(ctx, c, &req);
+            return commit_held(ctx, c, req);
         err = gw_expire(ctx, rs); /* the sweeper has not got to it yet */
         return err ? err : gw_late_payment(ctx, c, a, rs);
     }
@@ -87,4 +82,13 @@ int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
     char msg[HF_TEXT_LEN_MAX + 1];
     snprintf(msg, sizeof msg, "reservation is %s", hf_res_status_name(rs->status));
     return gw_answer(ctx, rs, a, HF_REPLY_CONFLICT, msg);
+}
+
+int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec)
+{
+    gw_request_t req;
+    int err = gw_request_begin(ctx, rec, &req);
+    if (err || req.result != GW_REQ_FOUND)
+        return err;
+    return gw_commit_request(ctx, &req, &rec->u.commit);
 }

@@ -5,6 +5,17 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "hf_assert.h"
+
+int gw_extend_to(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t expires_at_ms)
+{
+    hf_assert(rs->status == HF_RES_HELD && expires_at_ms > rs->expires_at_ms);
+    int err = gw_timer_del(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
+    rs->expires_at_ms = expires_at_ms;
+    if (!err)
+        err = gw_store(ctx, rs);
+    return err ? err : gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
+}
 
 int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
 {
@@ -28,16 +39,8 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
         int64_t next = want < rs->hold_deadline_ms ? want : rs->hold_deadline_ms;
         if (next < want)
             msg = "extended up to the maximum hold time";
-        if (next > rs->expires_at_ms) {
-            err = gw_timer_del(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
-            rs->expires_at_ms = next;
-            if (!err)
-                err = gw_store(ctx, rs);
-            if (!err)
-                err = gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
-            if (err)
-                return err;
-        }
+        if (next > rs->expires_at_ms && (err = gw_extend_to(ctx, rs, next)) != HF_OK)
+            return err;
     } else {
         outcome = rs->status == HF_RES_EXPIRED ? HF_REPLY_EXPIRED : HF_REPLY_CONFLICT;
         msg = rs->status == HF_RES_EXPIRED ? "already expired" : "reservation is not held";

@@ -61,6 +61,16 @@ bool gw_res_may_flag_refund(const hf_reservation_state_t *rs);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
 
+/* What a payment event does to its hold (payment_policy; payment_event.c). A
+ * succeeded payment always commits; the others are configured. */
+typedef enum {
+    GW_PAY_KEEP = 0, /* nothing: the hold runs to its expiry */
+    GW_PAY_EXTEND,   /* held while the payment is pending, up to its cap */
+    GW_PAY_RELEASE,  /* released at once, the event's reason in the ledger */
+    GW_PAY_COMMIT,   /* sold (SUCCEEDED only) */
+    GW_PAY__COUNT
+} gw_pay_action_t;
+
 /* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
  * because a stock count revoked one of its holds. */
 #define GW_REASON_SHORTFALL "stock_shortfall"
@@ -108,6 +118,11 @@ typedef struct {
     int64_t idempotency_retention_ms;
     int64_t reservation_retention_ms; /* >= idempotency_retention_ms */
     gw_late_policy_t late_policy;
+    /* payment_policy, per hf_payment_event_kind_t (UNKNOWN: never applied);
+     * a zeroed env keeps every hold but commits a success. */
+    gw_pay_action_t payment_action[HF_PAY__COUNT];
+    int64_t payment_pending_extend_ms; /* 0: a pending event extends nothing */
+    int64_t payment_pending_max_ms;
     int64_t result_timeout_ms;
     int64_t view_stale_max_ms;
     /* reserve_answer_from_counter: a reservation one hold covers is answered by
@@ -173,6 +188,10 @@ int gateway_parse_escrow_skus(const char *spec, gateway_env_t *env, char *errstr
 /* Parses "name=ms,name=ms" into env->campaigns. */
 int gateway_parse_campaigns(const char *spec, gateway_env_t *env, char *errstr,
                             size_t errstr_size) HF_MUST_CHECK;
+/* "payment_policy": each event kind's action into env->payment_action (the
+ * defaults first: HF_PAYMENT_POLICY_DEFAULT); HF_ERR_CONFIG with why. */
+int gateway_parse_payment_policy(const char *spec, gateway_env_t *env, char *errstr,
+                                 size_t errstr_size);
 
 /* ---- state keys (gateway_keys.c). Identifiers may not contain '|'.
  *   R<reservation_id>                          -> ReservationState
@@ -253,6 +272,7 @@ int gateway_on_reserve(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_commit(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec);
+int gateway_on_payment_event(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_counter_result(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_on_allotment_grant(stage_ctx_t *ctx, const hf_record_t *rec);
 int gateway_tick(stage_ctx_t *ctx);
@@ -268,7 +288,7 @@ typedef struct {
     const char *idempotency_key;
     const char *reply_to;
     int64_t hash;
-    hf_rec_type_t kind; /* HF_REC_RESERVE, _COMMIT, _RELEASE or _EXTEND */
+    hf_rec_type_t kind; /* HF_REC_RESERVE, _COMMIT, _RELEASE, _EXTEND or _PAYMENT_EVENT */
     /* For the latency of a reply sent in a later transaction: when the
      * request reached holdfast.requests, else when the gateway applied it,
      * epoch ms; 0: not known. (A reply to the record at hand measures from
@@ -511,6 +531,18 @@ const char *gw_shed_reserve(stage_ctx_t *ctx, const gateway_env_t *env, const hf
 /* Records how long a hold's result took (from the saga's last send to its
  * arrival): the counter hop's current latency for this partition. */
 void gw_shed_observe_result(stage_ctx_t *ctx, int64_t lag_ms);
+
+/* ---- what Commit, Release and Extend do, for the payment events too */
+
+/* Commits req's reservation for payment c (commit.c): held and in time, sold;
+ * expired, a late payment; anything else answered as it stands. */
+int gw_commit_request(stage_ctx_t *ctx, gw_request_t *req, const hf_commit_t *c) HF_MUST_CHECK;
+/* Releases req's PENDING or HELD reservation for reason and answers req
+ * RELEASED (release.c); a PENDING one's Reserve is answered too. */
+int gw_release_open(stage_ctx_t *ctx, gw_request_t *req, const char *reason) HF_MUST_CHECK;
+/* Moves HELD rs's expiry to expires_at_ms (later than its own), timer and all
+ * (extend.c); the caller answers. */
+int gw_extend_to(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t expires_at_ms) HF_MUST_CHECK;
 
 /* ---- late payments (late_payment.c) */
 

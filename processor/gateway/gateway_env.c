@@ -225,6 +225,63 @@ static int parse_late_policy(const char *name, gw_late_policy_t *out, char *errs
     return HF_OK;
 }
 
+/* One "kind=action" of payment_policy into env; false when it is not one. */
+static bool payment_rule(const char *rule, size_t len, gateway_env_t *env)
+{
+    static const char *const actions[GW_PAY__COUNT] = {"keep", "extend", "release", "commit"};
+    const char *eq = memchr(rule, '=', len);
+    if (!eq)
+        return false;
+    char kind_name[32];
+    size_t kind_len = (size_t)(eq - rule);
+    if (kind_len >= sizeof kind_name)
+        return false;
+    memcpy(kind_name, rule, kind_len);
+    kind_name[kind_len] = '\0';
+    hf_payment_event_kind_t kind = hf_payment_event_kind_parse(kind_name);
+    if (kind == HF_PAY_UNKNOWN) { /* "processing" as well as "payment.processing" */
+        char dotted[sizeof kind_name + 8];
+        snprintf(dotted, sizeof dotted, "payment.%s", kind_name);
+        kind = hf_payment_event_kind_parse(dotted);
+    }
+    const char *action = eq + 1;
+    size_t action_len = len - kind_len - 1;
+    for (int a = 0; kind != HF_PAY_UNKNOWN && a < GW_PAY__COUNT; a++) {
+        if (strlen(actions[a]) != action_len || memcmp(actions[a], action, action_len) != 0)
+            continue;
+        /* A success always commits, and nothing else may. */
+        if ((kind == HF_PAY_SUCCEEDED) != (a == GW_PAY_COMMIT))
+            return false;
+        env->payment_action[kind] = (gw_pay_action_t)a;
+        return true;
+    }
+    return false;
+}
+
+int gateway_parse_payment_policy(const char *spec, gateway_env_t *env, char *errstr,
+                                 size_t errstr_size)
+{
+    static const char *const defaults = HF_PAYMENT_POLICY_DEFAULT;
+    env->payment_action[HF_PAY_SUCCEEDED] = GW_PAY_COMMIT;
+    for (int pass = 0; pass < 2; pass++) { /* the defaults, then the setting over them */
+        const char *p = pass == 0 ? defaults : spec;
+        while (p && *p) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            if (!payment_rule(p, len, env)) {
+                snprintf(errstr, errstr_size,
+                         "payment_policy: '%.*s' is not event=action (events processing, "
+                         "requires_action, failed, canceled: keep, extend or release; succeeded: "
+                         "commit), e.g. \"%s\"",
+                         (int)len, p, defaults);
+                return HF_ERR_CONFIG;
+            }
+            p = comma ? comma + 1 : NULL;
+        }
+    }
+    return HF_OK;
+}
+
 int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errstr,
                           size_t errstr_size)
 {
@@ -258,7 +315,11 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
     env->escrow.idle_return_ms = cfg->escrow_idle_return_ms;
     env->escrow.scarce_units = cfg->escrow_scarce_units;
     env->escrow.prime_units = cfg->escrow_prime_units;
+    env->payment_pending_extend_ms = cfg->payment_pending_extend_ms;
+    env->payment_pending_max_ms = cfg->payment_pending_max_ms;
     err = parse_late_policy(cfg->late_payment_policy, &env->late_policy, errstr, errstr_size);
+    if (!err)
+        err = gateway_parse_payment_policy(cfg->payment_policy, env, errstr, errstr_size);
     if (!err)
         err = gateway_parse_campaigns(cfg->campaign_ttls, env, errstr, errstr_size);
     if (!err)

@@ -196,6 +196,17 @@ static void hash_extend(uint64_t *h, const hf_extend_t *x)
     hash_where_and_when(h);
 }
 
+static void hash_payment_event(uint64_t *h, const hf_payment_event_t *p)
+{
+    hash_kind(h, 25, 0x8d4a6c54272ea0b9ULL);
+    hash_string(h, p->reservation_id);
+    hash_string(h, p->idempotency_key);
+    hash_long(h, p->event);
+    hash_string(h, p->payment_id);
+    hash_string(h, p->reason);
+    hash_where_and_when(h);
+}
+
 int64_t gw_request_hash(const hf_record_t *rec)
 {
     uint64_t h = HASH_FNV_OFFSET;
@@ -211,6 +222,9 @@ int64_t gw_request_hash(const hf_record_t *rec)
         break;
     case HF_REC_EXTEND:
         hash_extend(&h, &rec->u.extend);
+        break;
+    case HF_REC_PAYMENT_EVENT:
+        hash_payment_event(&h, &rec->u.payment_event);
         break;
     default:
         hf_assert(!"gw_request_hash: not a request");

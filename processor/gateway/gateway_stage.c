@@ -20,6 +20,7 @@ static const stage_handler_t gateway_handlers[] = {
     {HF_T_REQUESTS, HF_REC_COMMIT, gateway_on_commit},
     {HF_T_REQUESTS, HF_REC_RELEASE, gateway_on_release},
     {HF_T_REQUESTS, HF_REC_EXTEND, gateway_on_extend},
+    {HF_T_REQUESTS, HF_REC_PAYMENT_EVENT, gateway_on_payment_event},
     {HF_T_COUNTER_RESULTS, HF_REC_COUNTER_RESULT, on_counter_result},
     {HF_T_COUNTER_RESULTS, HF_REC_ALLOTMENT_GRANT, gateway_on_allotment_grant},
 };

@@ -12,6 +12,7 @@
 #include "topics.h"
 
 #define ID_RULE " must be non-empty, printable, without '|'"
+_Static_assert(HF_PAYMENT_REASON_LEN_MAX == 200, "check_body's message names the bound");
 
 bool gw_request_ids(const hf_record_t *rec, gw_asker_t *out)
 {
@@ -47,6 +48,14 @@ bool gw_request_ids(const hf_record_t *rec, gw_asker_t *out)
                             rec->u.extend.reply_to,
                             0,
                             HF_REC_EXTEND,
+                            0};
+        return true;
+    case HF_REC_PAYMENT_EVENT:
+        *out = (gw_asker_t){rec->u.payment_event.reservation_id,
+                            rec->u.payment_event.idempotency_key,
+                            rec->u.payment_event.reply_to,
+                            0,
+                            HF_REC_PAYMENT_EVENT,
                             0};
         return true;
     default:
@@ -112,12 +121,21 @@ static const char *check_body(const hf_record_t *rec, const gw_asker_t *a, char 
                    ? "extend_by_ms must be positive and at most a day"
                    : NULL;
     }
+    case HF_REC_PAYMENT_EVENT: {
+        const hf_payment_event_t *p = &rec->u.payment_event;
+        if (p->event <= HF_PAY_UNKNOWN || p->event >= HF_PAY__COUNT)
+            return "event must be one of PROCESSING, REQUIRES_ACTION, SUCCEEDED, FAILED, "
+                   "CANCELED";
+        if (strlen(p->reason) > HF_PAYMENT_REASON_LEN_MAX)
+            return "reason must be at most 200 bytes"; /* HF_PAYMENT_REASON_LEN_MAX */
+        return gw_check_id(p->payment_id, "payment_id" ID_RULE);
+    }
     default:
         return NULL;
     }
 }
 
-/* Idempotency of Commit, Release and Extend (and of a Reserve answered before
+/* Idempotency of Commit, Release, Extend and PaymentEvent (and of a Reserve answered before
  * its answer moved into R): *handled when the key is known and the request was
  * answered here (the stored reply again, CONFLICT, or nothing while pending). */
 static int idem_lookup(stage_ctx_t *ctx, const gw_asker_t *a, bool *handled)

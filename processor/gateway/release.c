@@ -8,9 +8,7 @@
 
 #include "gateway.h"
 
-/* Releases rs (not yet ended) for reason and answers the Release; a PENDING
- * one's Reserve is answered too, in the same end. */
-static int release_open(stage_ctx_t *ctx, gw_request_t *req, const char *reason)
+int gw_release_open(stage_ctx_t *ctx, gw_request_t *req, const char *reason)
 {
     hf_reservation_state_t *rs = &req->rs;
     bool pending = rs->status == HF_RES_PENDING;
@@ -41,13 +39,13 @@ int gateway_on_release(stage_ctx_t *ctx, const hf_record_t *rec)
     const char *reason = r->reason[0] ? r->reason : "abandoned";
     switch (rs->status) {
     case HF_RES_PENDING:
-        return release_open(ctx, &req, reason);
+        return gw_release_open(ctx, &req, reason);
     case HF_RES_HELD:
         if (stage_now_ms(ctx) >= rs->expires_at_ms) {
             err = gw_expire(ctx, rs);
             return err ? err : gw_answer(ctx, rs, a, HF_REPLY_EXPIRED, "already expired");
         }
-        return release_open(ctx, &req, reason);
+        return gw_release_open(ctx, &req, reason);
     case HF_RES_RELEASED:
         return gw_answer(ctx, rs, a, HF_REPLY_RELEASED, "already released");
     case HF_RES_EXPIRED:

@@ -447,12 +447,16 @@ bool http_idempotency_key(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t
 int http_status_for(hf_rec_type_t req_type, hf_reply_outcome_t outcome, int success_status)
 {
     switch (outcome) {
-    case HF_REPLY_HELD:
-        return req_type == HF_REC_RESERVE || req_type == HF_REC_EXTEND ? success_status : 409;
+    case HF_REPLY_HELD: /* a payment event's answer is what payment_policy made of it */
+        return req_type == HF_REC_RESERVE || req_type == HF_REC_EXTEND ||
+                       req_type == HF_REC_PAYMENT_EVENT
+                   ? success_status
+                   : 409;
     case HF_REPLY_COMMITTED:
-        return req_type == HF_REC_COMMIT ? success_status : 409;
+        return req_type == HF_REC_COMMIT || req_type == HF_REC_PAYMENT_EVENT ? success_status : 409;
     case HF_REPLY_RELEASED:
-        return req_type == HF_REC_RELEASE ? success_status : 409;
+        return req_type == HF_REC_RELEASE || req_type == HF_REC_PAYMENT_EVENT ? success_status
+                                                                              : 409;
     case HF_REPLY_EXPIRED: /* a release of an expired hold reached what it asked */
         return req_type == HF_REC_RELEASE ? success_status : 410;
     case HF_REPLY_REJECTED_INSUFFICIENT:

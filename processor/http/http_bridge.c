@@ -266,6 +266,11 @@ static void stamp(hf_record_t *req, const char *reply_topic)
         snprintf(req->u.release.reply_to, sizeof req->u.release.reply_to, "%s", reply_topic);
         req->u.release.sent_at_ms = now_ms;
         break;
+    case HF_REC_PAYMENT_EVENT:
+        snprintf(req->u.payment_event.reply_to, sizeof req->u.payment_event.reply_to, "%s",
+                 reply_topic);
+        req->u.payment_event.sent_at_ms = now_ms;
+        break;
     default:
         hf_assert(req->type == HF_REC_EXTEND);
         snprintf(req->u.extend.reply_to, sizeof req->u.extend.reply_to, "%s", reply_topic);

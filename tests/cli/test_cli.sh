@@ -58,10 +58,11 @@ help_lists "hfctl reserve" reservation key sku qty lines lat lon ttl-ms campaign
 help_lists "hfctl commit" reservation key payment reply-to timeout-ms attempts traceparent
 help_lists "hfctl release" reservation key reason reply-to timeout-ms attempts traceparent
 help_lists "hfctl extend" reservation key by-ms reply-to timeout-ms attempts traceparent
+help_lists "hfctl payment" reservation key event payment reason reply-to timeout-ms attempts traceparent
 help_lists "hfctl status" reservation
 help_lists "hfctl reconcile" quiescent violations settle-attempts expiry-lag-max-ms pairs-max holds-max reservations-max reply-keys-max timeout-ms
 help_lists "hfbench seed" skus pairs catalog catalog-s stock per-sku doorbuster-stock warehouses seed timeout-ms plan-only plan-out
-help_lists "hfbench run" scenario rate seconds skus zipf doorbuster-stock burst-factor commit-pct abandon-pct late-pct ttl-ms dup-pct seed report
+help_lists "hfbench run" scenario rate seconds skus zipf doorbuster-stock burst-factor commit-pct abandon-pct late-pct declined-pct canceled-pct ttl-ms dup-pct seed report
 
 # A group word alone lists its subcommands; with --help on stdout and exit 0.
 expect_exit 0 "$bin/hfctl" stock --help && grep -q "stock feed" <<<"$out" || fail "hfctl stock --help does not list 'stock feed'"
@@ -77,6 +78,10 @@ expect_exit 2 "$bin/hfctl" reserve --reservation r --key k --sku S --traceparent
   grep -q -- "--traceparent '00-4BF9.*' is not a W3C traceparent" <<<"$err" || fail "hfctl reserve --traceparent (uppercase): $err"
 expect_exit 2 "$bin/hfctl" commit --reservation r --key k --payment p --traceparent 00-00000000000000000000000000000000-00f067aa0ba902b7-01 &&
   grep -q -- "is not a W3C traceparent" <<<"$err" || fail "hfctl commit --traceparent (zero trace-id): $err"
+expect_exit 2 "$bin/hfctl" payment --reservation r --key evt-1 --payment p --event refunded &&
+  grep -q -- "--event 'refunded' is not one of processing" <<<"$err" || fail "hfctl payment --event refunded: $err"
+expect_exit 2 "$bin/hfbench" run --commit-pct 60 --abandon-pct 25 --declined-pct 20 &&
+  grep -q -- "must not exceed 100" <<<"$err" || fail "hfbench run with fates over 100%: $err"
 expect_exit 2 "$bin/hfctl" frobnicate && grep -q "unknown command 'frobnicate'" <<<"$err" || fail "hfctl frobnicate: $err"
 expect_exit 2 "$bin/holdfast" run --stagez counter && grep -q -- "unknown option '--stagez'" <<<"$err" || fail "holdfast run --stagez: $err"
 expect_exit 2 "$bin/holdfast" serve && grep -q "unknown command" <<<"$err" || fail "holdfast serve: $err"

@@ -72,7 +72,8 @@ def verify(args):
     if not v.get("quiescent_enforced"):
         problems.append("reconcile ran without --quiescent")
 
-    kinds = {"Reserve": "reserve", "Commit": "commit", "Release": "release", "Extend": "extend"}
+    kinds = {"Reserve": "reserve", "Commit": "commit", "Release": "release", "Extend": "extend",
+             "PaymentEvent": "payment"}
     requested = {}  # (rid, key) -> kind
     for r in tail(args.requests):
         val = r.get("value") or {}
@@ -125,7 +126,9 @@ def verify(args):
     invalid = res.get("REJECTED_INVALID", 0)
     busy = res.get("BUSY", 0)  # shed, never applied
     committed = tally.get("commit", {}).get("COMMITTED", 0)
-    released = tally.get("release", {}).get("RELEASED", 0)
+    # A canceled payment (hfbench --canceled-pct) releases its reservation too.
+    released = (tally.get("release", {}).get("RELEASED", 0) +
+                tally.get("payment", {}).get("RELEASED", 0))
 
     def agree(name, got, want):
         if got != want:
@@ -164,6 +167,10 @@ def verify(args):
         if late.get("committed", 0) + late.get("expired", 0) != late.get("sent", 0):
             problems.append(f"{path}: {late.get('sent')} late payments sent, "
                             f"{late.get('committed', 0) + late.get('expired', 0)} answered")
+        pay = b.get("payment_events", {})
+        if pay.get("declined_other", 0) != 0:
+            problems.append(f"{path}: {pay['declined_other']} declined cards answered other than "
+                            "HELD (payment_policy keeps the hold for the next card)")
         if b.get("doorbuster", {}).get("oversold", 0) != 0:
             problems.append(f"{path}: doorbuster oversold by {b['doorbuster']['oversold']}")
     # hfbench's measured reserves are "hb-<seed>-<n>"; its warm-up ones ("hw-")
@@ -183,6 +190,7 @@ def verify(args):
         "reserve_outcomes": res,
         "commit_outcomes": tally.get("commit", {}),
         "release_outcomes": tally.get("release", {}),
+        "payment_outcomes": tally.get("payment", {}),
         "reconcile": {k: c.get(k) for k in ("reservations", "held", "committed", "released",
                                              "expired", "rejected", "late_payments",
                                              "late_rereserved", "holds", "dead_letters",

@@ -33,7 +33,9 @@ doorbuster=50
 
 ft_init kill9
 # Late payments are re-reserved, so the kills also land in the middle of
-# re-reservations (hfbench --late-pct: payments after the hold expired).
+# re-reservations (hfbench --late-pct: payments after the hold expired); the
+# steady run's mix has payment events too (--declined-pct: payment.failed, then
+# another card pays; --canceled-pct: payment.canceled releases).
 if [ "$escrow" = 1 ]; then
   # Small refills and a short idle return: many allotment records per second.
   echo '{"late_payment_policy": "rereserve", "escrow_skus": "DOORBUSTER,SKU-00000,SKU-00001,SKU-00002",
@@ -83,7 +85,7 @@ if [ "$flash" = 1 ]; then
 fi
 
 run_with_kills steady "$steady_kills" "$seconds" --scenario steady --rate "$rate" \
-  --seconds "$seconds" --skus "$skus" --late-pct 5 --seed 101
+  --seconds "$seconds" --skus "$skus" --late-pct 5 --declined-pct 5 --canceled-pct 5 --seed 101
 if [ "$flash" = 1 ]; then
   # The doorbuster burst (burst-factor x stock reserves within 2 s) starts 2 s in.
   run_with_kills flash "$flash_kills" "$flash_seconds" --scenario flash-sale \

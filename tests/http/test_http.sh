@@ -7,6 +7,9 @@
 #   release             release 200 RELEASED, GET RELEASED, availability back to the seeded total
 #   webhook-replay      the same event again (fresh signature): the same answer; another
 #                       payment for it 200 CONFLICT; one COMMITTED in the ledger
+#   webhook-payment-states  payment.processing 200 HELD with a later expiry; payment.canceled
+#                       200 RELEASED, its reason in the ledger, the units back; payment.failed
+#                       after it 200 RELEASED (nothing undone); an unknown type 200 ignored
 #   webhook-forged      wrong secret, body changed, stale, future, malformed, no header: 401,
 #                       counted, nothing sent; the previous secret of a rotation passes
 #   invalid-requests    bad JSON / unknown field / qty 0 / no lines / a SKU twice / ttl_ms 1: 422
@@ -85,6 +88,10 @@ payment_event() { # EVENT_ID RID PAYMENT_ID
   printf '{"id":"%s","type":"payment.succeeded","created":%s,"data":{"reservation_id":"%s","payment_id":"%s"}}' \
     "$1" "$(date +%s)" "$2" "$3"
 }
+state_event() { # EVENT_ID TYPE RID PAYMENT_ID REASON
+  printf '{"id":"%s","type":"%s","created":%s,"data":{"reservation_id":"%s","payment_id":"%s","reason":"%s"}}' \
+    "$1" "$2" "$(date +%s)" "$3" "$4" "$5"
+}
 # webhook PORT BODY [SIGNATURE|-]: POST /v1/webhooks/payments ("-": no header).
 webhook() {
   local port=$1 b=$2 sig=${3-}
@@ -145,7 +152,7 @@ EOF
 # ---- setup: topics, the pipeline, stock, the front
 require_setup curl openssl python3
 echo "== prefix $prefix, logs in $work"
-start_pipeline 6 50
+start_pipeline 7 50 # SKU-00000..SKU-00006
 start_front f1 '{}'
 p1=$port f1_pid=$pid
 echo "== pipeline and front f1 (port $p1) ready in $SECONDS s"
@@ -211,6 +218,38 @@ need "a second payment event for r1: $code $body (expected 200 CONFLICT: the web
 tail_topic holdfast.ledger
 need "ledger holds $(ledger_count r1 COMMITTED) COMMITTED events for r1 (expected 1)" \
   is "$(ledger_count r1 COMMITTED)" 1
+end
+
+# ---- 3b. the payment's states drive the hold (payment_policy, the defaults)
+begin "webhook-payment-states: processing extends, canceled releases (reason in the ledger), failed after it changes nothing"
+http "$p1" GET /v1/availability/SKU-00006
+seeded6=$(jget 'd["total"]')
+reserve "$p1" r3p k-r3p SKU-00006 2
+need "reserve r3p: $code $body" is "$code $(jget 'd["outcome"]')" "201 HELD"
+held_until=$(jget 'd["expires_at_ms"]')
+ev=$(state_event evt-r3p-1 payment.processing r3p pay-r3p "")
+webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
+need "payment.processing for r3p: $code $body (expected 200 HELD)" is "$code $(jget 'd["outcome"]')" "200 HELD"
+need "payment.processing did not move the expiry: $(jget 'd.get("expires_at_ms")') vs $held_until (TTL 15 min, pending 15 min from now)" \
+  test "$(jget 'd["expires_at_ms"]')" -gt "$held_until"
+ev=$(state_event evt-r3p-2 payment.canceled r3p pay-r3p "shopper closed the 3-D Secure window")
+webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
+need "payment.canceled for r3p: $code $body (expected 200 RELEASED)" is "$code $(jget 'd["outcome"]')" "200 RELEASED"
+status_until "$p1" r3p RELEASED || why+=("GET r3p: $code $body (expected kind RELEASED within 3 s)")
+total_until "$p1" SKU-00006 "$seeded6" ||
+  why+=("availability SKU-00006 after the cancellation: $code $body (expected the seeded total $seeded6 within 5 s)")
+ev=$(state_event evt-r3p-3 payment.failed r3p pay-r3p card_declined)
+webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
+need "payment.failed after the cancellation: $code $body (expected 200 RELEASED, nothing undone)" \
+  is "$code $(jget 'd["outcome"]')" "200 RELEASED"
+ev=$(state_event evt-r3p-4 payment.refunded r3p pay-r3p "")
+webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
+need "payment.refunded: $code $body (expected 200 ignored)" is "$code $(jget 'd.get("ignored")')" "200 true"
+tail_topic holdfast.ledger
+need "ledger holds $(ledger_count r3p RELEASED) RELEASED events for r3p (expected 1)" \
+  is "$(ledger_count r3p RELEASED)" 1
+need "r3p's RELEASED event does not say payment_canceled: shopper closed the 3-D Secure window" \
+  grep -q '"reason": *"payment_canceled: shopper closed the 3-D Secure window"' "$work/holdfast.ledger.jsonl"
 end
 
 # ---- 4. forged webhooks
@@ -629,8 +668,8 @@ begin "reconcile: hfctl reconcile --quiescent 1 PASS, counts as sent"
 reconcile_run
 need "reconcile counts committed $(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")"), expected 3 (r1, r4, r8)" \
   is "$(jget 'd["counts"]["committed"]' "$(cat "$work/verdict.json")")" 3
-need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 1" \
-  is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 1
+need "reconcile counts released $(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")"), expected 2 (r2, r3p)" \
+  is "$(jget 'd["counts"]["released"]' "$(cat "$work/verdict.json")")" 2
 for k in expired:1 late_payments:1; do
   need "reconcile counts ${k%:*} $(jget "d['counts']['${k%:*}']" "$(cat "$work/verdict.json")"), expected ${k#*:}" \
     is "$(jget "d['counts']['${k%:*}']" "$(cat "$work/verdict.json")")" "${k#*:}"

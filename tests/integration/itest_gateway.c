@@ -321,6 +321,88 @@ static void test_ttl_expiry_restores_counters_and_late_payment(void **state)
     stop(&g);
 }
 
+static hf_record_t payment(const char *rid, const char *event_id, hf_payment_event_kind_t kind,
+                           const char *reason)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_PAYMENT_EVENT;
+    hf_payment_event_t *p = &r.u.payment_event;
+    snprintf(p->reservation_id, sizeof p->reservation_id, "%s", rid);
+    snprintf(p->idempotency_key, sizeof p->idempotency_key, "%s", event_id);
+    p->event = kind;
+    snprintf(p->payment_id, sizeof p->payment_id, "pay-%s", rid);
+    snprintf(p->reason, sizeof p->reason, "%s", reason);
+    p->sent_at_ms = harness_now_ms();
+    return r;
+}
+
+/* Payment events drive the hold (payment_event.c), with a pending extension of
+ * 4 s capped 6 s after creation and failed=release: a pending payment keeps a
+ * 2 s hold past its TTL and its Extend deadline and stops at the cap (then
+ * the sweeper expires it); a failed one gives the units back at once, the
+ * reason in the ledger; a failure after the sale undoes nothing. */
+static void test_payment_events_drive_the_hold(void **state)
+{
+    gw_t g;
+    start(&g, "gw-pay",
+          "\"payment_policy\": \"failed=release\", \"payment_pending_extend_ms\": 4000, "
+          "\"payment_pending_max_ms\": 6000");
+    stock(&g, "SKU-P", (int64_t[]){20, 0, 0}, (int64_t[]){20, 0, 0});
+
+    hf_record_t r1 = reserve("p1", "k1", "SKU-P", 2, 2000);
+    hf_reply_t h1 = call(&g, &r1);
+    assert_int_equal(h1.outcome, HF_REPLY_HELD);
+    int64_t created = h1.expires_at_ms - 2000, cap = created + 6000;
+    hf_record_t e1 = payment("p1", "evt-1", HF_PAY_PROCESSING, "");
+    hf_reply_t a = call(&g, &e1);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_true(a.expires_at_ms > created + 4000); /* past the Extend deadline (2 x TTL) */
+    while (harness_now_ms() < created + 2500)
+        harness_sleep_ms(50);
+    hf_record_t e2 = payment("p1", "evt-2", HF_PAY_REQUIRES_ACTION, "");
+    hf_reply_t b = call(&g, &e2);
+    assert_int_equal(b.outcome, HF_REPLY_HELD);
+    assert_int_equal(b.expires_at_ms, cap);
+    /* Still held after the TTL and the Extend deadline... */
+    while (harness_now_ms() < created + 4500)
+        harness_sleep_ms(50);
+    assert_int_equal(ledger_of(&g, "p1").by_kind[HF_LEDGER_EXPIRED], 0);
+    wait_reserved(&g, "SKU-P", 2);
+    /* ... and expired at the cap: the units back within the sweeper's 5 s. */
+    wait_ledger(&g, "p1", HF_LEDGER_EXPIRED);
+    int64_t seen_at = harness_now_ms();
+    wait_reserved(&g, "SKU-P", 0);
+    assert_true(seen_at >= cap);
+    print_message("pending payment: held to the cap, EXPIRED seen %lld ms after it\n",
+                  (long long)(seen_at - cap));
+
+    hf_record_t r2 = reserve("p2", "k2", "SKU-P", 3, 0);
+    assert_int_equal(call(&g, &r2).outcome, HF_REPLY_HELD);
+    wait_reserved(&g, "SKU-P", 3);
+    hf_record_t f2 = payment("p2", "evt-1", HF_PAY_FAILED, "card_declined");
+    assert_int_equal(call(&g, &f2).outcome, HF_REPLY_RELEASED);
+    wait_reserved(&g, "SKU-P", 0);
+    ledger_t l2 = ledger_of(&g, "p2");
+    assert_int_equal(l2.by_kind[HF_LEDGER_RELEASED], 1);
+    assert_string_equal(l2.last.reason, "payment_failed: card_declined");
+
+    hf_record_t r3 = reserve("p3", "k3", "SKU-P", 1, 0);
+    assert_int_equal(call(&g, &r3).outcome, HF_REPLY_HELD);
+    hf_record_t s3 = payment("p3", "evt-1", HF_PAY_SUCCEEDED, "");
+    assert_int_equal(call(&g, &s3).outcome, HF_REPLY_COMMITTED);
+    hf_record_t f3 = payment("p3", "evt-2", HF_PAY_FAILED, "");
+    assert_int_equal(call(&g, &f3).outcome, HF_REPLY_COMMITTED);
+    wait_reserved(&g, "SKU-P", 0);
+    hf_counter_state_t cs;
+    assert_true(harness_counter(&g.h, "W1", "SKU-P", &cs));
+    assert_int_equal(cs.on_hand, 19);
+    ledger_t l3 = ledger_of(&g, "p3");
+    assert_int_equal(l3.by_kind[HF_LEDGER_COMMITTED], 1);
+    assert_int_equal(l3.by_kind[HF_LEDGER_RELEASED], 0);
+    stop(&g);
+}
+
 /* late_payment_policy rereserve: a payment after expiry buys the lines after
  * all when stock allows (COMMITTED, the units sold at the counter), and is
  * flagged for refund when it does not. */
@@ -774,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_reserve_commit_release_and_idempotency),
         cmocka_unit_test(test_ttl_expiry_restores_counters_and_late_payment),
         cmocka_unit_test(test_late_payment_rereserves_or_refunds),
+        cmocka_unit_test(test_payment_events_drive_the_hold),
         cmocka_unit_test(test_split_reroute_and_rollback),
         cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
         cmocka_unit_test(test_invalid_requests_get_clear_rejections),

@@ -82,6 +82,7 @@ static const ref_fp_t schema_fps[] = {
     {"HoldState", 0x8bf791df0cc9b4e8ULL},
     {"IdempotencyRecord", 0x4931db244ffe0f08ULL},
     {"LedgerEvent", 0xdf9c100ab6f23ea1ULL},
+    {"PaymentEvent", 0x8d4a6c54272ea0b9ULL},
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},

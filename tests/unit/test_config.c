@@ -172,6 +172,18 @@ static void test_gateway_settings_are_checked_by_its_init_naming_the_key(void **
                            "campaign_ttls: ttl of 'flash' must be in");
     expect_gateway_refuses("{\"campaign_ttls\": \"flash\"}",
                            "campaign_ttls: 'flash' is not name=ms");
+    expect_gateway_refuses("{\"payment_policy\": \"failed=refund\"}",
+                           "payment_policy: 'failed=refund' is not event=action");
+    expect_refused("{\"payment_pending_max_ms\": 999999999}", "payment_pending_max_ms");
+    assert_int_equal(gateway_with("{\"payment_policy\": \"failed=release\", "
+                                  "\"payment_pending_max_ms\": 86400000}",
+                                  &env),
+                     HF_OK);
+    assert_int_equal(env.payment_action[HF_PAY_FAILED], GW_PAY_RELEASE);
+    assert_int_equal(env.payment_action[HF_PAY_CANCELED], GW_PAY_RELEASE); /* the default */
+    assert_int_equal(env.payment_action[HF_PAY_PROCESSING], GW_PAY_EXTEND);
+    assert_int_equal(env.payment_pending_max_ms, 86400000);
+    assert_int_equal(env.payment_pending_extend_ms, 15 * 60 * 1000);
 }
 
 /* Writes text to a temporary file named into path (PATH_MAX-ish). */

@@ -33,6 +33,8 @@
 #define RESULT_TIMEOUT_MS 5000
 #define RETENTION_MS      (24 * 3600 * 1000LL)
 #define RES_RETENTION_MS  (7 * RETENTION_MS)
+#define PENDING_EXTEND_MS (10 * 60 * 1000LL)
+#define PENDING_MAX_MS    (30 * 60 * 1000LL)
 
 /* ======================================================================
  * The counters' model: answers Holds, applies commits and releases.
@@ -147,6 +149,9 @@ static int setup(void **state)
     e->idempotency_retention_ms = RETENTION_MS;
     e->reservation_retention_ms = RES_RETENTION_MS;
     e->late_policy = GW_LATE_REFUND;
+    assert_int_equal(gateway_parse_payment_policy("", e, errstr, sizeof errstr), HF_OK);
+    e->payment_pending_extend_ms = PENDING_EXTEND_MS;
+    e->payment_pending_max_ms = PENDING_MAX_MS;
     e->result_timeout_ms = RESULT_TIMEOUT_MS;
     e->view_stale_max_ms = 10000;
     e->availability = fake_availability;
@@ -192,6 +197,8 @@ static const char *rec_rid(const hf_record_t *rec)
         return rec->u.release.reservation_id;
     case HF_REC_EXTEND:
         return rec->u.extend.reservation_id;
+    case HF_REC_PAYMENT_EVENT:
+        return rec->u.payment_event.reservation_id;
     case HF_REC_COUNTER_RESULT:
         return rec->u.counter_result.reservation_id;
     default:
@@ -272,6 +279,21 @@ static hf_record_t extend_rec(const char *rid, const char *ikey, int64_t by_ms)
     snprintf(r.u.extend.reservation_id, sizeof r.u.extend.reservation_id, "%s", rid);
     snprintf(r.u.extend.idempotency_key, sizeof r.u.extend.idempotency_key, "%s", ikey);
     r.u.extend.extend_by_ms = by_ms;
+    return r;
+}
+
+static hf_record_t payment_rec(const char *rid, const char *event_id, hf_payment_event_kind_t kind,
+                               const char *reason)
+{
+    hf_record_t r;
+    memset(&r, 0, sizeof r);
+    r.type = HF_REC_PAYMENT_EVENT;
+    hf_payment_event_t *p = &r.u.payment_event;
+    snprintf(p->reservation_id, sizeof p->reservation_id, "%s", rid);
+    snprintf(p->idempotency_key, sizeof p->idempotency_key, "%s", event_id);
+    p->event = kind;
+    snprintf(p->payment_id, sizeof p->payment_id, "pay-%s", rid);
+    snprintf(p->reason, sizeof p->reason, "%s", reason);
     return r;
 }
 
@@ -2924,6 +2946,220 @@ static void test_a_reservation_its_counter_may_have_answered_is_never_rolled_bac
     assert_int_equal(reserved_total(fx, "SKU-A"), 1);
 }
 
+/* ======================================================================
+ * Payment events (payment_event.c): the provider's news drives the hold
+ * ====================================================================== */
+
+/* A pending payment (3-D Secure, a bank transfer) keeps the hold past its TTL
+ * and past the hold deadline an Extend may reach, up to the pending cap from
+ * the reservation's creation; the expiry timer follows. */
+static void test_a_pending_payment_extends_the_hold_and_stops_at_its_cap(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    reserve_held(fx, "p1", "SKU-A", 2, 60000); /* hold deadline T0 + 120 s */
+    hf_record_t proc = payment_rec("p1", "evt-1", HF_PAY_PROCESSING, "");
+    hf_reply_t a = call(fx, &proc);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_int_equal(a.expires_at_ms, T0 + PENDING_EXTEND_MS);
+    assert_int_equal(load_rs(fx, "p1").expires_at_ms, T0 + PENDING_EXTEND_MS);
+    /* The TTL and the Extend deadline pass: still held. */
+    size_t from = fx->emits_count;
+    fx->now_ms = T0 + 5 * 60 * 1000;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "p1").status, HF_RES_HELD);
+    hf_record_t act = payment_rec("p1", "evt-2", HF_PAY_REQUIRES_ACTION, "");
+    fx->now_ms = T0 + 9 * 60 * 1000;
+    assert_int_equal(call(fx, &act).expires_at_ms, T0 + 19 * 60 * 1000);
+    fx->now_ms = T0 + 18 * 60 * 1000;
+    hf_record_t act2 = payment_rec("p1", "evt-3", HF_PAY_PROCESSING, "");
+    assert_int_equal(call(fx, &act2).expires_at_ms, T0 + 28 * 60 * 1000);
+    fx->now_ms = T0 + 27 * 60 * 1000; /* wants T0 + 37 min: past the 30 min cap */
+    hf_record_t act3 = payment_rec("p1", "evt-4", HF_PAY_REQUIRES_ACTION, "");
+    hf_reply_t b = call(fx, &act3);
+    assert_int_equal(b.outcome, HF_REPLY_HELD);
+    assert_int_equal(b.expires_at_ms, T0 + PENDING_MAX_MS);
+    assert_non_null(strstr(b.message, "payment_pending_max_ms"));
+    /* The provider redelivers the first event: its first answer, no change. */
+    assert_int_equal(call(fx, &proc).expires_at_ms, T0 + PENDING_EXTEND_MS);
+    assert_int_equal(load_rs(fx, "p1").expires_at_ms, T0 + PENDING_MAX_MS);
+    fx->now_ms = T0 + PENDING_MAX_MS - 1;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "p1").status, HF_RES_HELD);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    fx->now_ms = T0 + PENDING_MAX_MS;
+    fx_tick(fx);
+    assert_int_equal(load_rs(fx, "p1").status, HF_RES_EXPIRED);
+    assert_int_equal(ledger_count(fx, from, "p1", HF_LEDGER_EXPIRED), 1);
+    hf_record_t again = payment_rec("p1", "evt-5", HF_PAY_PROCESSING, "");
+    assert_int_equal(call(fx, &again).outcome, HF_REPLY_EXPIRED);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+/* A canceled payment frees the units in the transaction that applies it; the
+ * ledger's RELEASED event says why, with the provider's reason. */
+static void test_a_canceled_payment_releases_at_once_and_the_ledger_says_why(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "p2", "SKU-A", 3, 0);
+    size_t from = fx->emits_count;
+    hf_record_t cxl = payment_rec("p2", "evt-c", HF_PAY_CANCELED, "abandoned_at_3ds");
+    assert_int_equal(call(fx, &cxl).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    hf_ledger_event_t e = last_ledger(fx, "p2", HF_LEDGER_RELEASED);
+    assert_string_equal(e.reason, "payment_canceled: abandoned_at_3ds");
+    assert_int_equal(e.allocations_count, 1);
+    assert_int_equal(e.allocations[0].qty, 3);
+    assert_int_equal(call(fx, &cxl).outcome, HF_REPLY_RELEASED); /* redelivered */
+    assert_int_equal(ledger_total(fx, from, "p2"), 1);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+/* payment.failed is not final for most providers: by default the hold stays
+ * as it was and another card may still pay; with failed=release it goes at
+ * once. */
+static void test_a_failed_payment_keeps_the_hold_unless_the_policy_releases(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_reply_t held = reserve_held(fx, "p3", "SKU-A", 1, 60000);
+    size_t from = fx->emits_count;
+    hf_record_t fail = payment_rec("p3", "evt-f", HF_PAY_FAILED, "card_declined");
+    hf_reply_t a = call(fx, &fail);
+    assert_int_equal(a.outcome, HF_REPLY_HELD);
+    assert_int_equal(a.expires_at_ms, held.expires_at_ms);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "p3"), 0);
+    hf_record_t paid = payment_rec("p3", "evt-s", HF_PAY_SUCCEEDED, "");
+    assert_int_equal(call(fx, &paid).outcome, HF_REPLY_COMMITTED);
+    assert_string_equal(last_ledger(fx, "p3", HF_LEDGER_COMMITTED).payment_id, "pay-p3");
+
+    char errstr[256];
+    assert_int_equal(
+        gateway_parse_payment_policy("failed=release", &fx->user->env, errstr, sizeof errstr),
+        HF_OK);
+    reserve_held(fx, "p4", "SKU-A", 1, 60000);
+    from = fx->emits_count;
+    hf_record_t fail4 = payment_rec("p4", "evt-f", HF_PAY_FAILED, "");
+    assert_int_equal(call(fx, &fail4).outcome, HF_REPLY_RELEASED);
+    assert_string_equal(last_ledger(fx, "p4", HF_LEDGER_RELEASED).reason, "payment_failed");
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 1);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+/* Events that come out of order never move a terminal state: after the sale a
+ * failure, a cancellation or a pending event is answered COMMITTED and sends
+ * nothing; after a cancellation a late success is not a sale. */
+static void test_payment_events_out_of_order_never_undo_a_terminal_state(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "p5", "SKU-A", 1, 0);
+    hf_record_t paid = payment_rec("p5", "evt-1", HF_PAY_SUCCEEDED, "");
+    assert_int_equal(call(fx, &paid).outcome, HF_REPLY_COMMITTED);
+    size_t from = fx->emits_count;
+    const hf_payment_event_kind_t late[] = {HF_PAY_FAILED, HF_PAY_CANCELED, HF_PAY_PROCESSING,
+                                            HF_PAY_REQUIRES_ACTION};
+    for (size_t i = 0; i < sizeof late / sizeof late[0]; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "evt-l%zu", i);
+        hf_record_t ev = payment_rec("p5", id, late[i], "");
+        hf_reply_t rep = call(fx, &ev);
+        assert_int_equal(rep.outcome, HF_REPLY_COMMITTED);
+        assert_non_null(strstr(rep.message, "does not change it"));
+    }
+    assert_int_equal(load_rs(fx, "p5").status, HF_RES_COMMITTED);
+    assert_int_equal(commands_since(fx, from, HF_REC_RELEASE_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "p5"), 0);
+
+    reserve_held(fx, "p6", "SKU-A", 1, 0);
+    hf_record_t cxl = payment_rec("p6", "evt-1", HF_PAY_CANCELED, "");
+    assert_int_equal(call(fx, &cxl).outcome, HF_REPLY_RELEASED);
+    from = fx->emits_count;
+    hf_record_t paid6 = payment_rec("p6", "evt-2", HF_PAY_SUCCEEDED, "");
+    assert_int_equal(call(fx, &paid6).outcome, HF_REPLY_CONFLICT);
+    hf_record_t proc6 = payment_rec("p6", "evt-3", HF_PAY_PROCESSING, "");
+    assert_int_equal(call(fx, &proc6).outcome, HF_REPLY_RELEASED);
+    assert_int_equal(load_rs(fx, "p6").status, HF_RES_RELEASED);
+    assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
+    assert_int_equal(ledger_total(fx, from, "p6"), 0);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+/* Before the holds are in: a cancellation releases what was asked for (and
+ * answers the Reserve); a pending event is CONFLICT and not kept, so the
+ * provider's retry once HELD extends. */
+static void test_a_payment_event_for_a_pending_reservation(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    fx->now_ms = T0;
+    hf_record_t r = reserve_rec("p7", "k", "SKU-A", 1, 60000);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    hf_record_t proc = payment_rec("p7", "evt-1", HF_PAY_PROCESSING, "");
+    assert_int_equal(call(fx, &proc).outcome, HF_REPLY_CONFLICT);
+    settle(fx);
+    assert_int_equal(call(fx, &proc).expires_at_ms, T0 + PENDING_EXTEND_MS);
+
+    hf_record_t r8 = reserve_rec("p8", "k", "SKU-A", 1, 60000);
+    assert_int_equal(fx_apply(fx, &r8), HF_OK);
+    size_t from = fx->emits_count;
+    hf_record_t cxl = payment_rec("p8", "evt-1", HF_PAY_CANCELED, "");
+    assert_int_equal(fx_apply(fx, &cxl), HF_OK);
+    assert_int_equal(replies_since(fx, from), 2); /* the event's and the Reserve's */
+    settle(fx);
+    assert_int_equal(load_rs(fx, "p8").status, HF_RES_RELEASED);
+    assert_string_equal(last_ledger(fx, "p8", HF_LEDGER_RELEASED).reason, "payment_canceled");
+    hf_record_t x = release_rec("p7", "x");
+    assert_int_equal(call(fx, &x).outcome, HF_REPLY_RELEASED);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 0);
+}
+
+static void test_a_payment_event_without_a_known_event_or_payment_is_invalid(void **state)
+{
+    stage_ctx_t *fx = *state;
+    stock(fx, "SKU-A", plenty, 6);
+    reserve_held(fx, "p9", "SKU-A", 1, 0);
+    hf_record_t unknown = payment_rec("p9", "evt-1", HF_PAY_UNKNOWN, "");
+    expect_invalid(fx, &unknown, "event must be one of PROCESSING");
+    hf_record_t no_pay = payment_rec("p9", "evt-2", HF_PAY_CANCELED, "");
+    no_pay.u.payment_event.payment_id[0] = '\0';
+    expect_invalid(fx, &no_pay, "payment_id must be non-empty");
+    hf_record_t long_reason = payment_rec("p9", "evt-3", HF_PAY_CANCELED, "");
+    memset(long_reason.u.payment_event.reason, 'x', HF_PAYMENT_REASON_LEN_MAX + 1);
+    expect_invalid(fx, &long_reason, "reason must be at most 200 bytes");
+    assert_int_equal(load_rs(fx, "p9").status, HF_RES_HELD);
+    /* The policy refuses what it cannot mean. */
+    char errstr[256];
+    gateway_env_t env;
+    memset(&env, 0, sizeof env);
+    assert_int_equal(gateway_parse_payment_policy("succeeded=release", &env, errstr, sizeof errstr),
+                     HF_ERR_CONFIG);
+    assert_non_null(strstr(errstr, "'succeeded=release'"));
+    assert_int_equal(
+        gateway_parse_payment_policy("failed=extend,canceled=explode", &env, errstr, sizeof errstr),
+        HF_ERR_CONFIG);
+    assert_non_null(strstr(errstr, "'canceled=explode'"));
+    assert_int_equal(gateway_parse_payment_policy("refunded=keep", &env, errstr, sizeof errstr),
+                     HF_ERR_CONFIG);
+    assert_int_equal(gateway_parse_payment_policy("payment.failed=release,processing=keep", &env,
+                                                  errstr, sizeof errstr),
+                     HF_OK);
+    assert_int_equal(env.payment_action[HF_PAY_FAILED], GW_PAY_RELEASE);
+    assert_int_equal(env.payment_action[HF_PAY_PROCESSING], GW_PAY_KEEP);
+    assert_int_equal(env.payment_action[HF_PAY_REQUIRES_ACTION], GW_PAY_EXTEND);
+    assert_int_equal(env.payment_action[HF_PAY_CANCELED], GW_PAY_RELEASE);
+    assert_int_equal(env.payment_action[HF_PAY_SUCCEEDED], GW_PAY_COMMIT);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -3006,6 +3242,12 @@ int main(void)
         T(test_commit_revoked_by_the_counter_alone_also_ends_released_with_a_refund),
         T(test_commit_after_a_shortfall_release_is_conflict_and_flags_the_payment_for_refund),
         T(test_extension_is_capped_at_the_max_total_hold_time),
+        T(test_a_pending_payment_extends_the_hold_and_stops_at_its_cap),
+        T(test_a_canceled_payment_releases_at_once_and_the_ledger_says_why),
+        T(test_a_failed_payment_keeps_the_hold_unless_the_policy_releases),
+        T(test_payment_events_out_of_order_never_undo_a_terminal_state),
+        T(test_a_payment_event_for_a_pending_reservation),
+        T(test_a_payment_event_without_a_known_event_or_payment_is_invalid),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();

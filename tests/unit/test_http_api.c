@@ -83,8 +83,14 @@ static void test_statuses_follow_the_table(void **state)
     assert_int_equal(http_status_for(HF_REC_RELEASE, HF_REPLY_COMMITTED, 200), 409);
     assert_int_equal(http_status_for(HF_REC_COMMIT, HF_REPLY_HELD, 200), 409);
     assert_int_equal(http_status_for(HF_REC_COMMIT, HF_REPLY_EXPIRED, 200), 410);
-    const hf_rec_type_t kinds[] = {HF_REC_RESERVE, HF_REC_COMMIT, HF_REC_RELEASE, HF_REC_EXTEND};
-    for (size_t i = 0; i < 4; i++) {
+    /* A payment event's answer is what payment_policy made of it. */
+    assert_int_equal(http_status_for(HF_REC_PAYMENT_EVENT, HF_REPLY_HELD, 200), 200);
+    assert_int_equal(http_status_for(HF_REC_PAYMENT_EVENT, HF_REPLY_COMMITTED, 200), 200);
+    assert_int_equal(http_status_for(HF_REC_PAYMENT_EVENT, HF_REPLY_RELEASED, 200), 200);
+    assert_int_equal(http_status_for(HF_REC_PAYMENT_EVENT, HF_REPLY_EXPIRED, 200), 410);
+    const hf_rec_type_t kinds[] = {HF_REC_RESERVE, HF_REC_COMMIT, HF_REC_RELEASE, HF_REC_EXTEND,
+                                   HF_REC_PAYMENT_EVENT};
+    for (size_t i = 0; i < 5; i++) {
         assert_int_equal(http_status_for(kinds[i], HF_REPLY_REJECTED_INSUFFICIENT, 200), 409);
         assert_int_equal(http_status_for(kinds[i], HF_REPLY_CONFLICT, 200), 409);
         assert_int_equal(http_status_for(kinds[i], HF_REPLY_REJECTED_INVALID, 200), 422);

@@ -136,6 +136,18 @@ static hf_record_t sample_extend(void)
     return r;
 }
 
+static hf_record_t sample_payment(void)
+{
+    hf_record_t r = {.type = HF_REC_PAYMENT_EVENT};
+    strcpy(r.u.payment_event.reservation_id, "r-1");
+    strcpy(r.u.payment_event.idempotency_key, "evt-5");
+    r.u.payment_event.event = HF_PAY_FAILED;
+    strcpy(r.u.payment_event.payment_id, "pay-42");
+    strcpy(r.u.payment_event.reason, "card_declined");
+    r.u.payment_event.sent_at_ms = 11;
+    return r;
+}
+
 static hf_record_t sample_reserve(void)
 {
     hf_record_t r = {.type = HF_REC_RESERVE};
@@ -177,6 +189,16 @@ static void test_hashes_stored_before_the_change_still_match(void **state)
     assert_true(gw_request_hash(&bare) == 5442748633090590145LL);
 }
 
+/* PaymentEvent came after the change, in the same frozen form (its schema's
+ * encoding then): pinned from its first release, so no later schema change
+ * moves what its IdempotencyRecords hold. */
+static void test_the_payment_event_hash_is_pinned(void **state)
+{
+    (void)state;
+    hf_record_t p = sample_payment();
+    assert_true(gw_request_hash(&p) == 3991743330579518466LL);
+}
+
 /* The earlier hash: FNV-1a over the record type and the current encoding with
  * sent_at_ms and reply_to blanked. */
 static int64_t encoding_hash(const hf_record_t *rec)
@@ -194,6 +216,9 @@ static int64_t encoding_hash(const hf_record_t *rec)
         break;
     case HF_REC_RELEASE:
         copy.u.release.sent_at_ms = 0, copy.u.release.reply_to[0] = '\0';
+        break;
+    case HF_REC_PAYMENT_EVENT:
+        copy.u.payment_event.sent_at_ms = 0, copy.u.payment_event.reply_to[0] = '\0';
         break;
     default:
         copy.u.extend.sent_at_ms = 0, copy.u.extend.reply_to[0] = '\0';
@@ -247,7 +272,7 @@ static int64_t random_long(void)
 static hf_record_t random_request(int kind)
 {
     static const hf_rec_type_t types[] = {HF_REC_RESERVE, HF_REC_COMMIT, HF_REC_RELEASE,
-                                          HF_REC_EXTEND};
+                                          HF_REC_EXTEND, HF_REC_PAYMENT_EVENT};
     hf_record_t r;
     hf_record_reset(&r, types[kind]);
     hf_reserve_t *v = &r.u.reserve;
@@ -273,6 +298,14 @@ static hf_record_t random_request(int kind)
         random_text(r.u.release.reason, 40), random_text(r.u.release.reply_to, 16);
         r.u.release.sent_at_ms = random_long();
         break;
+    case HF_REC_PAYMENT_EVENT: {
+        hf_payment_event_t *p = &r.u.payment_event;
+        random_text(p->reservation_id, 24), random_text(p->idempotency_key, 24);
+        p->event = (hf_payment_event_kind_t)(next_random() % HF_PAY__COUNT);
+        random_text(p->payment_id, 24), random_text(p->reason, 40);
+        random_text(p->reply_to, 16), p->sent_at_ms = random_long();
+        break;
+    }
     default:
         random_text(r.u.extend.reservation_id, 24), random_text(r.u.extend.idempotency_key, 24);
         r.u.extend.extend_by_ms = random_long(), random_text(r.u.extend.reply_to, 16);
@@ -295,12 +328,11 @@ static void test_hash_equals_the_earlier_encoding_hash_on_todays_schemas(void **
         hf_rec_type_t type;
         uint64_t fingerprint;
     } frozen[] = {
-        {HF_REC_RESERVE, 0xd16e922aada1fc96ULL},
-        {HF_REC_COMMIT, 0x196d6433575f64adULL},
-        {HF_REC_RELEASE, 0x92f1475472404bd4ULL},
-        {HF_REC_EXTEND, 0x34572e46f905c65eULL},
+        {HF_REC_RESERVE, 0xd16e922aada1fc96ULL},       {HF_REC_COMMIT, 0x196d6433575f64adULL},
+        {HF_REC_RELEASE, 0x92f1475472404bd4ULL},       {HF_REC_EXTEND, 0x34572e46f905c65eULL},
+        {HF_REC_PAYMENT_EVENT, 0x8d4a6c54272ea0b9ULL},
     };
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
         if (codec_fingerprint(frozen[kind].type) != frozen[kind].fingerprint) {
             print_message("%s.avsc is not the schema the earlier hash read: nothing to compare "
                           "(the pinned hashes keep guarding the form)\n",
@@ -329,6 +361,9 @@ static void test_where_and_when_do_not_change_the_hash(void **state)
     assert_true(gw_request_hash(&a) == gw_request_hash(&b));
     a = sample_extend(), b = a;
     strcpy(b.u.extend.reply_to, "holdfast.replies.y"), b.u.extend.sent_at_ms = 7;
+    assert_true(gw_request_hash(&a) == gw_request_hash(&b));
+    a = sample_payment(), b = a;
+    strcpy(b.u.payment_event.reply_to, "holdfast.replies.z"), b.u.payment_event.sent_at_ms = 8;
     assert_true(gw_request_hash(&a) == gw_request_hash(&b));
 }
 
@@ -360,6 +395,11 @@ static void test_every_meaningful_field_changes_the_hash(void **state)
     ASSERT_CHANGES(sample_extend, strcpy(r.u.extend.reservation_id, "r-2"));
     ASSERT_CHANGES(sample_extend, strcpy(r.u.extend.idempotency_key, "k-4"));
     ASSERT_CHANGES(sample_extend, r.u.extend.extend_by_ms = 600000);
+    ASSERT_CHANGES(sample_payment, strcpy(r.u.payment_event.reservation_id, "r-2"));
+    ASSERT_CHANGES(sample_payment, strcpy(r.u.payment_event.idempotency_key, "evt-6"));
+    ASSERT_CHANGES(sample_payment, r.u.payment_event.event = HF_PAY_CANCELED);
+    ASSERT_CHANGES(sample_payment, strcpy(r.u.payment_event.payment_id, "pay-43"));
+    ASSERT_CHANGES(sample_payment, strcpy(r.u.payment_event.reason, "expired_card"));
     /* A Commit and a Release naming the same ids and text are different requests. */
     hf_record_t c = {.type = HF_REC_COMMIT}, rl = {.type = HF_REC_RELEASE};
     strcpy(c.u.commit.reservation_id, "r"), strcpy(rl.u.release.reservation_id, "r");
@@ -373,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_commit_by_older_current_and_newer_writers_hashes_alike),
         cmocka_unit_test(test_hashes_stored_before_the_change_still_match),
+        cmocka_unit_test(test_the_payment_event_hash_is_pinned),
         cmocka_unit_test(test_hash_equals_the_earlier_encoding_hash_on_todays_schemas),
         cmocka_unit_test(test_where_and_when_do_not_change_the_hash),
         cmocka_unit_test(test_every_meaningful_field_changes_the_hash),

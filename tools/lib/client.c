@@ -52,6 +52,9 @@ const char *client_request_id(const hf_record_t *req, const char **idempotency_k
     case HF_REC_EXTEND:
         *idempotency_key = req->u.extend.idempotency_key;
         return req->u.extend.reservation_id;
+    case HF_REC_PAYMENT_EVENT:
+        *idempotency_key = req->u.payment_event.idempotency_key;
+        return req->u.payment_event.reservation_id;
     default:
         return NULL;
     }
@@ -212,6 +215,8 @@ static int64_t *client_sent_at(hf_record_t *req)
         return &req->u.commit.sent_at_ms;
     case HF_REC_RELEASE:
         return &req->u.release.sent_at_ms;
+    case HF_REC_PAYMENT_EVENT:
+        return &req->u.payment_event.sent_at_ms;
     default:
         hf_assert(req->type == HF_REC_EXTEND);
         return &req->u.extend.sent_at_ms;

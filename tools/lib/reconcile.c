@@ -383,12 +383,13 @@ static int on_feed(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf
 /* Requests name the reply topics to read besides holdfast.replies. */
 static int on_request(drv_t *d, const rc_pos_t *pos, const kafka_msg_t *m, const hf_record_t *r)
 {
-    const char *to = !r                          ? ""
-                     : r->type == HF_REC_RESERVE ? r->u.reserve.reply_to
-                     : r->type == HF_REC_COMMIT  ? r->u.commit.reply_to
-                     : r->type == HF_REC_RELEASE ? r->u.release.reply_to
-                     : r->type == HF_REC_EXTEND  ? r->u.extend.reply_to
-                                                 : "";
+    const char *to = !r                                ? ""
+                     : r->type == HF_REC_RESERVE       ? r->u.reserve.reply_to
+                     : r->type == HF_REC_COMMIT        ? r->u.commit.reply_to
+                     : r->type == HF_REC_RELEASE       ? r->u.release.reply_to
+                     : r->type == HF_REC_EXTEND        ? r->u.extend.reply_to
+                     : r->type == HF_REC_PAYMENT_EVENT ? r->u.payment_event.reply_to
+                                                       : "";
     if (!to[0] || strcmp(to, topic_name(HF_T_REPLIES)) == 0)
         return HF_OK;
     for (size_t i = 0; i < d->reply_topics_count; i++)
