@@ -127,17 +127,21 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* A counter asks one holder for its unheld balance (for a starving holder) at
  * most this often: a burst of refusals must not become a burst of recalls. */
 #define HF_ESCROW_REBALANCE_INTERVAL_MS 250
+/* Warehouses a Reserve may restrict its lines to (only_warehouses): pick-up
+ * names one store; a retailer's "these DCs only" a few. */
+#define HF_ONLY_WAREHOUSES_MAX          8
+_Static_assert(HF_ONLY_WAREHOUSES_MAX <= HF_WAREHOUSES_MAX, "named among the warehouses");
 /* TTL bounds a request may ask for. */
-#define HF_TTL_MIN_MS                   1000LL
-#define HF_TTL_MAX_MS                   (24LL * 3600 * 1000)
+#define HF_TTL_MIN_MS                1000LL
+#define HF_TTL_MAX_MS                (24LL * 3600 * 1000)
 /* A payment event's reason (bytes): room left in a ledger reason for ours. */
-#define HF_PAYMENT_REASON_LEN_MAX       200
+#define HF_PAYMENT_REASON_LEN_MAX    200
 /* The longest a pending payment may keep a hold, from the reservation's
  * creation (payment_pending_max_ms): a bank transfer takes a working day or
  * two; a week of held stock is more than any retailer asked for. */
-#define HF_PAYMENT_PENDING_MAX_MS       (7 * 24 * 3600 * 1000)
+#define HF_PAYMENT_PENDING_MAX_MS    (7 * 24 * 3600 * 1000)
 /* Warehouses file size (JSON) the router loads. */
-#define HF_WAREHOUSES_FILE_BYTES_MAX    (1 << 20)
+#define HF_WAREHOUSES_FILE_BYTES_MAX (1 << 20)
 
 /* Kafka client properties (kafka_props.c): a properties file holds security
  * settings and a little tuning, tens of lines; a value is at most a path, a

@@ -186,6 +186,11 @@ REC_DESC(hold_state_desc, "HoldState", hf_hold_state_t, hold_state_fields);
 
 /* ---- requests */
 
+static const codec_field_t wh_ref_fields[] = {
+    F_STRING(hf_wh_ref_t, warehouse_id),
+};
+REC_DESC(wh_ref_desc, "WarehouseRef", hf_wh_ref_t, wh_ref_fields);
+
 static const codec_field_t reserve_fields[] = {
     F_STRING(hf_reserve_t, reservation_id),
     F_STRING(hf_reserve_t, idempotency_key),
@@ -196,6 +201,7 @@ static const codec_field_t reserve_fields[] = {
     F_STRING(hf_reserve_t, reply_to),
     F_LONG(hf_reserve_t, sent_at_ms),
     F_STRING(hf_reserve_t, api_key_id),
+    F_ARRAY(hf_reserve_t, only_warehouses, &wh_ref_desc),
 };
 REC_DESC(reserve_desc, "Reserve", hf_reserve_t, reserve_fields);
 
@@ -327,6 +333,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_BOOLEAN(hf_reservation_state_t, counter_answers),
     F_STRING(hf_reservation_state_t, api_key_id),
     F_LONG(hf_reservation_state_t, requested_at_ms),
+    F_ARRAY(hf_reservation_state_t, only_warehouses, &wh_ref_desc),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

@@ -624,6 +624,65 @@ static const char reservation_state_v7[] =
     ":\"counter_answers\",\"type\":\"boolean\",\"default\":false},{\"name\":\"api_key_i"
     "d\",\"type\":\"string\",\"default\":\"\"}]}";
 
+/* Reserve v2, before only_warehouses (default []: anywhere): requests written
+ * by clients built before pick-up at a store. */
+static const char reserve_v2[] =
+    "{\"type\":\"record\",\"name\":\"Reserve\",\"namespace\":\"holdfast\",\"fields\":[{\"name"
+    "\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\"stri"
+    "ng\"},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\",\""
+    "name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"t"
+    "ype\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Geo\""
+    ",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"double"
+    "\"}]}},{\"name\":\"ttl_ms\",\"type\":\"long\",\"default\":0},{\"name\":\"campaign\",\"ty"
+    "pe\":\"string\",\"default\":\"\"},{\"name\":\"reply_to\",\"type\":\"string\",\"default\""
+    ":\"\"},{\"name\":\"sent_at_ms\",\"type\":\"long\"},{\"name\":\"api_key_id\",\"type\":\"s"
+    "tring\",\"default\":\"\"}]}";
+
+/* ReservationState v8, before only_warehouses (default []): reservations
+ * stored before pick-up at a store, which may be held anywhere. */
+static const char reservation_state_v8[] =
+    "{\"type\":\"record\",\"name\":\"ReservationState\",\"namespace\":\"holdfast\",\"fields\""
+    ":[{\"name\":\"reservation_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type"
+    "\":\"string\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"ReservationSt"
+    "atus\",\"symbols\":[\"PENDING\",\"HELD\",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECT"
+    "ED\"]}},{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\","
+    "\"type\":\"long\"}]}}},{\"name\":\"ship_to\",\"type\":{\"type\":\"record\",\"name\":\"Ge"
+    "o\",\"fields\":[{\"name\":\"lat\",\"type\":\"double\"},{\"name\":\"lon\",\"type\":\"doub"
+    "le\"}]}},{\"name\":\"allocations\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"re"
+    "cord\",\"name\":\"HoldRef\",\"fields\":[{\"name\":\"warehouse_id\",\"type\":\"string\"},"
+    "{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty\",\"type\":\"long\"},{\"name\":\""
+    "attempt\",\"type\":\"int\"},{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\""
+    "HoldRefStatus\",\"symbols\":[\"HOLD_SENT\",\"HELD\",\"REFUSED\",\"RELEASE_SENT\"]}},{\"n"
+    "ame\":\"available_seen\",\"type\":\"long\",\"default\":0},{\"name\":\"escrow\",\"type\":"
+    "\"boolean\",\"default\":false}]}}},{\"name\":\"next_attempt\",\"type\":\"int\"},{\"name"
+    "\":\"reroutes\",\"type\":\"int\"},{\"name\":\"request_hash\",\"type\":\"long\"},{\"name"
+    "\":\"reply_to\",\"type\":\"string\"},{\"name\":\"campaign\",\"type\":\"string\",\"defaul"
+    "t\":\"\"},{\"name\":\"payment_id\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"rea"
+    "son\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"created_at_ms\",\"type\":\"long"
+    "\"},{\"name\":\"expires_at_ms\",\"type\":\"long\"},{\"name\":\"hold_deadline_ms\",\"type"
+    "\":\"long\"},{\"name\":\"result_deadline_ms\",\"type\":\"long\"},{\"name\":\"result_retr"
+    "ies\",\"type\":\"int\"},{\"name\":\"updated_at_ms\",\"type\":\"long\"},{\"name\":\"reboo"
+    "k\",\"type\":{\"type\":\"enum\",\"name\":\"Rebook\",\"symbols\":[\"NONE\",\"PENDING\",\""
+    "COMMITTED\",\"REFUNDED\"]},\"default\":\"NONE\"},{\"name\":\"rebook_idempotency_key\",\""
+    "type\":\"string\",\"default\":\"\"},{\"name\":\"rebook_request_hash\",\"type\":\"long\","
+    "\"default\":0},{\"name\":\"rebook_reply_to\",\"type\":\"string\",\"default\":\"\"},{\"na"
+    "me\":\"reserve_replied\",\"type\":\"boolean\",\"default\":false},{\"name\":\"reserve_rep"
+    "ly\",\"type\":{\"type\":\"record\",\"name\":\"Reply\",\"fields\":[{\"name\":\"reservatio"
+    "n_id\",\"type\":\"string\"},{\"name\":\"idempotency_key\",\"type\":\"string\"},{\"name\""
+    ":\"outcome\",\"type\":{\"type\":\"enum\",\"name\":\"ReplyOutcome\",\"symbols\":[\"HELD\""
+    ",\"COMMITTED\",\"RELEASED\",\"EXPIRED\",\"REJECTED_INSUFFICIENT\",\"REJECTED_INVALID\","
+    "\"CONFLICT\",\"NOT_FOUND\",\"BUSY\"]}},{\"name\":\"allocations\",\"type\":{\"type\":\"ar"
+    "ray\",\"items\":{\"type\":\"record\",\"name\":\"Allocation\",\"fields\":[{\"name\":\"war"
+    "ehouse_id\",\"type\":\"string\"},{\"name\":\"sku\",\"type\":\"string\"},{\"name\":\"qty"
+    "\",\"type\":\"long\"}]}}},{\"name\":\"expires_at_ms\",\"type\":\"long\",\"default\":0},{"
+    "\"name\":\"message\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"replied_at_ms\","
+    "\"type\":\"long\"}]},\"default\":{\"reservation_id\":\"\",\"idempotency_key\":\"\",\"out"
+    "come\":\"HELD\",\"allocations\":[],\"expires_at_ms\":0,\"message\":\"\",\"replied_at_ms"
+    "\":0}},{\"name\":\"counter_answers\",\"type\":\"boolean\",\"default\":false},{\"name\":"
+    "\"api_key_id\",\"type\":\"string\",\"default\":\"\"},{\"name\":\"requested_at_ms\",\"typ"
+    "e\":\"long\",\"default\":0}]}";
+
 const codec_history_t codec_history[] = {
     {HF_REC_HOLD, hold_v1},
     {HF_REC_RESERVATION_STATE, reservation_state_v1},
@@ -648,5 +707,7 @@ const codec_history_t codec_history[] = {
     {HF_REC_LEDGER_EVENT, ledger_event_v1},
     {HF_REC_HOLD, hold_v4},
     {HF_REC_RESERVATION_STATE, reservation_state_v7},
+    {HF_REC_RESERVE, reserve_v2},
+    {HF_REC_RESERVATION_STATE, reservation_state_v8},
 };
 const size_t codec_history_count = sizeof codec_history / sizeof codec_history[0];

@@ -300,6 +300,11 @@ typedef struct {
     double lon;
 } hf_geo_t;
 
+/* A warehouse by id (Avro record "WarehouseRef"): the items of only_warehouses. */
+typedef struct {
+    hf_wh_t warehouse_id;
+} hf_wh_ref_t;
+
 typedef struct {
     hf_id_t reservation_id;
     hf_id_t idempotency_key;
@@ -311,6 +316,10 @@ typedef struct {
     hf_topic_t reply_to; /* "" = holdfast.replies */
     int64_t sent_at_ms;
     hf_id_t api_key_id; /* the HTTP front's caller (its API key's id); "" = none */
+    /* Where the lines may be held (pick-up at a store: that store alone); none =
+     * any warehouse but a store. */
+    int32_t only_warehouses_count;
+    hf_wh_ref_t only_warehouses[HF_ONLY_WAREHOUSES_MAX];
 } hf_reserve_t;
 
 typedef struct {
@@ -546,6 +555,9 @@ typedef struct {
     /* The creating Reserve's timestamp on holdfast.requests, where the latency
      * of an answer sent in a later transaction starts; 0 = unknown. */
     int64_t requested_at_ms;
+    /* The Reserve's only_warehouses: every routing round stays within them. */
+    int32_t only_warehouses_count;
+    hf_wh_ref_t only_warehouses[HF_ONLY_WAREHOUSES_MAX];
 } hf_reservation_state_t;
 
 typedef struct {

@@ -480,6 +480,28 @@ static int reserve_lines(cli_t *c, hf_reserve_t *r)
     return HF_OK;
 }
 
+/* --only W1,W2 into r->only_warehouses. */
+static int reserve_only(cli_t *c, hf_reserve_t *r)
+{
+    const char *only = opt(c, "only");
+    for (const char *p = only; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char id[HF_WAREHOUSE_LEN_MAX + 2];
+        snprintf(id, sizeof id, "%.*s", (int)(len < sizeof id - 1 ? len : sizeof id - 1), p);
+        if (r->only_warehouses_count == HF_ONLY_WAREHOUSES_MAX) {
+            fprintf(stderr, "hfctl: --only names more than %d warehouses\n",
+                    HF_ONLY_WAREHOUSES_MAX);
+            return HF_ERR_INVAL;
+        }
+        hf_wh_ref_t *w = &r->only_warehouses[r->only_warehouses_count++];
+        if (copy_id(w->warehouse_id, sizeof w->warehouse_id, id, "only"))
+            return HF_ERR_INVAL;
+        p = comma ? comma + 1 : NULL;
+    }
+    return HF_OK;
+}
+
 static int cmd_reserve(cli_t *c)
 {
     static hf_record_t rec;
@@ -490,7 +512,7 @@ static int cmd_reserve(cli_t *c)
     if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
                 "reservation") ||
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
-        reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms))
+        reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms) || reserve_only(c, r))
         return HF_ERR_INVAL;
     r->ship_to.lat = lat ? strtod(lat, NULL) : 40.71;
     r->ship_to.lon = lon ? strtod(lon, NULL) : -74.01;
@@ -762,6 +784,7 @@ static const hf_cli_opt_t reserve_opts[] = {
     {"lon", "Y", false, "ship-to longitude (default -74.01)"},
     {"ttl-ms", "N", false, "hold time to live (default: the campaign's or the configured)"},
     {"campaign", "C", false, "campaign (its TTL applies)"},
+    {"only", "W,W", false, "hold only at these warehouses (pick-up: the store alone)"},
     OPT_CALL,
     OPT_END};
 static const hf_cli_opt_t commit_opts[] = {{"reservation", "R", true, "reservation id"},

@@ -229,8 +229,15 @@ bool gw_timer_parse(const char *key, size_t key_len, int64_t *due_ms, char *kind
 
 /* NULL when id is a usable identifier (non-empty, printable, no '|'), else why. */
 const char *gw_check_id(const char *id, const char *what);
-/* Validates a Reserve's shape; NULL when fine, else a message for REJECTED_INVALID. */
-const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size);
+/* Validates a Reserve's shape (only_warehouses against env's warehouses); NULL
+ * when fine, else a message for REJECTED_INVALID. */
+const char *gw_check_reserve(const gateway_env_t *env, const hf_reserve_t *r, char *buf,
+                             size_t buf_size);
+/* A line of rs (or of Reserve r, before rs exists) to route: qty of line l on
+ * view, not to exclude, within the reservation's only_warehouses. */
+route_line_t gw_route_line(const hf_wh_ref_t *only, int32_t only_count, const hf_geo_t *ship_to,
+                           const hf_line_t *l, int64_t qty, const hf_availability_t *view,
+                           const char *const *exclude, size_t exclude_count);
 /* The TTL a Reserve gets: its own, its campaign's, or the default. */
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
 /* The idempotency hash of a Reserve, Commit, Release or Extend: what it asks

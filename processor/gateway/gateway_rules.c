@@ -31,7 +31,8 @@ const char *gw_check_id(const char *id, const char *what)
     return NULL;
 }
 
-const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size)
+const char *gw_check_reserve(const gateway_env_t *env, const hf_reserve_t *r, char *buf,
+                             size_t buf_size)
 {
     if (r->lines_count < 1 || r->lines_count > HF_LINES_MAX) {
         snprintf(buf, buf_size, "a reserve needs 1..%d lines, got %d", HF_LINES_MAX,
@@ -64,7 +65,36 @@ const char *gw_check_reserve(const hf_reserve_t *r, char *buf, size_t buf_size)
         snprintf(buf, buf_size, "ship_to must be lat in [-90, 90], lon in [-180, 180]");
         return buf;
     }
+    for (int32_t i = 0; i < r->only_warehouses_count; i++) {
+        const char *w = r->only_warehouses[i].warehouse_id;
+        if (!route_warehouse(&env->routes, w)) {
+            snprintf(buf, buf_size,
+                     "only_warehouses: \"%.64s\" is not in the warehouses file (warehouses_file)",
+                     w);
+            return buf;
+        }
+        for (int32_t j = 0; j < i; j++)
+            if (strcmp(r->only_warehouses[j].warehouse_id, w) == 0) {
+                snprintf(buf, buf_size, "only_warehouses: %.64s is named twice", w);
+                return buf;
+            }
+    }
     return NULL;
+}
+
+route_line_t gw_route_line(const hf_wh_ref_t *only, int32_t only_count, const hf_geo_t *ship_to,
+                           const hf_line_t *l, int64_t qty, const hf_availability_t *view,
+                           const char *const *exclude, size_t exclude_count)
+{
+    hf_assert(only_count >= 0 && only_count <= HF_ONLY_WAREHOUSES_MAX);
+    return (route_line_t){.sku = l->sku,
+                          .qty = qty,
+                          .ship_to = *ship_to,
+                          .avail = view,
+                          .exclude = exclude,
+                          .exclude_count = exclude_count,
+                          .only = only,
+                          .only_count = (size_t)only_count};
 }
 
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r)
@@ -167,6 +197,15 @@ static void hash_reserve(uint64_t *h, const hf_reserve_t *r)
     hash_long(h, r->ttl_ms);
     hash_string(h, r->campaign);
     hash_where_and_when(h);
+    /* Added after the form was frozen: hashed only when given, so a Reserve
+     * without it hashes as it always did. */
+    hf_assert(r->only_warehouses_count >= 0 &&
+              r->only_warehouses_count <= HF_ONLY_WAREHOUSES_MAX); /* as decoded */
+    if (r->only_warehouses_count > 0) {
+        hash_long(h, r->only_warehouses_count);
+        for (int32_t i = 0; i < r->only_warehouses_count; i++)
+            hash_string(h, r->only_warehouses[i].warehouse_id);
+    }
 }
 
 static void hash_commit(uint64_t *h, const hf_commit_t *c)

@@ -104,15 +104,15 @@ static int check_addresses(stage_ctx_t *ctx, const gw_asker_t *a, bool *answered
 }
 
 /* NULL when the body of request rec can be served, else why not. */
-static const char *check_body(const hf_record_t *rec, const gw_asker_t *a, char *buf,
-                              size_t buf_size)
+static const char *check_body(const gateway_env_t *env, const hf_record_t *rec, const gw_asker_t *a,
+                              char *buf, size_t buf_size)
 {
     const char *bad = gw_check_id(a->idempotency_key, "idempotency_key" ID_RULE);
     if (bad)
         return bad;
     switch (rec->type) {
     case HF_REC_RESERVE:
-        return gw_check_reserve(&rec->u.reserve, buf, buf_size);
+        return gw_check_reserve(env, &rec->u.reserve, buf, buf_size);
     case HF_REC_COMMIT:
         return gw_check_id(rec->u.commit.payment_id, "payment_id" ID_RULE);
     case HF_REC_EXTEND: {
@@ -245,7 +245,7 @@ int gw_request_begin(stage_ctx_t *ctx, const hf_record_t *rec, gw_request_t *req
     if (err || answered)
         return err;
     char buf[HF_TEXT_LEN_MAX + 1];
-    const char *bad = check_body(rec, a, buf, sizeof buf);
+    const char *bad = check_body(gateway_env(ctx), rec, a, buf, sizeof buf);
     if (bad)
         return gw_reply_simple(ctx, a, HF_REPLY_REJECTED_INVALID, bad);
     req->asker.hash = gw_request_hash(rec);

@@ -77,9 +77,8 @@ int gateway_on_payment_event(stage_ctx_t *ctx, const hf_record_t *rec)
         return err;
     const hf_payment_event_t *p = &rec->u.payment_event;
     hf_assert(p->event > HF_PAY_UNKNOWN && p->event < HF_PAY__COUNT); /* gw_request_begin */
-    gw_pay_action_t action = p->event == HF_PAY_SUCCEEDED
-                                 ? GW_PAY_COMMIT
-                                 : gateway_env(ctx)->payment_action[p->event];
+    gw_pay_action_t action =
+        p->event == HF_PAY_SUCCEEDED ? GW_PAY_COMMIT : gateway_env(ctx)->payment_action[p->event];
     if (action == GW_PAY_COMMIT) {
         hf_commit_t c;
         memset(&c, 0, sizeof c);

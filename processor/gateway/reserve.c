@@ -28,6 +28,9 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     snprintf(rs->reply_to, sizeof rs->reply_to, "%s", r->reply_to);
     snprintf(rs->campaign, sizeof rs->campaign, "%s", r->campaign);
     snprintf(rs->api_key_id, sizeof rs->api_key_id, "%s", r->api_key_id);
+    rs->only_warehouses_count = r->only_warehouses_count;
+    memcpy(rs->only_warehouses, r->only_warehouses,
+           sizeof r->only_warehouses[0] * (size_t)r->only_warehouses_count);
     int64_t now = stage_now_ms(ctx), ttl_ms = gw_ttl_ms(env, r);
     rs->created_at_ms = now;
     /* Where the latency of an answer in a later transaction starts (the
@@ -57,8 +60,10 @@ static bool sold_out(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserv
         if (env->hint)
             (void)gw_hint_apply(env->hint, &net, stage_now_ms(ctx));
         route_plan_t plan;
-        route_line_t line = {l->sku, l->qty, r->ship_to, &net, NULL, 0};
-        route_line_t own = {l->sku, l->qty, r->ship_to, &mine, NULL, 0};
+        route_line_t line = gw_route_line(r->only_warehouses, r->only_warehouses_count, &r->ship_to,
+                                          l, l->qty, &net, NULL, 0);
+        route_line_t own = line;
+        own.avail = &mine;
         bool any = false;
         if (gw_escrow_mode(ctx, l->sku) &&
             gw_escrow_local_view(ctx, l->sku, &net, &mine, &any) == HF_OK && any &&

@@ -3,7 +3,8 @@
  *    "ship_to": {"lat": 40.7, "lon": -74.0}, "ttl_ms": 600000, "campaign": "flash"}
  * reservation_id is required (the reservation's name: so the document can say
  * which bodies are whole); the Idempotency-Key header defaults to it; ship_to,
- * ttl_ms and campaign are optional. What the gateway would refuse as invalid
+ * ttl_ms, campaign and only_warehouses (["STORE-12"]: pick-up there) are
+ * optional. What the gateway would refuse as invalid
  * and the front can see (a SKU in two lines, ttl_ms neither 0 nor in
  * [HF_TTL_MIN_MS, HF_TTL_MAX_MS]) is refused here, 422 invalid_field. 201 with
  * the allocations when held; the gateway's refusals are problems: 422
@@ -75,6 +76,45 @@ static bool take_ship_to(http_ctx_t *ctx, httpd_resp_t *resp, json_t *body, hf_r
     return true;
 }
 
+/* only_warehouses: 1..HF_ONLY_WAREHOUSES_MAX distinct warehouse ids (whether
+ * they are in the warehouses file is the gateway's to say: 422 rejected_invalid). */
+static bool take_only(http_ctx_t *ctx, httpd_resp_t *resp, json_t *body, hf_reserve_t *r)
+{
+    json_t *only = json_object_get(body, "only_warehouses");
+    if (!only)
+        return true;
+    if (!json_is_array(only) || json_array_size(only) == 0 ||
+        json_array_size(only) > HF_ONLY_WAREHOUSES_MAX) {
+        http_error(ctx, resp, 422, "invalid_field",
+                   "'only_warehouses' must be an array of 1..%d warehouse ids",
+                   HF_ONLY_WAREHOUSES_MAX);
+        return false;
+    }
+    size_t i;
+    json_t *w;
+    json_array_foreach(only, i, w)
+    {
+        hf_wh_ref_t *dst = &r->only_warehouses[i];
+        char name[48];
+        snprintf(name, sizeof name, "only_warehouses[%zu]", i);
+        json_t *holder = json_pack("{s:O}", name, w);
+        bool taken = holder && http_take_string(ctx, resp, holder, name, NULL, dst->warehouse_id,
+                                                sizeof dst->warehouse_id);
+        json_decref(holder);
+        if (!taken)
+            return false;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->only_warehouses[j].warehouse_id, dst->warehouse_id) == 0) {
+                http_error(ctx, resp, 422, "invalid_field",
+                           "only_warehouses[%zu] and only_warehouses[%zu] are both '%s'", j, i,
+                           dst->warehouse_id);
+                return false;
+            }
+    }
+    r->only_warehouses_count = (int32_t)json_array_size(only);
+    return true;
+}
+
 void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
 {
     static _Thread_local hf_record_t rec;
@@ -84,8 +124,8 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_t *body = http_body_object(ctx, call, resp);
     if (!body)
         return;
-    static const char *const members[] = {"reservation_id", "lines",    "ship_to",
-                                          "ttl_ms",         "campaign", NULL};
+    static const char *const members[] = {"reservation_id", "lines",           "ship_to", "ttl_ms",
+                                          "campaign",       "only_warehouses", NULL};
     json_t *ttl = json_object_get(body, "ttl_ms");
     bool ok =
         http_only_members(ctx, resp, body, members) &&
@@ -94,6 +134,7 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
         http_idempotency_key(ctx, call, resp, r->reservation_id, r->idempotency_key,
                              sizeof r->idempotency_key) &&
         take_lines(ctx, resp, body, r) && take_ship_to(ctx, resp, body, r) &&
+        take_only(ctx, resp, body, r) &&
         (!json_object_get(body, "campaign") ||
          http_take_string(ctx, resp, body, "campaign", NULL, r->campaign, sizeof r->campaign));
     if (ok && ttl) {

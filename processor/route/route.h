@@ -21,6 +21,9 @@ typedef struct {
     hf_wh_t id;
     double lat, lon;
     double cost_per_unit;
+    /* kind "store": its stock is its shelf's, held only for reservations that
+     * name it (pick-up), never routed to otherwise. */
+    bool store;
 } route_warehouse_t;
 
 typedef struct {
@@ -29,7 +32,8 @@ typedef struct {
     double weight_distance, weight_cost, weight_fill; /* fractions, sum ~1 */
 } route_config_t;
 
-/* Loads {"warehouses": [{"id", "lat", "lon", "cost_per_unit"}...]} from path.
+/* Loads {"warehouses": [{"id", "lat", "lon", "cost_per_unit", "kind"?}...]} from
+ * path; kind is "warehouse" (the default) or "store".
  * Weights are left as they are in cfg (set them before or after). */
 int route_config_load(const char *path, route_config_t *cfg, char *errstr,
                       size_t errstr_size) HF_MUST_CHECK;
@@ -46,7 +50,10 @@ typedef enum {
 
 /* One line to route. avail == NULL means the view has nothing usable (missing or
  * stale): degrade. exclude names warehouses not to use (already refused or
- * already holding this line), exclude_count of them. */
+ * already holding this line), exclude_count of them. only, when only_count > 0,
+ * names the only warehouses the line may go to (a pick-up store, a ship-from
+ * list), stores included; with none, any warehouse but a store. Degrading
+ * keeps to the same candidates. */
 typedef struct {
     const char *sku;
     int64_t qty;
@@ -54,7 +61,12 @@ typedef struct {
     const hf_availability_t *avail;
     const char *const *exclude;
     size_t exclude_count;
+    const hf_wh_ref_t *only;
+    size_t only_count;
 } route_line_t;
+
+/* Whether line may go to w at all (only, stores), exclude aside. */
+bool route_may_use(const route_line_t *line, const route_warehouse_t *w);
 
 typedef struct {
     hf_allocation_t items[HF_SPLITS_MAX];

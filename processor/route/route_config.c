@@ -24,6 +24,14 @@ static int load_one(json_t *w, size_t i, route_warehouse_t *out, char *errstr, s
     out->lat = json_number_value(lat);
     out->lon = json_number_value(lon);
     out->cost_per_unit = json_number_value(cost);
+    json_t *kind = json_object_get(w, "kind");
+    const char *k = json_is_string(kind) ? json_string_value(kind) : NULL;
+    if (kind && (!k || (strcmp(k, "warehouse") != 0 && strcmp(k, "store") != 0))) {
+        snprintf(errstr, errstr_size, "warehouse %s: kind must be \"warehouse\" or \"store\"",
+                 out->id);
+        return HF_ERR_CONFIG;
+    }
+    out->store = k && strcmp(k, "store") == 0;
     if (fabs(out->lat) > 90 || fabs(out->lon) > 180 || !(out->cost_per_unit >= 0)) {
         snprintf(errstr, errstr_size, "warehouse %s: lat/lon out of range or negative cost",
                  out->id);

@@ -7,6 +7,8 @@ HOLDFAST_CONTRACT_SKUS of them), line i the i-th: distinct, as the server wants
 (a SKU in two lines is 422, which JSON Schema cannot say either). An availability
 read of a valid SKU reads a seeded one. Lines and SKUs that are invalid on purpose
 (negative cases) are left as generated, so the server still has to refuse them.
+Likewise a valid only_warehouses entry names a warehouse of config/warehouses.json
+(the pipeline's), entry i the i-th: an unknown id is the gateway's 422.
 Schemathesis re-validates a case a before_call hook changed, so a case stays
 positive or negative as its final request is.
 
@@ -33,6 +35,10 @@ import time
 import schemathesis
 
 SKUS = [f"SKU-{i:05d}" for i in range(int(os.environ.get("HOLDFAST_CONTRACT_SKUS", "40")))]
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config",
+                       "warehouses.json")) as f:
+    WAREHOUSES = [w["id"] for w in json.load(f)["warehouses"] if w.get("kind") != "store"]
+WAREHOUSE_ID = re.compile(r"^[ -{}~]{1,32}$")
 # docs/openapi.json: Text64 (a line's sku) and the availability path's sku.
 RESERVATION_ID = re.compile(r'^(?!\.\.?$)[!"$&-.0->@-{}~]{1,64}$')
 FRESH = itertools.count(1)
@@ -82,6 +88,11 @@ def before_call(context, case, kwargs):
         for i, line in enumerate(case.body["lines"]):
             if isinstance(line, dict) and isinstance(line.get("sku"), str) and LINE_SKU.match(line["sku"]):
                 line["sku"] = SKUS[i % len(SKUS)]
+        only = case.body.get("only_warehouses")
+        if isinstance(only, list):
+            for i, w in enumerate(only):
+                if isinstance(w, str) and WAREHOUSE_ID.match(w):
+                    only[i] = WAREHOUSES[i % len(WAREHOUSES)]
     elif op == "getAvailability":
         sku = (case.path_parameters or {}).get("sku")
         if isinstance(sku, str) and PATH_SKU.match(sku):

@@ -40,10 +40,12 @@ static void start(gw_t *g, const char *name, const char *extra_config)
     snprintf(wpath, sizeof wpath, "%s/warehouses.json", g->h.workdir);
     FILE *f = fopen(wpath, "w");
     assert_non_null(f);
-    /* W1 New York, W2 Chicago, W3 Los Angeles. */
+    /* W1 New York, W2 Chicago, W3 Los Angeles; S1 a store in Manhattan. */
     fputs("{\"warehouses\": [{\"id\":\"W1\",\"lat\":40.71,\"lon\":-74.01,\"cost_per_unit\":1.0},"
           "{\"id\":\"W2\",\"lat\":41.88,\"lon\":-87.63,\"cost_per_unit\":1.0},"
-          "{\"id\":\"W3\",\"lat\":34.05,\"lon\":-118.24,\"cost_per_unit\":1.0}]}",
+          "{\"id\":\"W3\",\"lat\":34.05,\"lon\":-118.24,\"cost_per_unit\":1.0},"
+          "{\"id\":\"S1\",\"lat\":40.75,\"lon\":-73.99,\"cost_per_unit\":0.5,"
+          "\"kind\":\"store\"}]}",
           f);
     fclose(f);
     assert_non_null(getcwd(cwd, sizeof cwd));
@@ -400,6 +402,57 @@ static void test_payment_events_drive_the_hold(void **state)
     ledger_t l3 = ledger_of(&g, "p3");
     assert_int_equal(l3.by_kind[HF_LEDGER_COMMITTED], 1);
     assert_int_equal(l3.by_kind[HF_LEDGER_RELEASED], 0);
+    stop(&g);
+}
+
+/* Pick-up at a store (only_warehouses, a location of kind store): held there
+ * alone; when the store runs out the shopper is refused though W1 next door has
+ * plenty, and no other shopper is ever served from the store's shelf. */
+static void test_a_pick_up_holds_at_its_store_alone(void **state)
+{
+    gw_t g;
+    start(&g, "gw-pickup", NULL);
+    stock(&g, "SKU-S", (int64_t[]){100, 0, 0}, (int64_t[]){100, 0, 0});
+    char key[128];
+    hf_record_t f = harness_feed("S1", "SKU-S", HF_FEED_RECEIVE, 3, ++g.feed_seq);
+    harness_send(&g.h, HF_T_STOCK_FEED, harness_pair(key, "S1", "SKU-S"), &f);
+    hf_record_t av = {.type = HF_REC_AVAILABILITY};
+    hf_availability_t *a = &av.u.availability;
+    snprintf(a->sku, sizeof a->sku, "SKU-S");
+    a->warehouses_count = 2;
+    snprintf(a->warehouses[0].warehouse_id, sizeof a->warehouses[0].warehouse_id, "W1");
+    a->warehouses[0].available = 100;
+    snprintf(a->warehouses[1].warehouse_id, sizeof a->warehouses[1].warehouse_id, "S1");
+    a->warehouses[1].available = 3;
+    a->total = 103, a->in_stock = true, a->updated_at_ms = harness_now_ms();
+    harness_send(&g.h, HF_T_AVAILABILITY, "SKU-S", &av);
+    harness_flush(&g.h);
+    hf_counter_state_t c = {0};
+    int64_t deadline = harness_now_ms() + WAIT_MS;
+    while (!(harness_counter(&g.h, "S1", "SKU-S", &c) && c.on_hand == 3) &&
+           harness_now_ms() < deadline)
+        harness_sleep_ms(200);
+    assert_int_equal(c.on_hand, 3);
+
+    hf_record_t walk_in = reserve("u1", "k", "SKU-S", 1, 0); /* ships from W1, not S1 */
+    hf_reply_t w = call(&g, &walk_in);
+    assert_int_equal(w.outcome, HF_REPLY_HELD);
+    assert_string_equal(w.allocations[0].warehouse_id, "W1");
+    hf_record_t p1 = reserve("u2", "k", "SKU-S", 2, 0);
+    p1.u.reserve.only_warehouses_count = 1;
+    snprintf(p1.u.reserve.only_warehouses[0].warehouse_id,
+             sizeof p1.u.reserve.only_warehouses[0].warehouse_id, "S1");
+    hf_reply_t h = call(&g, &p1);
+    assert_int_equal(h.outcome, HF_REPLY_HELD);
+    assert_int_equal(h.allocations_count, 1);
+    assert_string_equal(h.allocations[0].warehouse_id, "S1");
+    hf_record_t p2 = p1;
+    snprintf(p2.u.reserve.reservation_id, sizeof p2.u.reserve.reservation_id, "u3");
+    hf_reply_t r = call(&g, &p2); /* 2 more: the store has 1 left */
+    assert_int_equal(r.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_true(harness_counter(&g.h, "S1", "SKU-S", &c));
+    assert_int_equal(c.reserved, 2);
+    wait_reserved(&g, "SKU-S", 1); /* W1..W3: the walk-in's one unit only */
     stop(&g);
 }
 
@@ -857,6 +910,7 @@ int main(void)
         cmocka_unit_test(test_ttl_expiry_restores_counters_and_late_payment),
         cmocka_unit_test(test_late_payment_rereserves_or_refunds),
         cmocka_unit_test(test_payment_events_drive_the_hold),
+        cmocka_unit_test(test_a_pick_up_holds_at_its_store_alone),
         cmocka_unit_test(test_split_reroute_and_rollback),
         cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
         cmocka_unit_test(test_invalid_requests_get_clear_rejections),

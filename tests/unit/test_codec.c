@@ -86,8 +86,8 @@ static const ref_fp_t schema_fps[] = {
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},
-    {"ReservationState", 0x1dad35f515675984ULL},
-    {"Reserve", 0xf804c57479f55130ULL},
+    {"ReservationState", 0xfddedc40af65a3ffULL},
+    {"Reserve", 0xcdae3e598c023fdeULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"SkuState", 0xf70d82b445863bc4ULL},
     {"StockFeed", 0x5bd9e052d14672b6ULL},
@@ -102,6 +102,9 @@ static const uint64_t ledger_event_v1_fp = 0x0de3d4200eb86d00ULL;
 /* The writers before requested_at_ms (fingerprints.py, "before requested_at_ms"). */
 static const uint64_t hold_v4_fp = 0xb0ce575e8be92026ULL;
 static const uint64_t reservation_state_v7_fp = 0xdf43fe7a4fc5cbddULL;
+/* The writers before only_warehouses (fingerprints.py, "before only_warehouses"). */
+static const uint64_t reserve_v2_fp = 0xf804c57479f55130ULL;
+static const uint64_t reservation_state_v8_fp = 0x1dad35f515675984ULL;
 
 static const uint8_t py_hold[] = {0xc3, 0x01, 0x2d, 0xce, 0xb7, 0x5d, 0xb4, 0x2d, 0xea, 0xd6, 0x06,
                                   0x72, 0x2d, 0x31, 0x04, 0x04, 0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75,
@@ -120,17 +123,24 @@ static const uint8_t py_hold_v2[] = {
     0xc3, 0x01, 0xda, 0x8e, 0x5f, 0x23, 0x34, 0x9c, 0x10, 0x54, 0x06, 0x72, 0x2d, 0x31, 0x04, 0x04,
     0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
 static const uint8_t py_reserve[] = {
-    0xc3, 0x01, 0x30, 0x51, 0xf5, 0x79, 0x74, 0xc5, 0x04, 0xf8, 0x12, 0x72, 0x65, 0x73,
-    0x2d, 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02,
-    0x02, 0x42, 0xff, 0x88, 0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40,
-    0x8f, 0xc2, 0xf5, 0x28, 0x5c, 0xcf, 0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74,
-    0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74, 0x2d, 0x77, 0x65, 0x62};
+    0xc3, 0x01, 0xde, 0x3f, 0x02, 0x8c, 0x59, 0x3e, 0xae, 0xcd, 0x12, 0x72, 0x65, 0x73, 0x2d, 0xc3,
+    0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02, 0x02, 0x42, 0xff, 0x88,
+    0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40, 0x8f, 0xc2, 0xf5, 0x28, 0x5c, 0xcf,
+    0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74, 0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f,
+    0x75, 0x74, 0x2d, 0x77, 0x65, 0x62, 0x02, 0x08, 0x53, 0x2d, 0x31, 0x32, 0x00};
 /* The same Reserve as Python wrote it with Reserve v1 (before api_key_id). */
 static const uint8_t py_reserve_v1[] = {
     0xc3, 0x01, 0x96, 0xfc, 0xa1, 0xad, 0x2a, 0x92, 0x6e, 0xd1, 0x12, 0x72, 0x65, 0x73, 0x2d,
     0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02, 0x02, 0x42,
     0xff, 0x88, 0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40, 0x8f, 0xc2, 0xf5,
     0x28, 0x5c, 0xcf, 0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74, 0x01};
+/* Reserve v2, before only_warehouses (fingerprints.py, "before only_warehouses"). */
+static const uint8_t py_reserve_v2[] = {
+    0xc3, 0x01, 0x30, 0x51, 0xf5, 0x79, 0x74, 0xc5, 0x04, 0xf8, 0x12, 0x72, 0x65, 0x73,
+    0x2d, 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02,
+    0x02, 0x42, 0xff, 0x88, 0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40,
+    0x8f, 0xc2, 0xf5, 0x28, 0x5c, 0xcf, 0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74,
+    0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f, 0x75, 0x74, 0x2d, 0x77, 0x65, 0x62};
 static const uint8_t py_dead_letter[] = {
     0xc3, 0x01, 0xce, 0x86, 0x34, 0x2e, 0x77, 0x22, 0xe0, 0x3b, 0x22, 0x68, 0x6f, 0x6c, 0x64,
     0x66, 0x61, 0x73, 0x74, 0x2e, 0x72, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x73, 0x06, 0xa8,
@@ -247,6 +257,8 @@ static void py_reserve_record(hf_record_t *r)
     strcpy(v->reply_to, "t");
     v->sent_at_ms = -1;
     strcpy(v->api_key_id, "checkout-web");
+    v->only_warehouses_count = 1;
+    strcpy(v->only_warehouses[0].warehouse_id, "S-12");
 }
 
 static void py_dead_letter_record(hf_record_t *r)
@@ -728,6 +740,8 @@ static void test_records_before_api_key_id_read_as_made_by_no_key(void **state)
     decode_ok(py_reserve_v1, sizeof py_reserve_v1, &got);
     py_reserve_record(&want);
     memset(want.u.reserve.api_key_id, 0, sizeof want.u.reserve.api_key_id);
+    memset(want.u.reserve.only_warehouses, 0, sizeof want.u.reserve.only_warehouses);
+    want.u.reserve.only_warehouses_count = 0;
     assert_int_equal(got.type, HF_REC_RESERVE);
     assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
 }
@@ -760,6 +774,23 @@ static void test_records_before_requested_at_read_as_unknown(void **state)
     assert_true(rs->counter_answers);
     assert_string_equal(rs->api_key_id, "checkout-web");
     assert_int_equal(rs->requested_at_ms, 0);
+}
+
+/* Requests and reservations written before pick-up at a store (Reserve v2,
+ * ReservationState v8) read with no only_warehouses: held anywhere, as then. */
+static void test_records_before_only_warehouses_read_as_anywhere(void **state)
+{
+    static hf_record_t got, want;
+    assert_history_entry(HF_REC_RESERVE, reserve_v2_fp);
+    assert_history_entry(HF_REC_RESERVATION_STATE, reservation_state_v8_fp);
+    memset(&got, 0x5a, sizeof got); /* the default must be written, not left */
+    decode_ok(py_reserve_v2, sizeof py_reserve_v2, &got);
+    py_reserve_record(&want);
+    memset(want.u.reserve.only_warehouses, 0, sizeof want.u.reserve.only_warehouses);
+    want.u.reserve.only_warehouses_count = 0;
+    assert_int_equal(got.type, HF_REC_RESERVE);
+    assert_int_equal(got.u.reserve.only_warehouses_count, 0);
+    assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
 }
 
 static void test_older_stock_records_read_with_no_as_of_point_and_epoch_0(void **state)
@@ -868,7 +899,7 @@ static void test_older_int_statuses_read_as_the_enums(void **state)
     static hf_record_t again;
     size_t len = 0;
     assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
-    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0x1dad35f515675984ULL);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xfddedc40af65a3ffULL);
     decode_ok(buf, len, &again);
     assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
                         sizeof again.u.reservation_state);
@@ -1076,7 +1107,28 @@ static void test_decode_rejects_arrays_beyond_their_bound(void **state)
     wire_string(&w, ""); /* reply_to */
     wire_long(&w, 0);    /* sent_at_ms */
     wire_string(&w, ""); /* api_key_id */
+    wire_long(&w, 0);    /* only_warehouses */
     expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Reserve.lines");
+
+    wire_header(&w, codec_fingerprint(HF_REC_RESERVE));
+    wire_string(&w, "r");
+    wire_string(&w, "k");
+    wire_long(&w, 1);
+    wire_string(&w, "A");
+    wire_long(&w, 1);
+    wire_long(&w, 0);         /* end of lines */
+    memset(w.b + w.n, 0, 16); /* ship_to */
+    w.n += 16;
+    wire_long(&w, 0);    /* ttl_ms */
+    wire_string(&w, ""); /* campaign */
+    wire_string(&w, ""); /* reply_to */
+    wire_long(&w, 0);    /* sent_at_ms */
+    wire_string(&w, ""); /* api_key_id */
+    wire_long(&w, HF_ONLY_WAREHOUSES_MAX + 1);
+    for (int i = 0; i <= HF_ONLY_WAREHOUSES_MAX; i++)
+        wire_string(&w, "W");
+    wire_long(&w, 0);
+    expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Reserve.only_warehouses");
 }
 
 static void test_decode_rejects_enum_indexes_outside_the_symbols(void **state)
@@ -1328,6 +1380,7 @@ int main(void)
         cmocka_unit_test(test_older_hold_without_answer_reserve_is_answered_by_the_gateway),
         cmocka_unit_test(test_records_before_api_key_id_read_as_made_by_no_key),
         cmocka_unit_test(test_records_before_requested_at_read_as_unknown),
+        cmocka_unit_test(test_records_before_only_warehouses_read_as_anywhere),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_rebook),
         cmocka_unit_test(test_older_stock_records_read_with_no_as_of_point_and_epoch_0),
         cmocka_unit_test(test_older_reservation_state_reads_with_no_reserve_reply),

@@ -2947,6 +2947,81 @@ static void test_a_reservation_its_counter_may_have_answered_is_never_rolled_bac
 }
 
 /* ======================================================================
+ * Where a reservation may be held: only_warehouses, stores (route.c)
+ * ====================================================================== */
+
+/* Every Hold emitted since from goes to warehouse wh. */
+static void holds_only_at(const stage_ctx_t *fx, size_t from, const char *wh)
+{
+    for (size_t i = from; i < fx->emits_count; i++)
+        if (fx->emits[i].topic_id == HF_T_COUNTER_COMMANDS &&
+            fx->emits[i].rec.type == HF_REC_HOLD &&
+            strcmp(fx->emits[i].rec.u.hold.warehouse_id, wh) != 0)
+            fail_msg("a Hold went to %s, not %s", fx->emits[i].rec.u.hold.warehouse_id, wh);
+}
+
+/* W6 (Seattle) is a store: a shopper in Seattle is never served from its shelf
+ * unless the reservation names it (pick-up); a pick-up holds there alone, and
+ * when the store runs out it is refused, never routed elsewhere (not even by
+ * the saga's re-route after the counter's refusal). */
+static void test_a_pick_up_holds_at_its_store_alone_and_a_store_serves_nobody_else(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.routes.warehouses[5].store = true;
+    const int64_t five[6] = {5, 5, 5, 5, 5, 5};
+    stock(fx, "SKU-A", five, 6);
+    size_t from = fx->emits_count;
+    hf_record_t near = reserve_rec("s1", "k", "SKU-A", 1, 0);
+    near.u.reserve.ship_to = (hf_geo_t){47.61, -122.33}; /* at the store's door */
+    assert_int_equal(fx_apply(fx, &near), HF_OK);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_HELD);
+    assert_int_equal(commands_since(fx, from, HF_REC_HOLD), 1);
+    assert_string_not_equal(nth_hold(fx, from, 0).warehouse_id, "W6");
+
+    from = fx->emits_count;
+    hf_record_t pick = reserve_rec("s2", "k", "SKU-A", 2, 0);
+    pick.u.reserve.only_warehouses_count = 1;
+    snprintf(pick.u.reserve.only_warehouses[0].warehouse_id,
+             sizeof pick.u.reserve.only_warehouses[0].warehouse_id, "W6");
+    assert_int_equal(fx_apply(fx, &pick), HF_OK);
+    settle(fx);
+    hf_reply_t held = one_reply(fx, from);
+    assert_int_equal(held.outcome, HF_REPLY_HELD);
+    assert_int_equal(held.allocations_count, 1);
+    assert_string_equal(held.allocations[0].warehouse_id, "W6");
+    holds_only_at(fx, from, "W6");
+    assert_int_equal(load_rs(fx, "s2").only_warehouses_count, 1);
+
+    /* The view still says 5 at W6; the counter has 3: its refusal is not
+     * routed around, though W1..W5 have plenty. */
+    from = fx->emits_count;
+    hf_record_t more = reserve_rec("s3", "k", "SKU-A", 4, 0);
+    more.u.reserve.only_warehouses[0] = pick.u.reserve.only_warehouses[0];
+    more.u.reserve.only_warehouses_count = 1;
+    assert_int_equal(fx_apply(fx, &more), HF_OK);
+    settle(fx);
+    hf_reply_t refused = one_reply(fx, from);
+    assert_int_equal(refused.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    holds_only_at(fx, from, "W6");
+    assert_int_equal(load_rs(fx, "s3").status, HF_RES_REJECTED);
+    assert_int_equal(reserved_total(fx, "SKU-A"), 3); /* s1's 1 and s2's 2 */
+
+    hf_record_t unknown = reserve_rec("s4", "k", "SKU-A", 1, 0);
+    unknown.u.reserve.only_warehouses_count = 1;
+    snprintf(unknown.u.reserve.only_warehouses[0].warehouse_id,
+             sizeof unknown.u.reserve.only_warehouses[0].warehouse_id, "W9");
+    expect_invalid(fx, &unknown, "only_warehouses: \"W9\" is not in the warehouses file");
+    hf_record_t twice = reserve_rec("s5", "k", "SKU-A", 1, 0);
+    twice.u.reserve.only_warehouses_count = 2;
+    snprintf(twice.u.reserve.only_warehouses[0].warehouse_id,
+             sizeof twice.u.reserve.only_warehouses[0].warehouse_id, "W2");
+    twice.u.reserve.only_warehouses[1] = twice.u.reserve.only_warehouses[0];
+    expect_invalid(fx, &twice, "only_warehouses: W2 is named twice");
+    fx->user->env.routes.warehouses[5].store = false;
+}
+
+/* ======================================================================
  * Payment events (payment_event.c): the provider's news drives the hold
  * ====================================================================== */
 
@@ -3248,6 +3323,7 @@ int main(void)
         T(test_payment_events_out_of_order_never_undo_a_terminal_state),
         T(test_a_payment_event_for_a_pending_reservation),
         T(test_a_payment_event_without_a_known_event_or_payment_is_invalid),
+        T(test_a_pick_up_holds_at_its_store_alone_and_a_store_serves_nobody_else),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();
