@@ -67,15 +67,22 @@ int gw_commit_request(stage_ctx_t *ctx, gw_request_t *req, const hf_commit_t *c)
         return gw_answer(ctx, rs, a, HF_REPLY_CONFLICT, "already committed by another payment");
     case HF_RES_RELEASED:
         /* The stock was revoked under the shopper (a count found less than was
-         * held): the payment cannot buy anything, so it is refunded. */
-        if (strcmp(rs->reason, GW_REASON_SHORTFALL) == 0)
-            return gw_refund_payment(
-                ctx, rs, c->payment_id, a, HF_REPLY_CONFLICT,
-                "reservation was released: stock_shortfall; payment flagged for refund");
+         * held), or a payment event released it (payment_policy) and the
+         * shopper paid after all: the payment cannot buy anything, so it is
+         * refunded. */
+        if (gw_res_released_for_payment(rs)) {
+            char msg[HF_TEXT_LEN_MAX + 1];
+            snprintf(msg, sizeof msg,
+                     "reservation was released: %.160s; payment flagged for refund", rs->reason);
+            return gw_refund_payment(ctx, rs, c->payment_id, a, HF_REPLY_CONFLICT, msg);
+        }
         break;
     case HF_RES_PENDING:
-        /* Not stored: the same webhook retried once HELD must be able to commit. */
-        return gw_reply_simple(ctx, a, HF_REPLY_CONFLICT, "reservation is not held yet");
+        /* Not applied, not stored: BUSY, so that a payment provider's webhook
+         * (answered 503) delivers it again and the retry once HELD commits; a
+         * CONFLICT would be final to the provider, and the sale lost. */
+        return gw_reply_simple(ctx, a, HF_REPLY_BUSY,
+                               "reservation is not held yet: retry with the same idempotency key");
     default:
         break;
     }

@@ -38,7 +38,9 @@ int gateway_on_extend(stage_ctx_t *ctx, const hf_record_t *rec)
         int64_t want = rs->expires_at_ms + x->extend_by_ms;
         int64_t next = want < rs->hold_deadline_ms ? want : rs->hold_deadline_ms;
         if (next < want)
-            msg = "extended up to the maximum hold time";
+            msg = next > rs->expires_at_ms
+                      ? "extended up to the maximum hold time"
+                      : "not extended: already held past the maximum hold time (a pending payment)";
         if (next > rs->expires_at_ms && (err = gw_extend_to(ctx, rs, next)) != HF_OK)
             return err;
     } else {

@@ -53,10 +53,15 @@ const stage_def_t *gateway_stage(void);
  *   an EXPIRED reservation for a payment that came late (late_payment.c). It
  *   never changes the reservation's status: the original stays EXPIRED. */
 bool gw_res_terminal(hf_res_status_t status);
+/* A RELEASED reservation whose payment is refunded when it comes: a stock
+ * shortfall revoked it, or a payment event released it (payment_policy) and the
+ * shopper paid after all. A reservation the shopper released is not (CONFLICT:
+ * the checkout that released it owns that payment). */
+bool gw_res_released_for_payment(const hf_reservation_state_t *rs);
 /* Whether payments of rs may have been flagged for refund (P keys): only an
- * EXPIRED reservation (a late payment, a failed re-reservation) or one a stock
- * shortfall RELEASED is ever passed to gw_flag_refund, and terminal states
- * never move. The sweeper forgets any other without scanning for markers. */
+ * EXPIRED reservation (a late payment, a failed re-reservation) or one
+ * gw_res_released_for_payment is ever passed to gw_flag_refund, and terminal
+ * states never move. The sweeper forgets any other without scanning for markers. */
 bool gw_res_may_flag_refund(const hf_reservation_state_t *rs);
 
 typedef enum { GW_LATE_REFUND = 0, GW_LATE_RERESERVE } gw_late_policy_t;
@@ -73,11 +78,14 @@ typedef enum {
 
 /* Reason (ReservationState.reason, ledger, ReleaseHold) of a reservation ended
  * because a stock count revoked one of its holds. */
-#define GW_REASON_SHORTFALL "stock_shortfall"
+#define GW_REASON_SHORTFALL      "stock_shortfall"
+/* Reasons of reservations a payment event released: "payment_failed",
+ * "payment_canceled", each maybe followed by ": <the provider's reason>". */
+#define GW_REASON_PAYMENT_PREFIX "payment_"
 /* LATE_PAYMENT ledger reasons: the payment is to be refunded, or it bought the
  * re-reserved units (the event's allocations). */
-#define GW_LATE_REFUNDED    "refund"
-#define GW_LATE_REBOOKED    "rereserved"
+#define GW_LATE_REFUNDED         "refund"
+#define GW_LATE_REBOOKED         "rereserved"
 
 /* The sweeper cursor's bookkeeping (gw_state.c): the one part of the
  * environment the tasks change, shared by them, atomics only. */

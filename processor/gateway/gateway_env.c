@@ -225,7 +225,9 @@ static int parse_late_policy(const char *name, gw_late_policy_t *out, char *errs
     return HF_OK;
 }
 
-/* One "kind=action" of payment_policy into env; false when it is not one. */
+/* One "kind=action" of payment_policy into env; false when it is not one. A
+ * pending payment may be extended, kept or released on; a failed or canceled
+ * one kept or released on; a succeeded one is committed, nothing else. */
 static bool payment_rule(const char *rule, size_t len, gateway_env_t *env)
 {
     static const char *const actions[GW_PAY__COUNT] = {"keep", "extend", "release", "commit"};
@@ -249,8 +251,10 @@ static bool payment_rule(const char *rule, size_t len, gateway_env_t *env)
     for (int a = 0; kind != HF_PAY_UNKNOWN && a < GW_PAY__COUNT; a++) {
         if (strlen(actions[a]) != action_len || memcmp(actions[a], action, action_len) != 0)
             continue;
-        /* A success always commits, and nothing else may. */
-        if ((kind == HF_PAY_SUCCEEDED) != (a == GW_PAY_COMMIT))
+        /* A success always commits, and nothing else may; only a pending
+         * payment extends. */
+        bool pending = kind == HF_PAY_PROCESSING || kind == HF_PAY_REQUIRES_ACTION;
+        if ((kind == HF_PAY_SUCCEEDED) != (a == GW_PAY_COMMIT) || (a == GW_PAY_EXTEND && !pending))
             return false;
         env->payment_action[kind] = (gw_pay_action_t)a;
         return true;
@@ -268,11 +272,11 @@ int gateway_parse_payment_policy(const char *spec, gateway_env_t *env, char *err
         while (p && *p) {
             const char *comma = strchr(p, ',');
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
-            if (!payment_rule(p, len, env)) {
+            if (len > 0 && !payment_rule(p, len, env)) { /* empty items are skipped */
                 snprintf(errstr, errstr_size,
-                         "payment_policy: '%.*s' is not event=action (events processing, "
-                         "requires_action, failed, canceled: keep, extend or release; succeeded: "
-                         "commit), e.g. \"%s\"",
+                         "payment_policy: '%.*s' is not event=action (processing, "
+                         "requires_action: keep, extend or release; failed, canceled: keep or "
+                         "release; succeeded: commit), e.g. \"%s\"",
                          (int)len, p, defaults);
                 return HF_ERR_CONFIG;
             }

@@ -15,10 +15,16 @@ bool gw_res_terminal(hf_res_status_t status)
            status == HF_RES_REJECTED;
 }
 
+bool gw_res_released_for_payment(const hf_reservation_state_t *rs)
+{
+    return rs->status == HF_RES_RELEASED &&
+           (strcmp(rs->reason, GW_REASON_SHORTFALL) == 0 ||
+            strncmp(rs->reason, GW_REASON_PAYMENT_PREFIX, strlen(GW_REASON_PAYMENT_PREFIX)) == 0);
+}
+
 bool gw_res_may_flag_refund(const hf_reservation_state_t *rs)
 {
-    return rs->status == HF_RES_EXPIRED ||
-           (rs->status == HF_RES_RELEASED && strcmp(rs->reason, GW_REASON_SHORTFALL) == 0);
+    return rs->status == HF_RES_EXPIRED || gw_res_released_for_payment(rs);
 }
 
 const char *gw_check_id(const char *id, const char *what)
@@ -235,8 +241,20 @@ static void hash_extend(uint64_t *h, const hf_extend_t *x)
     hash_where_and_when(h);
 }
 
+/* A succeeded payment is the Commit it stands for: the webhook sends a Commit
+ * under the event id, a Kafka client may send the PaymentEvent; a redelivery
+ * by the other road gets the first answer, not CONFLICT. */
 static void hash_payment_event(uint64_t *h, const hf_payment_event_t *p)
 {
+    if (p->event == HF_PAY_SUCCEEDED) {
+        hf_commit_t c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.reservation_id, sizeof c.reservation_id, "%s", p->reservation_id);
+        snprintf(c.idempotency_key, sizeof c.idempotency_key, "%s", p->idempotency_key);
+        snprintf(c.payment_id, sizeof c.payment_id, "%s", p->payment_id);
+        hash_commit(h, &c);
+        return;
+    }
     hash_kind(h, 25, 0x8d4a6c54272ea0b9ULL);
     hash_string(h, p->reservation_id);
     hash_string(h, p->idempotency_key);

@@ -128,6 +128,9 @@ static const char *check_body(const gateway_env_t *env, const hf_record_t *rec, 
                    "CANCELED";
         if (strlen(p->reason) > HF_PAYMENT_REASON_LEN_MAX)
             return "reason must be at most 200 bytes"; /* HF_PAYMENT_REASON_LEN_MAX */
+        for (const char *c = p->reason; *c; c++)       /* a ledger reason is one readable line */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return "reason must not hold control characters";
         return gw_check_id(p->payment_id, "payment_id" ID_RULE);
     }
     default:

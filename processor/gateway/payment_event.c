@@ -16,8 +16,9 @@
  * after the success is answered COMMITTED and changes nothing; any event for a
  * released or expired reservation is answered as it stands (a late success is
  * a late payment, as for a Commit). A reservation still PENDING is released
- * by a releasing event (as a Release would) and answered CONFLICT, not kept,
- * for the others: the provider's retry once it is HELD applies. */
+ * by a releasing event (as a Release would) and answered BUSY, not kept, for
+ * the others: the webhook answers the provider 503, and its redelivery once it
+ * is HELD applies. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,21 +35,31 @@ static void release_reason(const hf_payment_event_t *p, char *out, size_t out_si
         snprintf(out, out_size, "%s", what);
 }
 
-/* A pending payment keeps rs held a while longer, up to the pending cap. */
+/* A pending payment keeps rs held a while longer, up to the pending cap —
+ * unless a stock shortfall recalls the allotment its units sit in (escrow.c):
+ * then it ends now, as a Commit would end it, and the payment that may follow
+ * is refunded (commit.c). */
 static int hold_while_pending(stage_ctx_t *ctx, gw_request_t *req)
 {
     const gateway_env_t *env = gateway_env(ctx);
     hf_reservation_state_t *rs = &req->rs;
+    bool owes = false;
+    int err = gw_escrow_owes(ctx, rs, &owes);
+    if (err)
+        return err;
+    if (owes) {
+        err = gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+        return err ? err
+                   : gw_answer(ctx, rs, &req->asker, HF_REPLY_RELEASED,
+                               "reservation was released: stock_shortfall");
+    }
     int64_t cap = rs->created_at_ms + env->payment_pending_max_ms;
     if (cap < rs->hold_deadline_ms)
         cap = rs->hold_deadline_ms;
     int64_t want = stage_now_ms(ctx) + env->payment_pending_extend_ms;
     int64_t next = want < cap ? want : cap;
-    if (next > rs->expires_at_ms) {
-        int err = gw_extend_to(ctx, rs, next);
-        if (err)
-            return err;
-    }
+    if (next > rs->expires_at_ms && (err = gw_extend_to(ctx, rs, next)) != HF_OK)
+        return err;
     return gw_answer(ctx, rs, &req->asker, HF_REPLY_HELD,
                      next < want ? "held while the payment is pending, up to its cap "
                                    "(payment_pending_max_ms)"
@@ -102,8 +113,9 @@ int gateway_on_payment_event(stage_ctx_t *ctx, const hf_record_t *rec)
         release_reason(p, reason, sizeof reason);
         return gw_release_open(ctx, &req, reason);
     }
-    if (rs->status == HF_RES_PENDING) /* not kept: the same event once HELD applies */
-        return gw_reply_simple(ctx, &req.asker, HF_REPLY_CONFLICT, "reservation is not held yet");
+    if (rs->status == HF_RES_PENDING) /* not kept: BUSY, so the provider delivers it again */
+        return gw_reply_simple(ctx, &req.asker, HF_REPLY_BUSY,
+                               "reservation is not held yet: retry with the same idempotency key");
     if (action == GW_PAY_EXTEND && gateway_env(ctx)->payment_pending_extend_ms > 0)
         return hold_while_pending(ctx, &req);
     return gw_answer(ctx, rs, &req.asker, HF_REPLY_HELD,

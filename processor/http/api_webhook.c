@@ -10,7 +10,7 @@
  * becomes a Commit (payment.succeeded: what every gateway version applies, so a
  * front upgraded before its gateways loses no sale) or a PaymentEvent
  * (payment.processing, payment.requires_action, payment.failed,
- * payment.canceled; "reason" optional, cut to HF_PAYMENT_REASON_LEN_MAX bytes),
+ * payment.canceled; "reason" read when a string, cut to HF_PAYMENT_REASON_LEN_MAX bytes),
  * whose idempotency key is the event id, so the provider's retries
  * (at-least-once delivery) get the first answer again. Other event types are
  * acknowledged (200, "ignored") so that the provider stops sending them. Any
@@ -37,8 +37,10 @@ static void cut_utf8(char *s, size_t len_max)
     s[len] = '\0';
 }
 
-/* The provider's reason (data.reason, a string or absent): cut to fit, control
- * characters replaced, so a ledger reason stays one readable line. */
+/* The provider's reason (data.reason) when it is a string: cut to fit, control
+ * characters replaced, so a ledger reason stays one readable line. Any other
+ * value (null, a provider's error object) is no reason: a payment event is
+ * never refused over a member holdfast only records. */
 static void take_reason(json_t *data, char *dst, size_t dst_size)
 {
     json_t *v = json_object_get(data, "reason");
@@ -114,11 +116,6 @@ void api_webhook(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     if (ok && !json_is_object(data)) {
         http_error(ctx, resp, 422, "invalid_field",
                    "'data' must be {\"reservation_id\": ..., \"payment_id\": ...}");
-        ok = false;
-    }
-    json_t *reason_v = ok ? json_object_get(data, "reason") : NULL;
-    if (reason_v && !json_is_string(reason_v)) {
-        http_error(ctx, resp, 422, "invalid_field", "'data.reason' must be a string when present");
         ok = false;
     }
     hf_id_t reservation_id, payment_id;

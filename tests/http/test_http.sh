@@ -232,6 +232,12 @@ webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
 need "payment.processing for r3p: $code $body (expected 200 HELD)" is "$code $(jget 'd["outcome"]')" "200 HELD"
 need "payment.processing did not move the expiry: $(jget 'd.get("expires_at_ms")') vs $held_until (TTL 15 min, pending 15 min from now)" \
   test "$(jget 'd["expires_at_ms"]')" -gt "$held_until"
+# A provider's reason that is not a string (null, an error object) is no reason,
+# never a refusal: the event is acted on.
+ev="{\"id\":\"evt-r3p-1b\",\"type\":\"payment.requires_action\",\"data\":{\"reservation_id\":\"r3p\",\"payment_id\":\"pay-r3p\",\"reason\":{\"code\":\"3ds\"}}}"
+webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
+need "payment.requires_action with an object reason: $code $body (expected 200 HELD)" \
+  is "$code $(jget 'd["outcome"]')" "200 HELD"
 ev=$(state_event evt-r3p-2 payment.canceled r3p pay-r3p "shopper closed the 3-D Secure window")
 webhook "$p1" "$ev" "$(tests/http/sign.sh "$secret" "$ev")"
 need "payment.canceled for r3p: $code $body (expected 200 RELEASED)" is "$code $(jget 'd["outcome"]')" "200 RELEASED"

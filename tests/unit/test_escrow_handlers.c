@@ -728,6 +728,44 @@ static void test_commit_while_recall_owed_is_revoked(void **state)
     assert_int_equal(e.allotted, 0);
 }
 
+/* A pending payment does not prolong a hold whose allotment a shortfall
+ * recalls: the reservation ends RELEASED stock_shortfall and the units go
+ * back, as a Commit would have; the success that follows is refunded. */
+static void test_pending_payment_while_recall_owed_releases(void **state)
+{
+    stage_ctx_t *fx = *state;
+    gateway_env_t *env = &fx->user->env;
+    char errstr[256];
+    assert_int_equal(gateway_parse_payment_policy("", env, errstr, sizeof errstr), HF_OK);
+    env->payment_pending_extend_ms = 600000;
+    env->payment_pending_max_ms = 3600000;
+    allotment_t a = with_allotment(fx, 10);
+    char rid[32];
+    rid_in(rid, sizeof rid, a.p, 1);
+    reserve(fx, rid, HOT, 3);
+    hf_record_t g = grant_rec(a.p, 0, 0, 10);
+    assert_int_equal(apply_key(fx, a.first, &g), HF_OK); /* 3 owed */
+    size_t from = fx->emits_count;
+    hf_record_t pend = {.type = HF_REC_PAYMENT_EVENT};
+    hf_payment_event_t *p = &pend.u.payment_event;
+    snprintf(p->reservation_id, sizeof p->reservation_id, "%s", rid);
+    snprintf(p->idempotency_key, sizeof p->idempotency_key, "evt-1");
+    p->event = HF_PAY_PROCESSING;
+    snprintf(p->payment_id, sizeof p->payment_id, "pay-1");
+    assert_int_equal(apply_key(fx, rid, &pend), HF_OK);
+    hf_reply_t r = one_reply(fx, from);
+    assert_int_equal(r.outcome, HF_REPLY_RELEASED);
+    assert_string_equal(load_rs(fx, rid).reason, "stock_shortfall");
+    assert_int_equal(one_request(fx, from).return_qty, 3);
+    assert_int_equal(escrow_of(fx, a.p).owed_qty, 0);
+    from = fx->emits_count;
+    snprintf(p->idempotency_key, sizeof p->idempotency_key, "evt-2");
+    p->event = HF_PAY_SUCCEEDED;
+    assert_int_equal(apply_key(fx, rid, &pend), HF_OK);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(ledger_count(fx, from, rid, HF_LEDGER_LATE_PAYMENT), 1); /* refund */
+}
+
 static void test_changed_balance_reported_by_tick(void **state)
 {
     stage_ctx_t *fx = *state;
@@ -1122,6 +1160,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_prime_share_floored_and_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_while_recall_owed_is_revoked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_payment_while_recall_owed_releases, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_changed_balance_reported_by_tick, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recall_returns_balance_now_and_rest_on_release, setup,
                                         teardown),

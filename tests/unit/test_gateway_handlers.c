@@ -1446,7 +1446,11 @@ static void test_terminal_states_never_move(void **state)
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
 
-static void test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_stored(void **state)
+/* A Commit of a PENDING reservation is BUSY (the webhook's provider gets a 503
+ * and delivers it again), an Extend CONFLICT; neither is kept, so the same
+ * request once HELD applies. */
+static void
+test_commit_or_extend_of_a_pending_reservation_is_busy_or_conflict_not_kept(void **state)
 {
     stage_ctx_t *fx = *state;
     stock(fx, "SKU-A", plenty, 6);
@@ -1454,7 +1458,7 @@ static void test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_s
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     hf_record_t c = commit_rec("g2", "c", "pay-1");
     hf_record_t e = extend_rec("g2", "e", 60000);
-    assert_int_equal(call(fx, &c).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_BUSY);
     assert_int_equal(call(fx, &e).outcome, HF_REPLY_CONFLICT);
     settle(fx);
     /* The same webhook and extension retried once HELD now succeed. */
@@ -3157,19 +3161,28 @@ static void test_payment_events_out_of_order_never_undo_a_terminal_state(void **
     hf_record_t cxl = payment_rec("p6", "evt-1", HF_PAY_CANCELED, "");
     assert_int_equal(call(fx, &cxl).outcome, HF_REPLY_RELEASED);
     from = fx->emits_count;
+    /* The shopper paid after all: no sale, the payment flagged for refund (a
+     * LATE_PAYMENT event, once), whichever road it came by. */
     hf_record_t paid6 = payment_rec("p6", "evt-2", HF_PAY_SUCCEEDED, "");
-    assert_int_equal(call(fx, &paid6).outcome, HF_REPLY_CONFLICT);
+    hf_reply_t paid_late = call(fx, &paid6);
+    assert_int_equal(paid_late.outcome, HF_REPLY_CONFLICT);
+    assert_non_null(strstr(paid_late.message, "payment flagged for refund"));
+    hf_record_t again6 = commit_rec("p6", "evt-2", "pay-p6"); /* the webhook's Commit */
+    assert_int_equal(call(fx, &again6).outcome, HF_REPLY_CONFLICT);
+    assert_string_equal(call(fx, &again6).message, paid_late.message); /* the first answer */
     hf_record_t proc6 = payment_rec("p6", "evt-3", HF_PAY_PROCESSING, "");
     assert_int_equal(call(fx, &proc6).outcome, HF_REPLY_RELEASED);
     assert_int_equal(load_rs(fx, "p6").status, HF_RES_RELEASED);
     assert_int_equal(commands_since(fx, from, HF_REC_COMMIT_HOLD), 0);
-    assert_int_equal(ledger_total(fx, from, "p6"), 0);
+    assert_int_equal(ledger_count(fx, from, "p6", HF_LEDGER_LATE_PAYMENT), 1);
+    assert_string_equal(last_ledger(fx, "p6", HF_LEDGER_LATE_PAYMENT).reason, "refund");
+    assert_int_equal(ledger_total(fx, from, "p6"), 1);
     settle(fx);
     assert_int_equal(reserved_total(fx, "SKU-A"), 0);
 }
 
 /* Before the holds are in: a cancellation releases what was asked for (and
- * answers the Reserve); a pending event is CONFLICT and not kept, so the
+ * answers the Reserve); a pending event is BUSY and not kept, so the
  * provider's retry once HELD extends. */
 static void test_a_payment_event_for_a_pending_reservation(void **state)
 {
@@ -3179,7 +3192,7 @@ static void test_a_payment_event_for_a_pending_reservation(void **state)
     hf_record_t r = reserve_rec("p7", "k", "SKU-A", 1, 60000);
     assert_int_equal(fx_apply(fx, &r), HF_OK);
     hf_record_t proc = payment_rec("p7", "evt-1", HF_PAY_PROCESSING, "");
-    assert_int_equal(call(fx, &proc).outcome, HF_REPLY_CONFLICT);
+    assert_int_equal(call(fx, &proc).outcome, HF_REPLY_BUSY);
     settle(fx);
     assert_int_equal(call(fx, &proc).expires_at_ms, T0 + PENDING_EXTEND_MS);
 
@@ -3219,10 +3232,16 @@ static void test_a_payment_event_without_a_known_event_or_payment_is_invalid(voi
     assert_int_equal(gateway_parse_payment_policy("succeeded=release", &env, errstr, sizeof errstr),
                      HF_ERR_CONFIG);
     assert_non_null(strstr(errstr, "'succeeded=release'"));
+    assert_int_equal(gateway_parse_payment_policy("failed=extend", &env, errstr, sizeof errstr),
+                     HF_ERR_CONFIG); /* only a pending payment extends */
+    assert_non_null(strstr(errstr, "'failed=extend'"));
     assert_int_equal(
-        gateway_parse_payment_policy("failed=extend,canceled=explode", &env, errstr, sizeof errstr),
+        gateway_parse_payment_policy("failed=keep,canceled=explode", &env, errstr, sizeof errstr),
         HF_ERR_CONFIG);
     assert_non_null(strstr(errstr, "'canceled=explode'"));
+    assert_int_equal(gateway_parse_payment_policy(",canceled=keep,,", &env, errstr, sizeof errstr),
+                     HF_OK); /* empty items are nothing */
+    assert_int_equal(env.payment_action[HF_PAY_CANCELED], GW_PAY_KEEP);
     assert_int_equal(gateway_parse_payment_policy("refunded=keep", &env, errstr, sizeof errstr),
                      HF_ERR_CONFIG);
     assert_int_equal(gateway_parse_payment_policy("payment.failed=release,processing=keep", &env,
@@ -3274,7 +3293,7 @@ int main(void)
         T(test_stale_view_degrades_to_the_nearest_warehouse),
         T(test_commit_of_held_sends_commit_holds_and_one_committed_ledger_event),
         T(test_terminal_states_never_move),
-        T(test_commit_or_extend_of_a_pending_reservation_is_conflict_and_not_stored),
+        T(test_commit_or_extend_of_a_pending_reservation_is_busy_or_conflict_not_kept),
         T(test_commit_after_expiry_expires_and_flags_a_late_payment),
         T(test_late_payment_is_flagged_for_refund_once_per_payment_id),
         T(test_rereserve_holds_the_expired_stock_again_and_commits_it),

@@ -197,6 +197,15 @@ static void test_the_payment_event_hash_is_pinned(void **state)
     (void)state;
     hf_record_t p = sample_payment();
     assert_true(gw_request_hash(&p) == 3991743330579518466LL);
+    /* A succeeded payment hashes as the Commit the webhook sends for it, so the
+     * same event id by either road is one request. */
+    p.u.payment_event.event = HF_PAY_SUCCEEDED;
+    hf_record_t c = {.type = HF_REC_COMMIT};
+    strcpy(c.u.commit.reservation_id, "r-1");
+    strcpy(c.u.commit.idempotency_key, "evt-5");
+    strcpy(c.u.commit.payment_id, "pay-42");
+    c.u.commit.sent_at_ms = 3;
+    assert_true(gw_request_hash(&p) == gw_request_hash(&c));
 }
 
 /* The earlier hash: FNV-1a over the record type and the current encoding with
@@ -218,6 +227,14 @@ static int64_t encoding_hash(const hf_record_t *rec)
         copy.u.release.sent_at_ms = 0, copy.u.release.reply_to[0] = '\0';
         break;
     case HF_REC_PAYMENT_EVENT:
+        if (rec->u.payment_event.event == HF_PAY_SUCCEEDED) { /* the Commit it stands for */
+            const hf_payment_event_t *p = &rec->u.payment_event;
+            hf_record_reset(&copy, HF_REC_COMMIT);
+            strcpy(copy.u.commit.reservation_id, p->reservation_id);
+            strcpy(copy.u.commit.idempotency_key, p->idempotency_key);
+            strcpy(copy.u.commit.payment_id, p->payment_id);
+            break;
+        }
         copy.u.payment_event.sent_at_ms = 0, copy.u.payment_event.reply_to[0] = '\0';
         break;
     default:
