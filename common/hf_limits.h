@@ -131,6 +131,10 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
  * names one store; a retailer's "these DCs only" a few. */
 #define HF_ONLY_WAREHOUSES_MAX          8
 _Static_assert(HF_ONLY_WAREHOUSES_MAX <= HF_WAREHOUSES_MAX, "named among the warehouses");
+/* Per-SKU ship-from lists (ship_from_file): SKUs with a list (twice a 2M
+ * catalog) and the longest line (a SKU and 64 warehouse ids). */
+#define HF_SHIP_FROM_SKUS_MAX        4000000
+#define HF_SHIP_FROM_LINE_MAX        4096
 /* TTL bounds a request may ask for. */
 #define HF_TTL_MIN_MS                1000LL
 #define HF_TTL_MAX_MS                (24LL * 3600 * 1000)

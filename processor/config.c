@@ -202,6 +202,7 @@ static const config_field_t config_fields[] = {
     INT_FIELD(gateway_txn_period_full_records_s, 2, 10000000),
     STR_FIELD(signal_overrides_file),
     STR_FIELD(warehouses_file),
+    STR_FIELD(ship_from_file),
     INT_FIELD(ttl_default_ms, 1000, 86400000),
     STR_FIELD(campaign_ttls),
     INT_FIELD(hold_max_factor_pct, 100, 1000),

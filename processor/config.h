@@ -85,6 +85,7 @@ typedef struct hf_config {
     char signal_overrides_file[HF_CONFIG_STR_MAX]; /* JSON {sku: {low, high, dwell_ms}} */
     /* Gateway (reservations, idempotency, routing). */
     char warehouses_file[HF_CONFIG_STR_MAX]; /* JSON warehouses: id, lat, lon, cost */
+    char ship_from_file[HF_CONFIG_STR_MAX];  /* per-SKU ship-from lists; "" = none */
     int ttl_default_ms;                    /* hold TTL when neither request nor campaign set one */
     char campaign_ttls[HF_CONFIG_STR_MAX]; /* "flash=300000,vip=1800000" */
     int hold_max_factor_pct;               /* max total hold time = factor% x TTL (extensions) */

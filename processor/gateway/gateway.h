@@ -36,6 +36,7 @@
 #include "stock_hint.h"
 #include "records.h"
 #include "route/route.h"
+#include "route/ship_from.h"
 #include "stage.h"
 
 const stage_def_t *gateway_stage(void);
@@ -116,6 +117,9 @@ typedef struct {
  * sweep points at. */
 typedef struct {
     route_config_t routes;
+    /* Per-SKU ship-from lists (ship_from_file); NULL: none. Owned: freed by
+     * gateway_env_release. */
+    ship_from_t *ship_from;
     int64_t ttl_default_ms;
     struct {
         hf_id_t name;
@@ -190,6 +194,8 @@ void gateway_env_destroy(void *env);
  * (routing view and topic check left NULL) or fails naming the key. */
 int gateway_env_configure(const struct hf_config *cfg, gateway_env_t *env, char *errstr,
                           size_t errstr_size) HF_MUST_CHECK;
+/* Frees what gateway_env_configure loaded (the ship-from lists); env stays zeroed. */
+void gateway_env_release(gateway_env_t *env);
 /* Parses "sku,sku" into env->escrow.skus. */
 int gateway_parse_escrow_skus(const char *spec, gateway_env_t *env, char *errstr,
                               size_t errstr_size) HF_MUST_CHECK;
@@ -242,10 +248,12 @@ const char *gw_check_id(const char *id, const char *what);
 const char *gw_check_reserve(const gateway_env_t *env, const hf_reserve_t *r, char *buf,
                              size_t buf_size);
 /* A line of rs (or of Reserve r, before rs exists) to route: qty of line l on
- * view, not to exclude, within the reservation's only_warehouses. */
-route_line_t gw_route_line(const hf_wh_ref_t *only, int32_t only_count, const hf_geo_t *ship_to,
-                           const hf_line_t *l, int64_t qty, const hf_availability_t *view,
-                           const char *const *exclude, size_t exclude_count);
+ * view, not to exclude, within the reservation's only_warehouses and the SKU's
+ * ship-from list. */
+route_line_t gw_route_line(const gateway_env_t *env, const hf_wh_ref_t *only, int32_t only_count,
+                           const hf_geo_t *ship_to, const hf_line_t *l, int64_t qty,
+                           const hf_availability_t *view, const char *const *exclude,
+                           size_t exclude_count);
 /* The TTL a Reserve gets: its own, its campaign's, or the default. */
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r);
 /* The idempotency hash of a Reserve, Commit, Release or Extend: what it asks

@@ -328,6 +328,15 @@ int gateway_env_configure(const hf_config_t *cfg, gateway_env_t *env, char *errs
         err = gateway_parse_campaigns(cfg->campaign_ttls, env, errstr, errstr_size);
     if (!err)
         err = gateway_parse_escrow_skus(cfg->escrow_skus, env, errstr, errstr_size);
+    if (!err && cfg->ship_from_file[0]) { /* last: nothing after it fails and leaks it */
+        err =
+            ship_from_load(cfg->ship_from_file, &env->routes, &env->ship_from, errstr, errstr_size);
+        if (!err)
+            log_info("gateway", "ship_from_file %s: %zu SKUs with a ship-from list",
+                     cfg->ship_from_file, ship_from_count(env->ship_from));
+        else if (err != HF_ERR_NOMEM)
+            err = HF_ERR_CONFIG;
+    }
     /* The rules between settings (reservation_retention_ms at least
      * idempotency_retention_ms, ...) are config_check's, which main applies. */
     return err;
@@ -469,11 +478,18 @@ int gateway_env_new(const hf_config_t *cfg, void **env_out, char *errstr, size_t
     return HF_OK;
 }
 
+void gateway_env_release(gateway_env_t *env)
+{
+    ship_from_free(env->ship_from);
+    env->ship_from = NULL;
+}
+
 void gateway_env_destroy(void *env)
 {
     if (!env)
         return;
     gw_world_t *w = env; /* env is the world's first member */
+    gateway_env_release(&w->env);
     view_destroy(w->view);
     gw_heat_destroy(w->env.escrow.heat);
     gw_hint_destroy(w->env.hint);

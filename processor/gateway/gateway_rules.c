@@ -88,9 +88,10 @@ const char *gw_check_reserve(const gateway_env_t *env, const hf_reserve_t *r, ch
     return NULL;
 }
 
-route_line_t gw_route_line(const hf_wh_ref_t *only, int32_t only_count, const hf_geo_t *ship_to,
-                           const hf_line_t *l, int64_t qty, const hf_availability_t *view,
-                           const char *const *exclude, size_t exclude_count)
+route_line_t gw_route_line(const gateway_env_t *env, const hf_wh_ref_t *only, int32_t only_count,
+                           const hf_geo_t *ship_to, const hf_line_t *l, int64_t qty,
+                           const hf_availability_t *view, const char *const *exclude,
+                           size_t exclude_count)
 {
     hf_assert(only_count >= 0 && only_count <= HF_ONLY_WAREHOUSES_MAX);
     return (route_line_t){.sku = l->sku,
@@ -100,7 +101,8 @@ route_line_t gw_route_line(const hf_wh_ref_t *only, int32_t only_count, const hf
                           .exclude = exclude,
                           .exclude_count = exclude_count,
                           .only = only,
-                          .only_count = (size_t)only_count};
+                          .only_count = (size_t)only_count,
+                          .ship_from = ship_from_mask(env->ship_from, l->sku)};
 }
 
 int64_t gw_ttl_ms(const gateway_env_t *env, const hf_reserve_t *r)

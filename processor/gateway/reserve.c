@@ -60,8 +60,8 @@ static bool sold_out(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserv
         if (env->hint)
             (void)gw_hint_apply(env->hint, &net, stage_now_ms(ctx));
         route_plan_t plan;
-        route_line_t line = gw_route_line(r->only_warehouses, r->only_warehouses_count, &r->ship_to,
-                                          l, l->qty, &net, NULL, 0);
+        route_line_t line = gw_route_line(env, r->only_warehouses, r->only_warehouses_count,
+                                          &r->ship_to, l, l->qty, &net, NULL, 0);
         route_line_t own = line;
         own.avail = &mine;
         bool any = false;

@@ -103,8 +103,8 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
         hf_availability_t av;
         bool unknown = false;
         route_line_t line =
-            gw_route_line(rs->only_warehouses, rs->only_warehouses_count, &rs->ship_to, l, l->qty,
-                          view_for(ctx, env, rs, l->sku, &av, &unknown), NULL, 0);
+            gw_route_line(env, rs->only_warehouses, rs->only_warehouses_count, &rs->ship_to, l,
+                          l->qty, view_for(ctx, env, rs, l->sku, &av, &unknown), NULL, 0);
         if (unknown) {
             *end = GW_SAGA_INVALID;
             snprintf(why, why_size, "unknown sku %s", l->sku);
@@ -129,9 +129,11 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
         if (!routed &&
             route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
             *end = GW_SAGA_INSUFFICIENT;
-            if (rs->only_warehouses_count > 0) /* the network's total says nothing here */
-                snprintf(why, why_size, "sku %s: %lld asked, not available at only_warehouses",
-                         l->sku, (long long)l->qty);
+            if (rs->only_warehouses_count > 0 || line.ship_from) /* the total says nothing */
+                snprintf(why, why_size, "sku %s: %lld asked, not available at %s", l->sku,
+                         (long long)l->qty,
+                         rs->only_warehouses_count > 0 ? "only_warehouses"
+                                                       : "the warehouses it ships from");
             else
                 snprintf(why, why_size, "sku %s: %lld asked, %lld available in the network", l->sku,
                          (long long)l->qty, line.avail ? (long long)line.avail->total : 0LL);
@@ -211,8 +213,8 @@ static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
             if (strcmp(av.warehouses[w].warehouse_id, h->warehouse_id) == 0)
                 av.warehouses[w].available = h->available_seen;
     }
-    route_line_t line = gw_route_line(rs->only_warehouses, rs->only_warehouses_count, &rs->ship_to,
-                                      l, missing, view, exclude, excluded);
+    route_line_t line = gw_route_line(env, rs->only_warehouses, rs->only_warehouses_count,
+                                      &rs->ship_to, l, missing, view, exclude, excluded);
     return route_strategy_for(l->sku)(&env->routes, &line, plan);
 }
 

@@ -32,14 +32,18 @@ static bool excluded(const route_line_t *line, const char *id)
     return false;
 }
 
-bool route_may_use(const route_line_t *line, const route_warehouse_t *w)
+bool route_may_use(const route_config_t *cfg, const route_line_t *line, const route_warehouse_t *w)
 {
-    if (line->only_count == 0)
-        return !w->store;
-    for (size_t i = 0; i < line->only_count; i++)
-        if (strcmp(line->only[i].warehouse_id, w->id) == 0)
-            return true;
-    return false;
+    bool named = false;
+    for (size_t i = 0; i < line->only_count && !named; i++)
+        named = strcmp(line->only[i].warehouse_id, w->id) == 0;
+    if (w->store) /* its shelf: only for a pick-up that names it */
+        return named;
+    size_t idx = (size_t)(w - cfg->warehouses);
+    hf_assert(idx < cfg->warehouses_count && idx < 64);
+    if (line->ship_from && !(line->ship_from >> idx & 1))
+        return false;
+    return line->only_count == 0 || named;
 }
 
 static void plan_add(route_plan_t *out, const char *wh, const char *sku, int64_t qty)
@@ -60,7 +64,7 @@ static route_result_t route_nearest(const route_config_t *cfg, const route_line_
     double best_km = 0;
     for (size_t i = 0; i < cfg->warehouses_count; i++) {
         const route_warehouse_t *w = &cfg->warehouses[i];
-        if (excluded(line, w->id) || !route_may_use(line, w))
+        if (excluded(line, w->id) || !route_may_use(cfg, line, w))
             continue;
         double km = route_distance_km(line->ship_to.lat, line->ship_to.lon, w->lat, w->lon);
         if (!best || km < best_km) {
@@ -81,7 +85,7 @@ static size_t gather_candidates(const route_config_t *cfg, const route_line_t *l
     for (int32_t i = 0; i < line->avail->warehouses_count && i < HF_WAREHOUSES_MAX; i++) {
         const hf_wh_available_t *wa = &line->avail->warehouses[i];
         const route_warehouse_t *w = route_warehouse(cfg, wa->warehouse_id);
-        if (!w || wa->available <= 0 || excluded(line, w->id) || !route_may_use(line, w))
+        if (!w || wa->available <= 0 || excluded(line, w->id) || !route_may_use(cfg, line, w))
             continue;
         c[n] = (candidate_t){
             w, wa->available,

@@ -51,9 +51,11 @@ typedef enum {
 /* One line to route. avail == NULL means the view has nothing usable (missing or
  * stale): degrade. exclude names warehouses not to use (already refused or
  * already holding this line), exclude_count of them. only, when only_count > 0,
- * names the only warehouses the line may go to (a pick-up store, a ship-from
- * list), stores included; with none, any warehouse but a store. Degrading
- * keeps to the same candidates. */
+ * names the only warehouses the line may go to (a pick-up store, a retailer's
+ * choice), stores included; with none, any warehouse but a store. ship_from,
+ * when not 0, is the SKU's ship-from list (ship_from.h: bit i for
+ * cfg->warehouses[i]), which bounds the warehouses but not a store named for
+ * pick-up. Degrading keeps to the same candidates. */
 typedef struct {
     const char *sku;
     int64_t qty;
@@ -63,10 +65,12 @@ typedef struct {
     size_t exclude_count;
     const hf_wh_ref_t *only;
     size_t only_count;
+    uint64_t ship_from;
 } route_line_t;
 
-/* Whether line may go to w at all (only, stores), exclude aside. */
-bool route_may_use(const route_line_t *line, const route_warehouse_t *w);
+/* Whether line may go to w (one of cfg's) at all (only, stores, ship_from),
+ * exclude aside. */
+bool route_may_use(const route_config_t *cfg, const route_line_t *line, const route_warehouse_t *w);
 
 typedef struct {
     hf_allocation_t items[HF_SPLITS_MAX];

@@ -175,6 +175,8 @@ static void test_gateway_settings_are_checked_by_its_init_naming_the_key(void **
     expect_gateway_refuses("{\"payment_policy\": \"failed=refund\"}",
                            "payment_policy: 'failed=refund' is not event=action");
     expect_refused("{\"payment_pending_max_ms\": 999999999}", "payment_pending_max_ms");
+    expect_gateway_refuses("{\"ship_from_file\": \"/nonexistent/ship_from.txt\"}",
+                           "ship_from_file /nonexistent/ship_from.txt: No such file");
     assert_int_equal(gateway_with("{\"payment_policy\": \"failed=release\", "
                                   "\"payment_pending_max_ms\": 86400000}",
                                   &env),

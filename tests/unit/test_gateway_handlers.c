@@ -3025,6 +3025,47 @@ static void test_a_pick_up_holds_at_its_store_alone_and_a_store_serves_nobody_el
     fx->user->env.routes.warehouses[5].store = false;
 }
 
+/* A SKU with a ship-from list (ship_from_file) ships from those warehouses
+ * alone: a Manhattan shopper's hazardous item comes from Los Angeles (W3), and
+ * when W3 runs out the shopper is refused, though W1 next door has plenty. */
+static void test_a_ship_from_list_bounds_where_a_sku_is_held(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const char *path = "/tmp/hf_gw_ship_from.txt";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("SKU-H W3\n", f);
+    fclose(f);
+    char errstr[256];
+    assert_int_equal(ship_from_load(path, &fx->user->env.routes, &fx->user->env.ship_from, errstr,
+                                    sizeof errstr),
+                     HF_OK);
+    remove(path);
+    const int64_t avail[6] = {50, 50, 2, 50, 50, 50};
+    stock(fx, "SKU-H", avail, 6);
+    size_t from = fx->emits_count;
+    hf_record_t r = reserve_rec("h1", "k", "SKU-H", 2, 0);
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_reply_t held = one_reply(fx, from);
+    assert_int_equal(held.outcome, HF_REPLY_HELD);
+    assert_string_equal(held.allocations[0].warehouse_id, "W3");
+    holds_only_at(fx, from, "W3");
+    from = fx->emits_count;
+    hf_record_t r2 = reserve_rec("h2", "k", "SKU-H", 1, 0);
+    assert_int_equal(fx_apply(fx, &r2), HF_OK); /* the view still says 2 at W3 */
+    settle(fx);
+    hf_reply_t refused = one_reply(fx, from);
+    assert_int_equal(refused.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    holds_only_at(fx, from, "W3");
+    /* Routing knew it before any Hold: no hint of stock elsewhere is used. */
+    hf_record_t r3 = reserve_rec("h3", "k", "SKU-H", 5, 0);
+    hf_reply_t no = call(fx, &r3);
+    assert_int_equal(no.outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_non_null(strstr(no.message, "not available at the warehouses it ships from"));
+    gateway_env_release(&fx->user->env);
+}
+
 /* ======================================================================
  * Payment events (payment_event.c): the provider's news drives the hold
  * ====================================================================== */
@@ -3343,6 +3384,7 @@ int main(void)
         T(test_a_payment_event_for_a_pending_reservation),
         T(test_a_payment_event_without_a_known_event_or_payment_is_invalid),
         T(test_a_pick_up_holds_at_its_store_alone_and_a_store_serves_nobody_else),
+        T(test_a_ship_from_list_bounds_where_a_sku_is_held),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();

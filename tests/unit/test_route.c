@@ -56,7 +56,7 @@ static const hf_geo_t manhattan = {40.73, -73.99};
 static void test_nearest_single_warehouse_covering_the_line_wins(void **state)
 {
     hf_availability_t a = avail("S", (int64_t[]){10, 10, 10, 10});
-    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
     assert_int_equal(p.count, 1);
@@ -67,7 +67,7 @@ static void test_nearest_single_warehouse_covering_the_line_wins(void **state)
 static void test_a_far_single_warehouse_beats_a_near_split(void **state)
 {
     hf_availability_t a = avail("S", (int64_t[]){3, 0, 10, 3});
-    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
     assert_int_equal(p.count, 1);
@@ -78,7 +78,7 @@ static void test_cost_breaks_a_near_tie(void **state)
 {
     /* BOS is about as near as NYC to Providence but costs three times more. */
     hf_availability_t a = avail("S", (int64_t[]){10, 0, 0, 10});
-    route_line_t l = {"S", 2, {41.82, -71.41}, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 2, {41.82, -71.41}, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     cfg.weight_distance = 0.10; /* weights are configurable */
     cfg.weight_cost = 0.90;
@@ -91,7 +91,7 @@ static void test_split_uses_the_fewest_warehouses(void **state)
 {
     /* 9 units: NYC 3 + BOS 3 + CHI 3 would be nearest, LAX 8 + NYC 3 is fewer. */
     hf_availability_t a = avail("S", (int64_t[]){3, 3, 8, 3});
-    route_line_t l = {"S", 9, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 9, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
     assert_int_equal(p.count, 2);
@@ -105,7 +105,7 @@ static void test_split_uses_the_fewest_warehouses(void **state)
 static void test_network_short_is_insufficient(void **state)
 {
     hf_availability_t a = avail("S", (int64_t[]){1, 1, 1, 1});
-    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_INSUFFICIENT);
     assert_int_equal(p.count, 0);
@@ -115,7 +115,7 @@ static void test_excluded_warehouses_are_not_used(void **state)
 {
     hf_availability_t a = avail("S", (int64_t[]){10, 10, 0, 0});
     const char *ex[] = {"NYC"};
-    route_line_t l = {"S", 5, manhattan, &a, ex, 1, NULL, 0};
+    route_line_t l = {"S", 5, manhattan, &a, ex, 1, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
     assert_string_equal(p.items[0].warehouse_id, "CHI");
@@ -123,7 +123,7 @@ static void test_excluded_warehouses_are_not_used(void **state)
 
 static void test_no_view_degrades_to_the_nearest_warehouse(void **state)
 {
-    route_line_t l = {"S", 500, {34.0, -118.0}, NULL, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 500, {34.0, -118.0}, NULL, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_DEGRADED);
     assert_int_equal(p.count, 1);
@@ -136,7 +136,7 @@ static void test_unknown_warehouses_in_the_view_are_skipped(void **state)
     hf_availability_t a = avail("S", (int64_t[]){0, 0, 0, 0});
     snprintf(a.warehouses[0].warehouse_id, sizeof a.warehouses[0].warehouse_id, "GHOST");
     a.warehouses[0].available = 100;
-    route_line_t l = {"S", 1, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 1, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_INSUFFICIENT);
 }
@@ -147,7 +147,7 @@ static void test_stores_and_only_warehouses_bound_the_candidates(void **state)
 {
     cfg.warehouses[0].store = true; /* NYC is a store: the nearest, with plenty */
     hf_availability_t a = avail("S", (int64_t[]){10, 10, 10, 10});
-    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0};
+    route_line_t l = {"S", 5, manhattan, &a, NULL, 0, NULL, 0, 0};
     route_plan_t p;
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
     assert_string_not_equal(p.items[0].warehouse_id, "NYC");
@@ -172,8 +172,22 @@ static void test_stores_and_only_warehouses_bound_the_candidates(void **state)
     assert_int_equal(route_line(&cfg, &l, &p), ROUTE_DEGRADED);
     assert_string_equal(p.items[0].warehouse_id, "BOS"); /* the nearest that is not a store */
     assert_true(
-        route_may_use(&(route_line_t){.only = pick_up, .only_count = 1}, &cfg.warehouses[0]));
-    assert_false(route_may_use(&(route_line_t){.only = NULL}, &cfg.warehouses[0]));
+        route_may_use(&cfg, &(route_line_t){.only = pick_up, .only_count = 1}, &cfg.warehouses[0]));
+    assert_false(route_may_use(&cfg, &(route_line_t){.only = NULL}, &cfg.warehouses[0]));
+    /* A ship-from list (CHI, LAX: bits 1, 2) bounds the warehouses, not the store
+     * a pick-up names. */
+    l.avail = &a, l.qty = 5;
+    l.ship_from = (1u << 1) | (1u << 2);
+    assert_int_equal(route_line(&cfg, &l, &p), ROUTE_OK);
+    assert_string_equal(p.items[0].warehouse_id, "CHI");
+    l.avail = NULL;
+    assert_int_equal(route_line(&cfg, &l, &p), ROUTE_DEGRADED);
+    assert_string_equal(p.items[0].warehouse_id, "CHI");
+    l.only = pick_up, l.only_count = 1;
+    assert_true(route_may_use(&cfg, &l, &cfg.warehouses[0]));
+    const hf_wh_ref_t boston[] = {{"BOS"}};
+    l.only = boston; /* named, but not on the SKU's list */
+    assert_false(route_may_use(&cfg, &l, &cfg.warehouses[3]));
 }
 
 static void test_distance_is_great_circle_km(void **state)
