@@ -202,6 +202,7 @@ static const codec_field_t reserve_fields[] = {
     F_LONG(hf_reserve_t, sent_at_ms),
     F_STRING(hf_reserve_t, api_key_id),
     F_ARRAY(hf_reserve_t, only_warehouses, &wh_ref_desc),
+    F_BOOLEAN(hf_reserve_t, allow_partial),
 };
 REC_DESC(reserve_desc, "Reserve", hf_reserve_t, reserve_fields);
 
@@ -334,6 +335,7 @@ static const codec_field_t reservation_state_fields[] = {
     F_STRING(hf_reservation_state_t, api_key_id),
     F_LONG(hf_reservation_state_t, requested_at_ms),
     F_ARRAY(hf_reservation_state_t, only_warehouses, &wh_ref_desc),
+    F_BOOLEAN(hf_reservation_state_t, allow_partial),
 };
 REC_DESC(reservation_state_desc, "ReservationState", hf_reservation_state_t,
          reservation_state_fields);

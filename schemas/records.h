@@ -320,6 +320,8 @@ typedef struct {
      * any warehouse but a store. */
     int32_t only_warehouses_count;
     hf_wh_ref_t only_warehouses[HF_ONLY_WAREHOUSES_MAX];
+    /* Hold what the network has of each line rather than nothing. */
+    bool allow_partial;
 } hf_reserve_t;
 
 typedef struct {
@@ -558,6 +560,9 @@ typedef struct {
     /* The Reserve's only_warehouses: every routing round stays within them. */
     int32_t only_warehouses_count;
     hf_wh_ref_t only_warehouses[HF_ONLY_WAREHOUSES_MAX];
+    /* The Reserve's allow_partial: lines the network cannot cover are cut to
+     * what was held (reason says what was asked) instead of rolled back. */
+    bool allow_partial;
 } hf_reservation_state_t;
 
 typedef struct {

@@ -514,6 +514,7 @@ static int cmd_reserve(cli_t *c)
         copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
         reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms) || reserve_only(c, r))
         return HF_ERR_INVAL;
+    r->allow_partial = opt(c, "allow-partial") != NULL;
     r->ship_to.lat = lat ? strtod(lat, NULL) : 40.71;
     r->ship_to.lon = lon ? strtod(lon, NULL) : -74.01;
     if (opt(c, "campaign"))
@@ -785,6 +786,7 @@ static const hf_cli_opt_t reserve_opts[] = {
     {"ttl-ms", "N", false, "hold time to live (default: the campaign's or the configured)"},
     {"campaign", "C", false, "campaign (its TTL applies)"},
     {"only", "W,W", false, "hold only at these warehouses (pick-up: the store alone)"},
+    {"allow-partial", NULL, false, "hold what the network has of each line rather than nothing"},
     OPT_CALL,
     OPT_END};
 static const hf_cli_opt_t commit_opts[] = {{"reservation", "R", true, "reservation id"},

@@ -214,6 +214,8 @@ static void hash_reserve(uint64_t *h, const hf_reserve_t *r)
         for (int32_t i = 0; i < r->only_warehouses_count; i++)
             hash_string(h, r->only_warehouses[i].warehouse_id);
     }
+    if (r->allow_partial)
+        hash_byte(h, 0xA1); /* a partial reserve is another request than the whole one */
 }
 
 static void hash_commit(uint64_t *h, const hf_commit_t *c)

@@ -28,6 +28,7 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
     snprintf(rs->reply_to, sizeof rs->reply_to, "%s", r->reply_to);
     snprintf(rs->campaign, sizeof rs->campaign, "%s", r->campaign);
     snprintf(rs->api_key_id, sizeof rs->api_key_id, "%s", r->api_key_id);
+    rs->allow_partial = r->allow_partial;
     rs->only_warehouses_count = r->only_warehouses_count;
     memcpy(rs->only_warehouses, r->only_warehouses,
            sizeof r->only_warehouses[0] * (size_t)r->only_warehouses_count);
@@ -50,8 +51,8 @@ static void init_state(stage_ctx_t *ctx, const gateway_env_t *env, const hf_rese
 static bool sold_out(stage_ctx_t *ctx, const gateway_env_t *env, const hf_reserve_t *r)
 {
     int64_t stale_ms = env->staleness_ms(env->opaque);
-    if (stale_ms < 0 || stale_ms > env->view_stale_max_ms)
-        return false;
+    if (r->allow_partial || stale_ms < 0 || stale_ms > env->view_stale_max_ms)
+        return false; /* a partial reserve takes what is left: shed like any other */
     for (int32_t i = 0; i < r->lines_count; i++) {
         const hf_line_t *l = &r->lines[i];
         hf_availability_t net, mine;

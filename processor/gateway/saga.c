@@ -6,7 +6,11 @@
  * (gw_saga_hold, or gw_saga_reject releasing every hold, both here) or a late
  * payment's re-reservation (late_payment.c), so this file calls no flow above
  * it. A partial reservation is never left behind: every path out of PENDING
- * either holds every line in full or releases every hold it asked for. */
+ * either holds every line in full or releases every hold it asked for — but
+ * for a Reserve that allows it (allow_partial): a line the network cannot cover
+ * is cut to what it can have (route_coverable), first on the view, then on
+ * what the counters say; rs->lines become the quantities held, rs->reason
+ * says what was asked, and only a reservation nothing is left of is refused. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +42,46 @@ static const hf_availability_t *view_for(stage_ctx_t *ctx, const gateway_env_t *
     return buf;
 }
 
+/* Whether rs holds what it can rather than nothing: an allow_partial
+ * reservation's own saga (a late payment's re-reservation is of what the
+ * payment bought: all of it or a refund). */
+static bool takes_partial(const hf_reservation_state_t *rs)
+{
+    return rs->allow_partial && !gw_is_rebook(rs);
+}
+
+/* Cuts line i to qty (what it can have), saying so in rs->reason, which the
+ * HELD answer and ledger event carry: "partially held: SKU-1 3 of 5; ...". An
+ * entry that does not fit whole is left out (never a cut inside a name). */
+static void cut_line(hf_reservation_state_t *rs, int32_t i, int64_t qty)
+{
+    hf_line_t *l = &rs->lines[i];
+    hf_assert(qty >= 0 && qty < l->qty);
+    static const char head[] = "partially held:";
+    size_t len = strlen(rs->reason);
+    if (len == 0) {
+        memcpy(rs->reason, head, sizeof head);
+        len = sizeof head - 1;
+    }
+    char entry[HF_SKU_LEN_MAX + 64];
+    int n = snprintf(entry, sizeof entry, " %s %lld of %lld;", l->sku, (long long)qty,
+                     (long long)l->qty);
+    if (n > 0 && len + (size_t)n < sizeof rs->reason)
+        memcpy(rs->reason + len, entry, (size_t)n + 1);
+    l->qty = qty;
+}
+
+/* Drops the lines cut to nothing; false when none is left. */
+static bool drop_empty_lines(hf_reservation_state_t *rs)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < rs->lines_count; i++)
+        if (rs->lines[i].qty > 0)
+            rs->lines[n++] = rs->lines[i];
+    rs->lines_count = n;
+    return n > 0;
+}
+
 static int add_plan(hf_reservation_state_t *rs, const route_plan_t *plan)
 {
     if (rs->allocations_count + (int32_t)plan->count > HF_ALLOCATIONS_MAX)
@@ -65,7 +109,7 @@ static int send_round(stage_ctx_t *ctx, hf_reservation_state_t *rs, const gatewa
     /* A reservation's own first round of one Hold that covers its one line:
      * that hold's counter answers the Reserve (two hops, park.c). */
     bool answerable = env->counter_answers && escrow && rs->next_attempt == 0 &&
-                      rs->lines_count == 1 && rs->allocations_count == 1;
+                      rs->lines_count == 1 && rs->allocations_count == 1 && !rs->allow_partial;
     for (int32_t i = 0; i < rs->allocations_count; i++) {
         hf_hold_ref_t *h = &rs->allocations[i];
         if (h->status != HF_HOLD_REF_HOLD_SENT || h->attempt != rs->next_attempt)
@@ -120,14 +164,26 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
             if (err)
                 return err;
         }
-        bool routed = false;
+        route_result_t rr = ROUTE_INSUFFICIENT;
         if (mine && local.total >= l->qty) {
             route_line_t own = line;
             own.avail = &local;
-            routed = route_strategy_for(l->sku)(&env->routes, &own, &plan) == ROUTE_OK;
+            rr = route_strategy_for(l->sku)(&env->routes, &own, &plan) == ROUTE_OK
+                     ? ROUTE_OK
+                     : ROUTE_INSUFFICIENT;
         }
-        if (!routed &&
-            route_strategy_for(l->sku)(&env->routes, &line, &plan) == ROUTE_INSUFFICIENT) {
+        if (rr != ROUTE_OK)
+            rr = route_strategy_for(l->sku)(&env->routes, &line, &plan);
+        if (rr == ROUTE_INSUFFICIENT && takes_partial(rs)) {
+            int64_t can = route_coverable(&env->routes, &line);
+            cut_line(rs, i, can);
+            if (can == 0)
+                continue; /* dropped below */
+            line.qty = can;
+            rr = route_strategy_for(l->sku)(&env->routes, &line, &plan);
+            hf_assert(rr != ROUTE_INSUFFICIENT);
+        }
+        if (rr == ROUTE_INSUFFICIENT) {
             *end = GW_SAGA_INSUFFICIENT;
             if (rs->only_warehouses_count > 0 || line.ship_from) /* the total says nothing */
                 snprintf(why, why_size, "sku %s: %lld asked, not available at %s", l->sku,
@@ -144,6 +200,11 @@ int gw_saga_start(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *e
             snprintf(why, why_size, "the reservation needs more than %d holds", HF_ALLOCATIONS_MAX);
             return HF_OK;
         }
+    }
+    if (takes_partial(rs) && !drop_empty_lines(rs)) {
+        *end = GW_SAGA_INSUFFICIENT;
+        snprintf(why, why_size, "none of the lines is available in the network (allow_partial)");
+        return HF_OK;
     }
     return send_round(ctx, rs, env, !gw_is_rebook(rs));
 }
@@ -190,11 +251,14 @@ static void compact(hf_reservation_state_t *rs)
 
 /* Routes the missing quantity of one line with what this reservation learnt:
  * warehouses already holding the line are not asked again, refused ones are
- * routed with the availability their counter reported. */
+ * routed with the availability their counter reported. With partial, what of
+ * it can be covered when not all can; *routed_qty is the quantity routed. */
 static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
                                    const hf_reservation_state_t *rs, const hf_line_t *l,
-                                   int64_t missing, route_plan_t *plan)
+                                   int64_t missing, bool partial, int64_t *routed_qty,
+                                   route_plan_t *plan)
 {
+    *routed_qty = 0;
     hf_availability_t av;
     bool unknown = false;
     const hf_availability_t *view = view_for(ctx, env, rs, l->sku, &av, &unknown);
@@ -215,7 +279,12 @@ static route_result_t reroute_line(stage_ctx_t *ctx, const gateway_env_t *env,
     }
     route_line_t line = gw_route_line(env, rs->only_warehouses, rs->only_warehouses_count,
                                       &rs->ship_to, l, missing, view, exclude, excluded);
-    return route_strategy_for(l->sku)(&env->routes, &line, plan);
+    route_result_t rr = route_strategy_for(l->sku)(&env->routes, &line, plan);
+    if (rr == ROUTE_INSUFFICIENT && partial && (line.qty = route_coverable(&env->routes, &line)))
+        rr = route_strategy_for(l->sku)(&env->routes, &line, plan);
+    if (rr != ROUTE_INSUFFICIENT)
+        *routed_qty = line.qty;
+    return rr;
 }
 
 int gw_saga_reject(stage_ctx_t *ctx, hf_reservation_state_t *rs, const char *why)
@@ -253,15 +322,17 @@ int gw_saga_hold(stage_ctx_t *ctx, hf_reservation_state_t *rs, int64_t answered_
      * is only recorded here, for retries. */
     bool told = gw_counter_told(rs);
     hf_assert(!told || answered_at_ms > 0);
+    /* A partial hold says what was asked and not held: "partially held: ..." */
+    const char *note = rs->allow_partial ? rs->reason : "";
     err = gw_end(ctx, rs,
                  &(gw_end_t){.store = true,
                              .reserve = true,
                              .reserve_outcome = HF_REPLY_HELD,
-                             .reserve_message = "",
+                             .reserve_message = note,
                              .reserve_told_at_ms = told ? answered_at_ms : 0,
                              .ledger = !told,
                              .ledger_kind = HF_LEDGER_HELD,
-                             .ledger_reason = ""});
+                             .ledger_reason = note});
     return err ? err : gw_timer_add(ctx, rs->expires_at_ms, GW_TIMER_EXPIRY, rs->reservation_id);
 }
 
@@ -273,29 +344,46 @@ int gw_saga_settle(stage_ctx_t *ctx, hf_reservation_state_t *rs, gw_saga_end_t *
     *end = GW_SAGA_INSUFFICIENT;
     route_plan_t plans[HF_LINES_MAX];
     bool missing_any = false;
-    for (int32_t i = 0; i < rs->lines_count; i++) {
+    /* plans[i] is line i's before a partial reservation drops its empty lines */
+    int32_t lines = rs->lines_count;
+    for (int32_t i = 0; i < lines; i++) {
         plans[i].count = 0;
         int64_t missing = rs->lines[i].qty - gw_held_qty(rs, rs->lines[i].sku);
         hf_assert(missing >= 0);
         if (missing == 0)
             continue;
-        missing_any = true;
-        if (rs->reroutes >= HF_REROUTES_MAX ||
-            reroute_line(ctx, env, rs, &rs->lines[i], missing, &plans[i]) == ROUTE_INSUFFICIENT) {
+        int64_t routed = 0;
+        bool ok = rs->reroutes < HF_REROUTES_MAX &&
+                  reroute_line(ctx, env, rs, &rs->lines[i], missing, takes_partial(rs), &routed,
+                               &plans[i]) != ROUTE_INSUFFICIENT;
+        if (!ok)
+            plans[i].count = 0;
+        if (ok && routed == missing) {
+            missing_any = true;
+            continue;
+        }
+        if (!takes_partial(rs)) {
             snprintf(why, why_size, "insufficient stock in the network");
             return HF_OK;
         }
+        /* What it holds, and what of the rest can still be asked for. */
+        cut_line(rs, i, rs->lines[i].qty - missing + routed);
+        missing_any = missing_any || routed > 0;
+    }
+    if (takes_partial(rs) && !drop_empty_lines(rs)) {
+        snprintf(why, why_size, "none of the lines could be held (allow_partial)");
+        return HF_OK;
     }
     if (!missing_any) {
         *end = GW_SAGA_HELD;
         return HF_OK;
     }
     size_t needed = 0;
-    for (int32_t i = 0; i < rs->lines_count; i++)
+    for (int32_t i = 0; i < lines; i++)
         needed += plans[i].count;
     if (rs->allocations_count + (int32_t)needed > HF_ALLOCATIONS_MAX)
         compact(rs);
-    for (int32_t i = 0; i < rs->lines_count; i++)
+    for (int32_t i = 0; i < lines; i++)
         if (add_plan(rs, &plans[i]) != HF_OK) {
             snprintf(why, why_size, "too many holds after re-routing");
             return HF_OK;

@@ -3,8 +3,8 @@
  *    "ship_to": {"lat": 40.7, "lon": -74.0}, "ttl_ms": 600000, "campaign": "flash"}
  * reservation_id is required (the reservation's name: so the document can say
  * which bodies are whole); the Idempotency-Key header defaults to it; ship_to,
- * ttl_ms, campaign and only_warehouses (["STORE-12"]: pick-up there) are
- * optional. What the gateway would refuse as invalid
+ * ttl_ms, campaign, only_warehouses (["STORE-12"]: pick-up there) and
+ * allow_partial (hold what the network has of each line) are optional. What the gateway would refuse as invalid
  * and the front can see (a SKU in two lines, ttl_ms neither 0 nor in
  * [HF_TTL_MIN_MS, HF_TTL_MAX_MS]) is refused here, 422 invalid_field. 201 with
  * the allocations when held; the gateway's refusals are problems: 422
@@ -124,8 +124,9 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
     json_t *body = http_body_object(ctx, call, resp);
     if (!body)
         return;
-    static const char *const members[] = {"reservation_id", "lines",           "ship_to", "ttl_ms",
-                                          "campaign",       "only_warehouses", NULL};
+    static const char *const members[] = {"reservation_id", "lines",    "ship_to",
+                                          "ttl_ms",         "campaign", "only_warehouses",
+                                          "allow_partial",  NULL};
     json_t *ttl = json_object_get(body, "ttl_ms");
     bool ok =
         http_only_members(ctx, resp, body, members) &&
@@ -148,6 +149,12 @@ void api_reserve(http_ctx_t *ctx, const http_call_t *call, httpd_resp_t *resp)
             r->ttl_ms = json_integer_value(ttl);
         }
     }
+    json_t *partial = json_object_get(body, "allow_partial");
+    if (ok && partial && !json_is_boolean(partial)) {
+        http_error(ctx, resp, 422, "invalid_field", "'allow_partial' must be true or false");
+        ok = false;
+    }
+    r->allow_partial = json_is_true(partial);
     json_decref(body);
     if (ok) {
         snprintf(r->api_key_id, sizeof r->api_key_id, "%s", call->key_id);

@@ -174,6 +174,16 @@ route_result_t route_line(const route_config_t *cfg, const route_line_t *line, r
     return ROUTE_OK;
 }
 
+int64_t route_coverable(const route_config_t *cfg, const route_line_t *line)
+{
+    if (!line->avail)
+        return 0;
+    candidate_t c[HF_WAREHOUSES_MAX];
+    size_t n = gather_candidates(cfg, line, c);
+    int64_t most = largest_sum(c, n, 0, HF_SPLITS_MAX);
+    return most < line->qty ? most : line->qty;
+}
+
 route_strategy_fn route_strategy_for(const char *sku)
 {
     (void)sku;

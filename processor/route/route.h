@@ -80,6 +80,11 @@ typedef struct {
 /* The optimistic strategy: route on the cached view; the counter arbitrates. */
 route_result_t route_line(const route_config_t *cfg, const route_line_t *line, route_plan_t *out);
 
+/* The most units of line the view lets its candidates cover within
+ * HF_SPLITS_MAX warehouses, at most line->qty (a partial hold routes that
+ * many); 0 without a view. */
+int64_t route_coverable(const route_config_t *cfg, const route_line_t *line);
+
 /* The strategy seam: today every SKU is routed optimistically. */
 typedef route_result_t (*route_strategy_fn)(const route_config_t *cfg, const route_line_t *line,
                                             route_plan_t *out);

@@ -147,8 +147,8 @@ static int build_table(ship_from_t *sf, char *why, size_t why_size)
     return HF_OK;
 }
 
-int ship_from_load(const char *path, const route_config_t *routes, ship_from_t **out,
-                   char *errstr, size_t errstr_size)
+int ship_from_load(const char *path, const route_config_t *routes, ship_from_t **out, char *errstr,
+                   size_t errstr_size)
 {
     *out = NULL;
     hf_assert(routes->warehouses_count <= 64); /* a mask of uint64_t */

@@ -24,8 +24,8 @@
 typedef struct ship_from ship_from_t;
 
 /* Loads path against routes (warehouse i of routes is bit i of a mask). */
-int ship_from_load(const char *path, const route_config_t *routes, ship_from_t **out,
-                   char *errstr, size_t errstr_size) HF_MUST_CHECK;
+int ship_from_load(const char *path, const route_config_t *routes, ship_from_t **out, char *errstr,
+                   size_t errstr_size) HF_MUST_CHECK;
 /* The warehouses sku may ship from, bit i for routes->warehouses[i]; 0: it has
  * no list (anywhere). sf may be NULL (no file). */
 uint64_t ship_from_mask(const ship_from_t *sf, const char *sku);

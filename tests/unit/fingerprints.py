@@ -172,8 +172,8 @@ HOLD_V4 = HOLD_V3[:-2] + ',{"name":"api_key_id","type":"string","default":""}]}'
 RESERVATION_STATE_V7 = (RESERVATION_STATE_V6[:-2] +
                         ',{"name":"api_key_id","type":"string","default":""}]}')
 
-# The writers before only_warehouses (pick-up at a store) was added to Reserve
-# and ReservationState. Must equal reserve_v2 and reservation_state_v8 in
+# The writers before only_warehouses (pick-up at a store) and allow_partial were
+# added to Reserve and ReservationState. Must equal reserve_v2 and reservation_state_v8 in
 # schemas/codec_history.c.
 RESERVE_V2 = RESERVE_V1[:-2] + ',{"name":"api_key_id","type":"string","default":""}]}'
 RESERVATION_STATE_V8 = (RESERVATION_STATE_V7[:-2] +
@@ -231,7 +231,7 @@ def main():
                "lines": [{"sku": "A", "qty": 1}, {"sku": "B", "qty": -1000000}],
                "ship_to": {"lat": 52.52, "lon": -13.405}, "ttl_ms": 900000,
                "campaign": "", "reply_to": "t", "sent_at_ms": -1, "api_key_id": "checkout-web",
-               "only_warehouses": [{"warehouse_id": "S-12"}]}
+               "only_warehouses": [{"warehouse_id": "S-12"}], "allow_partial": True}
     print(c_hex("py_reserve", single_object(*schemas["Reserve"], reserve)))
     dead = {"source_topic": "holdfast.requests", "source_partition": 3,
             "source_offset": 123456789012, "stage": "gateway", "reason": "bad",
@@ -298,7 +298,7 @@ def main():
                        ("LedgerEvent v1", LEDGER_EVENT_V1)):
         print("/* %s */ 0x%016xULL" % (name, fingerprint(text)[1]))
     reserve_v1 = dict(reserve)
-    del reserve_v1["api_key_id"], reserve_v1["only_warehouses"]
+    del reserve_v1["api_key_id"], reserve_v1["only_warehouses"], reserve_v1["allow_partial"]
     print(c_hex("py_reserve_v1", single_object(*fingerprint(RESERVE_V1), reserve_v1)))
     print("/* before requested_at_ms */")
     for name, text in (("Hold v4", HOLD_V4), ("ReservationState v7", RESERVATION_STATE_V7)):
@@ -315,7 +315,7 @@ def main():
     for name, text in (("Reserve v2", RESERVE_V2), ("ReservationState v8", RESERVATION_STATE_V8)):
         print("/* %s */ 0x%016xULL" % (name, fingerprint(text)[1]))
     reserve_v2 = dict(reserve)
-    del reserve_v2["only_warehouses"]
+    del reserve_v2["only_warehouses"], reserve_v2["allow_partial"]
     print(c_hex("py_reserve_v2", single_object(*fingerprint(RESERVE_V2), reserve_v2)))
     return 0
 

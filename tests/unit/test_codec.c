@@ -86,8 +86,8 @@ static const ref_fp_t schema_fps[] = {
     {"Release", 0x92f1475472404bd4ULL},
     {"ReleaseHold", 0xc1a4d6d46706aa56ULL},
     {"Reply", 0x3bdde330da9af15dULL},
-    {"ReservationState", 0xfddedc40af65a3ffULL},
-    {"Reserve", 0xcdae3e598c023fdeULL},
+    {"ReservationState", 0x76c137c999e47bf3ULL},
+    {"Reserve", 0xada04e9a81b68110ULL},
     {"Signal", 0xf7d0bf9c3c07031dULL},
     {"SkuState", 0xf70d82b445863bc4ULL},
     {"StockFeed", 0x5bd9e052d14672b6ULL},
@@ -123,11 +123,11 @@ static const uint8_t py_hold_v2[] = {
     0xc3, 0x01, 0xda, 0x8e, 0x5f, 0x23, 0x34, 0x9c, 0x10, 0x54, 0x06, 0x72, 0x2d, 0x31, 0x04, 0x04,
     0x77, 0x31, 0x0a, 0x73, 0x6b, 0x75, 0x2d, 0x31, 0x0a, 0x80, 0xa0, 0xab, 0xfe, 0xf9, 0x62};
 static const uint8_t py_reserve[] = {
-    0xc3, 0x01, 0xde, 0x3f, 0x02, 0x8c, 0x59, 0x3e, 0xae, 0xcd, 0x12, 0x72, 0x65, 0x73, 0x2d, 0xc3,
+    0xc3, 0x01, 0x10, 0x81, 0xb6, 0x81, 0x9a, 0x4e, 0xa0, 0xad, 0x12, 0x72, 0x65, 0x73, 0x2d, 0xc3,
     0xa9, 0xe4, 0xb8, 0xad, 0x06, 0x6b, 0x2d, 0x39, 0x04, 0x02, 0x41, 0x02, 0x02, 0x42, 0xff, 0x88,
     0x7a, 0x00, 0xc3, 0xf5, 0x28, 0x5c, 0x8f, 0x42, 0x4a, 0x40, 0x8f, 0xc2, 0xf5, 0x28, 0x5c, 0xcf,
     0x2a, 0xc0, 0xc0, 0xee, 0x6d, 0x00, 0x02, 0x74, 0x01, 0x18, 0x63, 0x68, 0x65, 0x63, 0x6b, 0x6f,
-    0x75, 0x74, 0x2d, 0x77, 0x65, 0x62, 0x02, 0x08, 0x53, 0x2d, 0x31, 0x32, 0x00};
+    0x75, 0x74, 0x2d, 0x77, 0x65, 0x62, 0x02, 0x08, 0x53, 0x2d, 0x31, 0x32, 0x00, 0x01};
 /* The same Reserve as Python wrote it with Reserve v1 (before api_key_id). */
 static const uint8_t py_reserve_v1[] = {
     0xc3, 0x01, 0x96, 0xfc, 0xa1, 0xad, 0x2a, 0x92, 0x6e, 0xd1, 0x12, 0x72, 0x65, 0x73, 0x2d,
@@ -259,6 +259,7 @@ static void py_reserve_record(hf_record_t *r)
     strcpy(v->api_key_id, "checkout-web");
     v->only_warehouses_count = 1;
     strcpy(v->only_warehouses[0].warehouse_id, "S-12");
+    v->allow_partial = true;
 }
 
 static void py_dead_letter_record(hf_record_t *r)
@@ -742,6 +743,7 @@ static void test_records_before_api_key_id_read_as_made_by_no_key(void **state)
     memset(want.u.reserve.api_key_id, 0, sizeof want.u.reserve.api_key_id);
     memset(want.u.reserve.only_warehouses, 0, sizeof want.u.reserve.only_warehouses);
     want.u.reserve.only_warehouses_count = 0;
+    want.u.reserve.allow_partial = false;
     assert_int_equal(got.type, HF_REC_RESERVE);
     assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
 }
@@ -788,6 +790,7 @@ static void test_records_before_only_warehouses_read_as_anywhere(void **state)
     py_reserve_record(&want);
     memset(want.u.reserve.only_warehouses, 0, sizeof want.u.reserve.only_warehouses);
     want.u.reserve.only_warehouses_count = 0;
+    want.u.reserve.allow_partial = false;
     assert_int_equal(got.type, HF_REC_RESERVE);
     assert_int_equal(got.u.reserve.only_warehouses_count, 0);
     assert_memory_equal(&want.u.reserve, &got.u.reserve, sizeof want.u.reserve);
@@ -899,7 +902,7 @@ static void test_older_int_statuses_read_as_the_enums(void **state)
     static hf_record_t again;
     size_t len = 0;
     assert_int_equal(codec_encode(&got, buf, sizeof buf, &len, errstr, sizeof errstr), HF_OK);
-    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0xfddedc40af65a3ffULL);
+    assert_int_equal(codec_fingerprint(HF_REC_RESERVATION_STATE), 0x76c137c999e47bf3ULL);
     decode_ok(buf, len, &again);
     assert_memory_equal(&got.u.reservation_state, &again.u.reservation_state,
                         sizeof again.u.reservation_state);
@@ -1108,6 +1111,7 @@ static void test_decode_rejects_arrays_beyond_their_bound(void **state)
     wire_long(&w, 0);    /* sent_at_ms */
     wire_string(&w, ""); /* api_key_id */
     wire_long(&w, 0);    /* only_warehouses */
+    w.b[w.n++] = 0;      /* allow_partial */
     expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Reserve.lines");
 
     wire_header(&w, codec_fingerprint(HF_REC_RESERVE));
@@ -1128,6 +1132,7 @@ static void test_decode_rejects_arrays_beyond_their_bound(void **state)
     for (int i = 0; i <= HF_ONLY_WAREHOUSES_MAX; i++)
         wire_string(&w, "W");
     wire_long(&w, 0);
+    w.b[w.n++] = 0; /* allow_partial */
     expect_decode_err(w.b, w.n, HF_ERR_DECODE, "Reserve.only_warehouses");
 }
 

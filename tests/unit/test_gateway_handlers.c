@@ -3067,6 +3067,97 @@ static void test_a_ship_from_list_bounds_where_a_sku_is_held(void **state)
 }
 
 /* ======================================================================
+ * Partial holds (allow_partial; saga.c)
+ * ====================================================================== */
+
+/* What the network has of each line is held, and only that: the reply is HELD
+ * with it and says what was not; the reservation, its ledger event and the
+ * counters agree on the held quantities; a line nothing is left of is dropped. */
+static void test_a_partial_reserve_holds_what_the_network_has(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t three[6] = {2, 1, 0, 0, 0, 0}; /* SKU-P: 3 units in all */
+    const int64_t none[6] = {0};
+    stock(fx, "SKU-P", three, 6);
+    stock(fx, "SKU-Q", plenty, 6);
+    stock(fx, "SKU-Z", none, 6);
+    const char *skus[] = {"SKU-P", "SKU-Q", "SKU-Z"};
+    const int64_t qtys[] = {5, 2, 4};
+    hf_record_t r = reserve_lines("pp1", "k", skus, qtys, 3, 0);
+    r.u.reserve.allow_partial = true;
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    int64_t p = 0, q = 0;
+    for (int32_t i = 0; i < rep.allocations_count; i++) {
+        p += strcmp(rep.allocations[i].sku, "SKU-P") == 0 ? rep.allocations[i].qty : 0;
+        q += strcmp(rep.allocations[i].sku, "SKU-Q") == 0 ? rep.allocations[i].qty : 0;
+        assert_string_not_equal(rep.allocations[i].sku, "SKU-Z");
+    }
+    assert_int_equal(p, 3);
+    assert_int_equal(q, 2);
+    assert_non_null(strstr(rep.message, "partially held: SKU-P 3 of 5; SKU-Z 0 of 4;"));
+    hf_reservation_state_t rs = load_rs(fx, "pp1");
+    assert_int_equal(rs.lines_count, 2);
+    assert_int_equal(rs.lines[0].qty, 3);
+    assert_int_equal(rs.lines[1].qty, 2);
+    hf_ledger_event_t e = last_ledger(fx, "pp1", HF_LEDGER_HELD);
+    assert_int_equal(e.lines_count, 2);
+    assert_string_equal(e.reason, rep.message);
+    assert_int_equal(reserved_total(fx, "SKU-P"), 3);
+    assert_int_equal(reserved_total(fx, "SKU-Q"), 2);
+    /* Committed, it sells what was held. */
+    hf_record_t c = commit_rec("pp1", "c", "pay-pp1");
+    assert_int_equal(call(fx, &c).outcome, HF_REPLY_COMMITTED);
+    settle(fx);
+    assert_int_equal(reserved_total(fx, "SKU-P"), 0);
+}
+
+/* The view overstates: the counter refuses, the re-route finds less than is
+ * missing, and the partial reserve keeps what the counters gave. Nothing of
+ * any line: REJECTED_INSUFFICIENT, as a whole reserve would be. */
+static void test_a_partial_reserve_keeps_what_the_counters_give(void **state)
+{
+    stage_ctx_t *fx = *state;
+    const int64_t counters[6] = {2, 1, 0, 0, 0, 0};
+    stock(fx, "SKU-P", counters, 6);
+    const int64_t view[6] = {6, 1, 0, 0, 0, 0}; /* W1 is thought to have 6 */
+    view_set(fx, "SKU-P", view, 6);
+    hf_record_t r = reserve_rec("pp2", "k", "SKU-P", 5, 0);
+    r.u.reserve.allow_partial = true;
+    size_t from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &r), HF_OK);
+    settle(fx);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_HELD);
+    int64_t held = 0;
+    for (int32_t i = 0; i < rep.allocations_count; i++)
+        held += rep.allocations[i].qty;
+    assert_int_equal(held, 3);
+    assert_int_equal(reserved_total(fx, "SKU-P"), 3);
+    assert_int_equal(load_rs(fx, "pp2").lines[0].qty, 3);
+    assert_non_null(strstr(rep.message, "SKU-P 3 of 5"));
+
+    const int64_t none[6] = {0};
+    stock(fx, "SKU-Z", none, 6);
+    hf_record_t z = reserve_rec("pp3", "k", "SKU-Z", 2, 0);
+    z.u.reserve.allow_partial = true;
+    assert_int_equal(call(fx, &z).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    /* A whole reserve of the same is refused whole, and hashes otherwise. */
+    hf_record_t whole = reserve_rec("pp4", "k", "SKU-P", 5, 0);
+    from = fx->emits_count;
+    assert_int_equal(fx_apply(fx, &whole), HF_OK);
+    settle(fx);
+    assert_int_equal(one_reply(fx, from).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    assert_int_equal(reserved_total(fx, "SKU-P"), 3);
+    hf_record_t r_whole = r;
+    r_whole.u.reserve.allow_partial = false;
+    assert_true(gw_request_hash(&r) != gw_request_hash(&r_whole));
+}
+
+/* ======================================================================
  * Payment events (payment_event.c): the provider's news drives the hold
  * ====================================================================== */
 
@@ -3385,6 +3476,8 @@ int main(void)
         T(test_a_payment_event_without_a_known_event_or_payment_is_invalid),
         T(test_a_pick_up_holds_at_its_store_alone_and_a_store_serves_nobody_else),
         T(test_a_ship_from_list_bounds_where_a_sku_is_held),
+        T(test_a_partial_reserve_holds_what_the_network_has),
+        T(test_a_partial_reserve_keeps_what_the_counters_give),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();

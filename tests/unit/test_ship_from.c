@@ -98,7 +98,8 @@ static void test_many_skus_are_all_found(void **state)
 static void test_mistakes_are_refused_naming_the_line(void **state)
 {
     (void)state;
-    expect_refused("SKU-1 DC-1\nSKU-2 DC-7\n", ":2: sku SKU-2: warehouse \"DC-7\" is not in the warehouses file");
+    expect_refused("SKU-1 DC-1\nSKU-2 DC-7\n",
+                   ":2: sku SKU-2: warehouse \"DC-7\" is not in the warehouses file");
     expect_refused("SKU-1 STORE-9\n", ":1: sku SKU-1: STORE-9 is a store");
     expect_refused("SKU-1\n", ":1: sku SKU-1: no warehouse listed");
     expect_refused("SKU-1 ,\n", ":1: sku SKU-1: warehouse \"\" is not in the warehouses file");

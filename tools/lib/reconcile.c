@@ -55,6 +55,7 @@ typedef struct {
 
 struct drv {
     const reconcile_opts_t *o;
+    reconcile_limits_t limits; /* o's, raised to the data with --memory-mb (plan) */
     kafka_reader_t *rd;
     reconcile_t *rc;
     hf_record_t *rec;
@@ -665,6 +666,30 @@ static int shards_for_memory(drv_t *d, const drv_sizes_t *z, uint32_t *shards)
     return HF_OK;
 }
 
+static size_t at_least(size_t cap, uint64_t need)
+{
+    return need > cap ? (size_t)need : cap;
+}
+
+/* With --memory-mb the replay is sized by the data, not by the caps' defaults:
+ * each table's cap is raised to what the topics can hold of it (a reservation
+ * has a ledger event, a reply key a reply, a hold a result; a pair-keyed table
+ * holds one shard's share, twice the even share for a skewed hash). The budget
+ * (shards_for_memory) already counts these bytes: a cap is a bound, not an
+ * allocation. */
+static void limits_for_data(drv_t *d, const drv_sizes_t *z)
+{
+    reconcile_limits_t *l = &d->limits;
+    uint64_t k = d->shards, pairs = z->changelog < z->levels ? z->changelog : z->levels;
+    l->reservations_max = at_least(l->reservations_max, z->ledger);
+    l->reply_keys_max = at_least(l->reply_keys_max, z->replies);
+    l->pairs_max = at_least(l->pairs_max, pairs < 2 * pairs / k ? pairs : 2 * pairs / k);
+    l->holds_max =
+        at_least(l->holds_max, z->results < 2 * z->results / k ? z->results : 2 * z->results / k);
+    uint64_t sold = z->results + z->ledger;
+    l->sales_max = at_least(l->sales_max, sold < 2 * sold / k ? sold : 2 * sold / k);
+}
+
 /* Shards of this run, and the progress total. */
 static int plan(drv_t *d)
 {
@@ -675,6 +700,8 @@ static int plan(drv_t *d)
     int err = measure(d, &z);
     if (!err && d->o->shards == 0 && d->o->memory_mb > 0)
         err = shards_for_memory(d, &z, &d->shards);
+    if (!err && d->o->shards == 0 && d->o->memory_mb > 0)
+        limits_for_data(d, &z);
     d->progress.passes = d->shards;
     /* A later pass reads every pair-keyed topic again, or from the spill only
      * its shard's share of them and the whole ledger. */
@@ -735,6 +762,31 @@ static int passes(drv_t *d)
     return err;
 }
 
+/* Which table reached its cap, as the option that sets it. */
+static const char *full_table(const reconcile_t *rc)
+{
+    static _Thread_local char buf[160];
+    const struct {
+        const rc_map_t *m;
+        const char *name, *option;
+    } tables[] = {{&rc->pairs, "pairs", "--pairs-max"},
+                  {&rc->holds, "holds", "--holds-max"},
+                  {&rc->res, "reservations", "--reservations-max"},
+                  {&rc->replies, "reply keys", "--reply-keys-max"},
+                  {&rc->sales, "sales", "--sales-max"},
+                  {&rc->allots, "allotments", "--allotments-max"},
+                  {&rc->gw_live, "allotments", "--allotments-max"},
+                  {&rc->dead, "dead letters", "cap"}};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        if (tables[i].m->count >= tables[i].m->max) {
+            snprintf(buf, sizeof buf, "the %s table reached its cap (%s %zu)", tables[i].name,
+                     tables[i].option, tables[i].m->max);
+            return buf;
+        }
+    return "a table reached its cap (--pairs-max, --holds-max, --reservations-max, "
+           "--reply-keys-max, --sales-max or --allotments-max)";
+}
+
 /* One attempt: a fresh checker fed from the beginning of every topic. */
 static int attempt(drv_t *d, bool *quiet)
 {
@@ -748,7 +800,7 @@ static int attempt(drv_t *d, bool *quiet)
     d->progress.offsets_done = 0;
     json_decref(d->counts);
     d->counts = json_object();
-    int err = reconcile_new(&d->o->limits, &d->rc);
+    int err = reconcile_new(&d->limits, &d->rc);
     if (!err)
         err = reconcile_set_shards(d->rc, d->shards);
     if (err) {
@@ -771,9 +823,9 @@ static int attempt(drv_t *d, bool *quiet)
         err = passes(d);
     if (err == HF_ERR_LIMIT && !d->errstr[0])
         snprintf(d->errstr, d->errstr_size,
-                 "a table reached its cap; raise --pairs-max, --holds-max, "
-                 "--reservations-max, --reply-keys-max, --sales-max or --allotments-max "
-                 "(the pair-keyed ones bound one shard: more --shards lower what each needs)");
+                 "%s; raise it, or give --memory-mb M to size every table by the topics (the "
+                 "pair-keyed ones bound one shard: more --shards lower what each needs)",
+                 full_table(d->rc));
     if (!err)
         err = snapshot_quiet(d, quiet);
     if (!err)
@@ -832,7 +884,12 @@ int reconcile_run(const reconcile_opts_t *o, FILE *out, rc_verdict_t *verdict, c
                   size_t errstr_size)
 {
     int64_t started = hf_mono_ms();
-    drv_t d = {.o = o, .errstr = errstr, .errstr_size = errstr_size, .stop_at = -1, .step = -1};
+    drv_t d = {.o = o,
+               .limits = o->limits,
+               .errstr = errstr,
+               .errstr_size = errstr_size,
+               .stop_at = -1,
+               .step = -1};
     kafka_conf_t kc = {o->bootstrap, "hfctl-reconcile", NULL};
     rc_progress_init(&d.progress, o->progress);
     d.rec = malloc(sizeof *d.rec);
