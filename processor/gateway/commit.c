@@ -40,20 +40,15 @@ int gw_commit_request(stage_ctx_t *ctx, gw_request_t *req, const hf_commit_t *c)
     const gw_asker_t *a = &req->asker;
     switch (rs->status) {
     case HF_RES_HELD: {
-        bool owes = false;
-        int err = gw_escrow_owes(ctx, rs, &owes);
-        if (err)
-            return err;
-        if (owes) {
-            /* A stock shortfall recalls the allotment its units sit in: they
-             * may not be on the shelf, and the counter would refuse the sale.
-             * Revoked here, as a counter revokes a direct hold. */
-            err = gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+        /* A stock shortfall recalls the allotment its units sit in: the
+         * counter would refuse the sale. */
+        bool revoked = false;
+        int err = gw_escrow_revoke_owed(ctx, rs, &revoked);
+        if (err || revoked)
             return err ? err
                        : gw_refund_payment(ctx, rs, c->payment_id, a, HF_REPLY_CONFLICT,
                                            "reservation was released: stock_shortfall; payment "
                                            "flagged for refund");
-        }
         if (stage_now_ms(ctx) < rs->expires_at_ms)
             return commit_held(ctx, c, req);
         err = gw_expire(ctx, rs); /* the sweeper has not got to it yet */

@@ -331,6 +331,17 @@ int gw_escrow_owes(stage_ctx_t *ctx, const hf_reservation_state_t *rs, bool *owe
     return HF_OK;
 }
 
+int gw_escrow_revoke_owed(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *revoked)
+{
+    *revoked = false;
+    bool owes = false;
+    int err = gw_escrow_owes(ctx, rs, &owes);
+    if (err || !owes)
+        return err;
+    *revoked = true;
+    return gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+}
+
 int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h)
 {
     hf_escrow_state_t e;

@@ -496,6 +496,11 @@ int gw_escrow_sell(stage_ctx_t *ctx, const hf_reservation_state_t *rs,
 /* Whether a HELD escrow hold of rs sits in an allotment a stock shortfall
  * recalls and that still owes units (its sale would be refused). */
 int gw_escrow_owes(stage_ctx_t *ctx, const hf_reservation_state_t *rs, bool *owes) HF_MUST_CHECK;
+/* When gw_escrow_owes, ends HELD rs RELEASED stock_shortfall (its units may not
+ * be on the shelf: revoked here, as a counter revokes a direct hold) and sets
+ * *revoked; the caller answers. */
+int gw_escrow_revoke_owed(stage_ctx_t *ctx, hf_reservation_state_t *rs,
+                          bool *revoked) HF_MUST_CHECK;
 /* The counter refused the sale of h (REVOKED: its allotment is being
  * recalled): the units are this partition's again, to be released. */
 int gw_escrow_unsell(stage_ctx_t *ctx, const hf_hold_ref_t *h) HF_MUST_CHECK;

@@ -43,16 +43,12 @@ static int hold_while_pending(stage_ctx_t *ctx, gw_request_t *req)
 {
     const gateway_env_t *env = gateway_env(ctx);
     hf_reservation_state_t *rs = &req->rs;
-    bool owes = false;
-    int err = gw_escrow_owes(ctx, rs, &owes);
-    if (err)
-        return err;
-    if (owes) {
-        err = gw_finish(ctx, rs, HF_RES_RELEASED, HF_LEDGER_RELEASED, GW_REASON_SHORTFALL);
+    bool revoked = false;
+    int err = gw_escrow_revoke_owed(ctx, rs, &revoked);
+    if (err || revoked)
         return err ? err
                    : gw_answer(ctx, rs, &req->asker, HF_REPLY_RELEASED,
                                "reservation was released: stock_shortfall");
-    }
     int64_t cap = rs->created_at_ms + env->payment_pending_max_ms;
     if (cap < rs->hold_deadline_ms)
         cap = rs->hold_deadline_ms;
