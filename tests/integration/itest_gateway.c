@@ -456,6 +456,43 @@ static void test_a_pick_up_holds_at_its_store_alone(void **state)
     stop(&g);
 }
 
+/* A partial reserve on a real broker: 5 asked, 3 in the network (2 at W1, 1 at
+ * W2): HELD with 3, and the reply, the ledger's HELD event and the counters
+ * agree on them; its commit sells 3. */
+static void test_a_partial_reserve_holds_what_there_is(void **state)
+{
+    gw_t g;
+    start(&g, "gw-partial", NULL);
+    stock(&g, "SKU-Q", (int64_t[]){2, 1, 0}, (int64_t[]){2, 1, 0});
+    hf_record_t r = reserve("q1", "k", "SKU-Q", 5, 0);
+    r.u.reserve.allow_partial = true;
+    hf_reply_t h = call(&g, &r);
+    assert_int_equal(h.outcome, HF_REPLY_HELD);
+    int64_t held = 0;
+    for (int32_t i = 0; i < h.allocations_count; i++)
+        held += h.allocations[i].qty;
+    assert_int_equal(held, 3);
+    assert_non_null(strstr(h.message, "partially held: SKU-Q 3 of 5;"));
+    wait_reserved(&g, "SKU-Q", 3);
+    wait_ledger(&g, "q1", HF_LEDGER_HELD);
+    ledger_t l = ledger_of(&g, "q1");
+    assert_int_equal(l.last.lines_count, 1);
+    assert_int_equal(l.last.lines[0].qty, 3);
+    assert_string_equal(l.last.reason, h.message);
+    hf_record_t c = harness_commit_req("q1", "c", "pay-q1");
+    assert_int_equal(call(&g, &c).outcome, HF_REPLY_COMMITTED);
+    wait_reserved(&g, "SKU-Q", 0);
+    hf_counter_state_t cs;
+    assert_true(harness_counter(&g.h, "W1", "SKU-Q", &cs));
+    assert_int_equal(cs.on_hand, 0);
+    assert_true(harness_counter(&g.h, "W2", "SKU-Q", &cs));
+    assert_int_equal(cs.on_hand, 0);
+    hf_record_t none = reserve("q2", "k", "SKU-Q", 1, 0);
+    none.u.reserve.allow_partial = true;
+    assert_int_equal(call(&g, &none).outcome, HF_REPLY_REJECTED_INSUFFICIENT);
+    stop(&g);
+}
+
 /* late_payment_policy rereserve: a payment after expiry buys the lines after
  * all when stock allows (COMMITTED, the units sold at the counter), and is
  * flagged for refund when it does not. */
@@ -911,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_late_payment_rereserves_or_refunds),
         cmocka_unit_test(test_payment_events_drive_the_hold),
         cmocka_unit_test(test_a_pick_up_holds_at_its_store_alone),
+        cmocka_unit_test(test_a_partial_reserve_holds_what_there_is),
         cmocka_unit_test(test_split_reroute_and_rollback),
         cmocka_unit_test(test_200_concurrent_reserves_for_the_last_10_units),
         cmocka_unit_test(test_invalid_requests_get_clear_rejections),
