@@ -130,6 +130,7 @@ _Static_assert(HF_WAREHOUSES_MAX >= HF_SPLITS_MAX, "splits go to distinct wareho
 /* Warehouses a Reserve may restrict its lines to (only_warehouses): pick-up
  * names one store; a retailer's "these DCs only" a few. */
 #define HF_ONLY_WAREHOUSES_MAX          8
+_Static_assert(HF_WAREHOUSES_MAX <= 64, "a SKU's ship-from list is a 64-bit mask");
 _Static_assert(HF_ONLY_WAREHOUSES_MAX <= HF_WAREHOUSES_MAX, "named among the warehouses");
 /* Per-SKU ship-from lists (ship_from_file): SKUs with a list (twice a 2M
  * catalog) and the longest line (a SKU and 64 warehouse ids). */

@@ -442,10 +442,17 @@ static int prime(stage_ctx_t *ctx, const gateway_env_t *env, size_t pin, int64_t
         (size_t)av.warehouses_count > *budget)
         return HF_OK; /* not yet: a later tick looks again */
     *budget -= (size_t)av.warehouses_count;
+    /* Only where a shopper who names no warehouse may be served: not a store's
+     * shelf, not outside the SKU's ship-from list. */
+    hf_line_t any = {.qty = 1};
+    snprintf(any.sku, sizeof any.sku, "%s", sku);
+    route_line_t where = gw_route_line(env, NULL, 0, &(hf_geo_t){0, 0}, &any, 1, NULL, NULL, 0);
     for (int32_t w = 0; w < av.warehouses_count; w++) {
         const hf_wh_available_t *wa = &av.warehouses[w];
         int64_t free_units = wa->available - wa->escrow;
-        if (free_units <= env->escrow.scarce_units)
+        const route_warehouse_t *rw = route_warehouse(&env->routes, wa->warehouse_id);
+        if (free_units <= env->escrow.scarce_units || !rw ||
+            !route_may_use(&env->routes, &where, rw))
             continue;
         int64_t want = env->escrow.partitions > 0 ? free_units / env->escrow.partitions : 0;
         if (want < env->escrow.prime_units)

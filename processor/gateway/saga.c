@@ -219,6 +219,15 @@ int gw_saga_restart(stage_ctx_t *ctx, hf_reservation_state_t *rs, bool *restarte
         const hf_hold_ref_t *h = &rs->allocations[i];
         if (h->status != HF_HOLD_REF_RELEASE_SENT || h->available_seen < 0)
             continue; /* refused, or released before it was confirmed held */
+        /* A warehouse the rules no longer allow (a ship-from list or a store
+         * configured since the hold): route afresh instead (gw_saga_start). */
+        hf_line_t l = {.qty = h->qty};
+        snprintf(l.sku, sizeof l.sku, "%s", h->sku);
+        route_line_t line = gw_route_line(env, rs->only_warehouses, rs->only_warehouses_count,
+                                          &rs->ship_to, &l, h->qty, NULL, NULL, 0);
+        const route_warehouse_t *w = route_warehouse(&env->routes, h->warehouse_id);
+        if (!w || !route_may_use(&env->routes, &line, w))
+            return HF_OK;
         again[n] = *h;
         again[n].status = HF_HOLD_REF_HOLD_SENT;
         again[n].attempt = rs->next_attempt;

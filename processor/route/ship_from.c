@@ -55,6 +55,10 @@ static uint64_t parse_list(char *list, const route_config_t *routes, char *why, 
 {
     uint64_t mask = 0;
     char *save = NULL;
+    if (strstr(list, ",,") || list[0] == ',' || (list[0] && list[strlen(list) - 1] == ',')) {
+        snprintf(why, why_size, "an empty warehouse id in \"%.64s\"", list);
+        return 0;
+    }
     for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*w))
             w++;
@@ -78,10 +82,20 @@ static uint64_t parse_list(char *list, const route_config_t *routes, char *why, 
     return mask;
 }
 
-/* One line: "" or a comment, or "sku w1,w2". */
+/* One line: "" or a comment, or "sku w1,w2" (its end of line removed). */
 static int parse_line(ship_from_t *sf, char *line, uint32_t line_no, const route_config_t *routes,
                       char *why, size_t why_size)
 {
+    size_t len = strlen(line);
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    char *end = line + len; /* trailing blanks: the list's, trimmed */
+    while (end > line && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    if (line_no == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) {
+        snprintf(why, why_size, "starts with a UTF-8 byte order mark: save the file without it");
+        return HF_ERR_CONFIG;
+    }
     char *p = line;
     while (isspace((unsigned char)*p))
         p++;
@@ -93,8 +107,12 @@ static int parse_line(ship_from_t *sf, char *line, uint32_t line_no, const route
     if (*p)
         *p++ = '\0';
     size_t sku_len = strlen(sku);
-    if (sku_len > HF_SKU_LEN_MAX || strchr(sku, '|')) {
-        snprintf(why, why_size, "sku \"%.64s\" must be 1..%d characters without '|'", sku,
+    bool control = false;
+    for (const char *c = sku; *c; c++)
+        control = control || (unsigned char)*c < 0x20 || *c == 0x7f;
+    if (sku_len > HF_SKU_LEN_MAX || strchr(sku, '|') || control) {
+        snprintf(why, why_size,
+                 "sku \"%.64s\" must be 1..%d characters without '|' or control characters", sku,
                  HF_SKU_LEN_MAX);
         return HF_ERR_CONFIG;
     }
@@ -166,7 +184,8 @@ int ship_from_load(const char *path, const route_config_t *routes, ship_from_t *
     ssize_t n;
     while (!err && (n = getline(&line, &line_cap, f)) >= 0) {
         line_no++;
-        if ((size_t)n > HF_SHIP_FROM_LINE_MAX) {
+        size_t text = (size_t)n - (n > 0 && line[n - 1] == '\n');
+        if (text > HF_SHIP_FROM_LINE_MAX) {
             snprintf(why, sizeof why, "longer than %d bytes", HF_SHIP_FROM_LINE_MAX);
             err = HF_ERR_CONFIG;
             break;

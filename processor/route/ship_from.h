@@ -7,7 +7,8 @@
  *   SKU-00042 US-NYC,US-CHI
  *   SKU-00077 EU-BER
  *
- * A SKU not in the file ships from anywhere. Every warehouse named must be in
+ * A SKU not in the file ships from anywhere. A line whose first non-blank
+ * character is '#' is a comment (a SKU starting with '#' cannot be listed). Every warehouse named must be in
  * the warehouses file and not of kind store (a store's shelf is for pick-up,
  * which names the store itself: route.h); a SKU listed twice, an empty list or
  * a line over HF_SHIP_FROM_LINE_MAX is refused at load with its line number.

@@ -3066,6 +3066,38 @@ static void test_a_ship_from_list_bounds_where_a_sku_is_held(void **state)
     gateway_env_release(&fx->user->env);
 }
 
+/* A late payment's re-reservation re-asks the warehouses its expired holds
+ * were at only while the rules still allow them: after a ship-from list (or a
+ * store) was configured, it routes afresh within the rules. */
+static void test_a_late_payment_rereserves_within_todays_rules(void **state)
+{
+    stage_ctx_t *fx = *state;
+    fx->user->env.late_policy = GW_LATE_RERESERVE;
+    stock(fx, "SKU-H", plenty, 6);
+    held_then_expired(fx, "lr1", "SKU-H", 2);
+    assert_string_equal(load_rs(fx, "lr1").allocations[0].warehouse_id, "W1");
+    const char *path = "/tmp/hf_gw_ship_from_late.txt";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("SKU-H W3\n", f);
+    fclose(f);
+    char errstr[256];
+    assert_int_equal(ship_from_load(path, &fx->user->env.routes, &fx->user->env.ship_from, errstr,
+                                    sizeof errstr),
+                     HF_OK);
+    remove(path);
+    size_t from = fx->emits_count;
+    hf_record_t c = commit_rec("lr1", "c", "pay-late");
+    assert_int_equal(fx_apply(fx, &c), HF_OK);
+    settle(fx);
+    holds_only_at(fx, from, "W3");
+    assert_true(commands_since(fx, from, HF_REC_HOLD) > 0);
+    hf_reply_t rep = one_reply(fx, from);
+    assert_int_equal(rep.outcome, HF_REPLY_COMMITTED);
+    assert_string_equal(rep.allocations[0].warehouse_id, "W3");
+    gateway_env_release(&fx->user->env);
+}
+
 /* ======================================================================
  * Partial holds (allow_partial; saga.c)
  * ====================================================================== */
@@ -3478,6 +3510,7 @@ int main(void)
         T(test_a_ship_from_list_bounds_where_a_sku_is_held),
         T(test_a_partial_reserve_holds_what_the_network_has),
         T(test_a_partial_reserve_keeps_what_the_counters_give),
+        T(test_a_late_payment_rereserves_within_todays_rules),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     codec_shutdown();

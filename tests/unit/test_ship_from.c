@@ -102,8 +102,18 @@ static void test_mistakes_are_refused_naming_the_line(void **state)
                    ":2: sku SKU-2: warehouse \"DC-7\" is not in the warehouses file");
     expect_refused("SKU-1 STORE-9\n", ":1: sku SKU-1: STORE-9 is a store");
     expect_refused("SKU-1\n", ":1: sku SKU-1: no warehouse listed");
-    expect_refused("SKU-1 ,\n", ":1: sku SKU-1: warehouse \"\" is not in the warehouses file");
+    expect_refused("SKU-1 ,\n", ":1: sku SKU-1: an empty warehouse id");
+    expect_refused("SKU-1 DC-1,\r\n", ":1: sku SKU-1: an empty warehouse id");
+    expect_refused("SKU-1 DC-1,,DC-2\n", ":1: sku SKU-1: an empty warehouse id");
+    expect_refused("\xEF\xBB\xBFSKU-1 DC-1\n", ":1: starts with a UTF-8 byte order mark");
+    expect_refused("SKU\x01 DC-1\n", "without '|' or control characters");
     expect_refused("SKU|1 DC-1\n", ":1: sku \"SKU|1\" must be");
+    write_file("SKU-1 DC-1\r\nSKU-2 DC-2\r\n"); /* CRLF */
+    ship_from_t *crlf = NULL;
+    char why[256] = "";
+    assert_int_equal(ship_from_load(PATH, &cfg, &crlf, why, sizeof why), HF_OK);
+    assert_int_equal(ship_from_mask(crlf, "SKU-2"), 1u << 1);
+    ship_from_free(crlf);
     expect_refused("SKU-1 DC-1\n#\nSKU-1 DC-2\n", "line 3: sku SKU-1 is listed on line 1 already");
     char *longline = malloc(HF_SHIP_FROM_LINE_MAX + 64);
     assert_non_null(longline);
