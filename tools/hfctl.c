@@ -81,6 +81,15 @@ static int copy_id(char *dst, size_t dst_size, const char *v, const char *name)
     return HF_OK;
 }
 
+/* --reservation and --key of a request into its fields. */
+static int request_ids(cli_t *c, char *rid, size_t rid_size, char *key, size_t key_size)
+{
+    return copy_id(rid, rid_size, need(c, "reservation"), "reservation") ||
+                   copy_id(key, key_size, need(c, "key"), "key")
+               ? HF_ERR_INVAL
+               : HF_OK;
+}
+
 /* ---- producing one record */
 
 static int produce_one(cli_t *c, hf_topic_id_t topic, const char *key, const hf_record_t *rec)
@@ -509,9 +518,8 @@ static int cmd_reserve(cli_t *c)
     rec.type = HF_REC_RESERVE;
     hf_reserve_t *r = &rec.u.reserve;
     const char *lat = opt(c, "lat"), *lon = opt(c, "lon");
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
-                "reservation") ||
-        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+    if (request_ids(c, r->reservation_id, sizeof r->reservation_id, r->idempotency_key,
+                    sizeof r->idempotency_key) ||
         reserve_lines(c, r) || opt_int64(c, "ttl-ms", 0, &r->ttl_ms) || reserve_only(c, r))
         return HF_ERR_INVAL;
     r->allow_partial = opt(c, "allow-partial") != NULL;
@@ -529,9 +537,8 @@ static int cmd_commit(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_COMMIT};
     hf_commit_t *r = &rec.u.commit;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
-                "reservation") ||
-        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+    if (request_ids(c, r->reservation_id, sizeof r->reservation_id, r->idempotency_key,
+                    sizeof r->idempotency_key) ||
         copy_id(r->payment_id, sizeof r->payment_id, need(c, "payment"), "payment"))
         return HF_ERR_INVAL;
     if (opt(c, "reply-to"))
@@ -544,9 +551,8 @@ static int cmd_release(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_RELEASE};
     hf_release_t *r = &rec.u.release;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
-                "reservation") ||
-        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key"))
+    if (request_ids(c, r->reservation_id, sizeof r->reservation_id, r->idempotency_key,
+                    sizeof r->idempotency_key))
         return HF_ERR_INVAL;
     snprintf(r->reason, sizeof r->reason, "%s", opt(c, "reason") ? opt(c, "reason") : "abandoned");
     if (opt(c, "reply-to"))
@@ -559,9 +565,8 @@ static int cmd_extend(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_EXTEND};
     hf_extend_t *r = &rec.u.extend;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
-                "reservation") ||
-        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+    if (request_ids(c, r->reservation_id, sizeof r->reservation_id, r->idempotency_key,
+                    sizeof r->idempotency_key) ||
         !need(c, "by-ms") || opt_int64(c, "by-ms", 0, &r->extend_by_ms))
         return HF_ERR_INVAL;
     if (opt(c, "reply-to"))
@@ -574,9 +579,8 @@ static int cmd_payment(cli_t *c)
 {
     hf_record_t rec = {.type = HF_REC_PAYMENT_EVENT};
     hf_payment_event_t *r = &rec.u.payment_event;
-    if (copy_id(r->reservation_id, sizeof r->reservation_id, need(c, "reservation"),
-                "reservation") ||
-        copy_id(r->idempotency_key, sizeof r->idempotency_key, need(c, "key"), "key") ||
+    if (request_ids(c, r->reservation_id, sizeof r->reservation_id, r->idempotency_key,
+                    sizeof r->idempotency_key) ||
         copy_id(r->payment_id, sizeof r->payment_id, need(c, "payment"), "payment"))
         return HF_ERR_INVAL;
     const char *event = need(c, "event");
